@@ -1,0 +1,64 @@
+# fairway: the two commands a newcomer needs are `make demo` and `make test`.
+# Everything else is here for developers and CI; `make help` lists it.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+ROOT := $(CURDIR)
+BIN  := $(ROOT)/bin
+GO   ?= go
+export PATH := $(BIN):$(PATH)
+# Tests, benchmarks and the demo find the control-plane binaries here.
+export FAIRWAY_BIN := $(BIN)
+
+GOTEST_FLAGS ?= -count=1
+E2E_TIMEOUT  ?= 40m
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+##@ Build
+
+.PHONY: tools
+tools: ## Build the local control plane and dev tools into bin/ (skipped when up to date).
+	hack/build-tools.sh
+
+.PHONY: build
+build: ## Build fairway's binaries into bin/.
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code and CRD manifests from api/.
+	hack/build-tools.sh controller-gen
+	$(BIN)/controller-gen object paths=./api/... crd:crdVersions=v1 output:crd:artifacts:config=charts/fairway/crds
+
+##@ Check
+
+.PHONY: verify
+verify: ## gofmt, go vet, generated files up to date, lint.
+	hack/verify.sh
+
+.PHONY: unit
+unit: ## Unit tests and engine scenarios (no cluster).
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+.PHONY: e2e
+e2e: tools build ## End-to-end tests on a local cluster built from Go modules.
+	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./test/e2e/... 2>&1 | hack/test-summary.sh
+
+.PHONY: test
+test: verify unit e2e ## Everything CI runs.
+
+##@ Run
+
+.PHONY: demo
+demo: tools build ## Start a local cluster with 4 fake nodes of 8 H100 GPUs and play the product story.
+	$(GO) run ./test/demo
+
+##@ Measure
+
+.PHONY: bench
+bench: ## Engine benchmarks (median of 5 runs with benchstat-friendly output).
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/...

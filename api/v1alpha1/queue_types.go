@@ -1,0 +1,193 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Queue is a node of the quota tree: a department (a queue with children) or a project (a leaf
+// queue). Only leaf queues take work; pods reach a leaf through the namespaces it serves.
+//
+// Quotas are per resource. The guaranteed quota is given on demand; above it a queue borrows idle
+// capacity in proportion to its over-quota weight, up to its limit, and borrowed capacity is
+// reclaimed when a queue below its fair share asks for it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=fq,categories=fairway
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parent`
+// +kubebuilder:printcolumn:name="GPU Quota",type=string,JSONPath=`.spec.resources.gpu.quota`
+// +kubebuilder:printcolumn:name="GPU Limit",type=string,JSONPath=`.spec.resources.gpu.limit`
+// +kubebuilder:printcolumn:name="GPU Fair Share",type=string,JSONPath=`.status.fairShare.gpu`
+// +kubebuilder:printcolumn:name="GPU Allocated",type=string,JSONPath=`.status.allocated.gpu`
+// +kubebuilder:printcolumn:name="GPU Requested",type=string,JSONPath=`.status.requested.gpu`
+// +kubebuilder:printcolumn:name="Namespaces",type=string,JSONPath=`.spec.namespaces`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.parent) || self.spec.parent != self.metadata.name",message="spec.parent: a queue cannot be its own parent"
+type Queue struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec QueueSpec `json:"spec,omitempty"`
+	// +optional
+	Status QueueStatus `json:"status,omitempty"`
+}
+
+// QueueSpec is what an administrator promises a department or project.
+type QueueSpec struct {
+	// Parent is the name of the parent queue (a department). Empty for a top-level queue. Trees
+	// may be of any depth; a queue whose parent does not exist is reported in its conditions and
+	// takes no work until the parent appears.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Parent string `json:"parent,omitempty"`
+
+	// Namespaces lists the namespaces whose pods are scheduled through this queue. Only leaf queues
+	// serve namespaces; a namespace must be served by at most one queue. The webhook refuses a pod
+	// that names a queue which does not serve the pod's namespace.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// Resources holds the guaranteed quota, over-quota weight and limit for GPUs, CPU and memory.
+	// A resource left out has no guarantee, weight 1 and no limit.
+	// +optional
+	Resources QueueResources `json:"resources,omitempty"`
+
+	// GPUTypes refines the GPU quota per GPU type (node pool). A node's GPU type is its
+	// fairway.dev/gpu-type label (set by the gpu-agent from the product name unless an
+	// administrator sets it). GPUs used on a type listed here count against that entry as well as
+	// against resources.gpu; types not listed count against resources.gpu only.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	GPUTypes []GPUTypeQuota `json:"gpuTypes,omitempty"`
+
+	// Priority orders sibling queues when capacity above their guarantees is divided: higher
+	// priority queues are satisfied first, then weights divide what is left within one priority.
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// PreemptMinRuntime protects a job of this queue from preemption by higher-priority work of the
+	// same queue until it has run this long. Unset means no protection.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
+	PreemptMinRuntime *metav1.Duration `json:"preemptMinRuntime,omitempty"`
+
+	// ReclaimMinRuntime protects a job of this queue from reclaim by other queues until it has run
+	// this long. Unset means no protection.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
+	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
+}
+
+// QueueResources names the quota of each resource a queue accounts for.
+type QueueResources struct {
+	// GPU is counted in devices; fractional GPUs count their share (0.5 counts half a GPU).
+	// +optional
+	GPU *ResourceQuota `json:"gpu,omitempty"`
+	// CPU is counted in cores (1 or 1000m).
+	// +optional
+	CPU *ResourceQuota `json:"cpu,omitempty"`
+	// Memory is counted in bytes (64Gi).
+	// +optional
+	Memory *ResourceQuota `json:"memory,omitempty"`
+}
+
+// ResourceQuota is one resource's share of the cluster for a queue.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || quantity(string(self.limit)).compareTo(has(self.quota) ? quantity(string(self.quota)) : quantity('0')) >= 0",message="limit must be at least quota (leave limit out for no limit)",fieldPath=".limit"
+type ResourceQuota struct {
+	// Quota is the guaranteed amount, given on demand. Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="quota must be at least 0"
+	Quota *resource.Quantity `json:"quota,omitempty"`
+
+	// OverQuotaWeight divides capacity above the guarantees among queues that want more: a queue
+	// with weight 2 gets twice the surplus of a sibling with weight 1. Weight 0 means the queue
+	// borrows only what no sibling with a positive weight wants. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
+
+	// Limit caps what the queue may hold, guaranteed and borrowed together. Leave it out for no
+	// limit. It must be at least Quota.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="limit must be at least 0"
+	Limit *resource.Quantity `json:"limit,omitempty"`
+}
+
+// GPUTypeQuota is a queue's GPU quota on one GPU type (node pool).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || quantity(string(self.limit)).compareTo(has(self.quota) ? quantity(string(self.quota)) : quantity('0')) >= 0",message="limit must be at least quota (leave limit out for no limit)",fieldPath=".limit"
+type GPUTypeQuota struct {
+	// Name is the GPU type, matched against the node label fairway.dev/gpu-type (for example
+	// H100, A100, L4).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// Quota is the guaranteed number of GPUs of this type. Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="quota must be at least 0"
+	Quota *resource.Quantity `json:"quota,omitempty"`
+
+	// OverQuotaWeight divides spare GPUs of this type; see ResourceQuota. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
+
+	// Limit caps the GPUs of this type the queue may hold. Leave it out for no limit.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="limit must be at least 0"
+	Limit *resource.Quantity `json:"limit,omitempty"`
+}
+
+// QueueStatus is the scheduler's view of a queue, refreshed every few seconds. Resource names are
+// gpu, cpu and memory, and gpu/<type> for each GPU type in use.
+type QueueStatus struct {
+	// Allocated is what the queue's running and bound pods hold.
+	// +optional
+	Allocated corev1.ResourceList `json:"allocated,omitempty"`
+	// AllocatedNonPreemptible is the part of Allocated that cannot be preempted or reclaimed.
+	// +optional
+	AllocatedNonPreemptible corev1.ResourceList `json:"allocatedNonPreemptible,omitempty"`
+	// Requested is Allocated plus what the queue's pending pods ask for.
+	// +optional
+	Requested corev1.ResourceList `json:"requested,omitempty"`
+	// FairShare is what the queue is entitled to now: its guarantee (capped by its demand) plus
+	// its part of the idle capacity. Allocated above FairShare is reclaimable.
+	// +optional
+	FairShare corev1.ResourceList `json:"fairShare,omitempty"`
+	// Borrowed is Allocated above the guaranteed quota, per resource.
+	// +optional
+	Borrowed corev1.ResourceList `json:"borrowed,omitempty"`
+	// PendingPods counts pods of the queue that wait to be scheduled.
+	// +optional
+	PendingPods int32 `json:"pendingPods,omitempty"`
+	// ChildQueues lists the queues whose parent is this queue.
+	// +optional
+	ChildQueues []string `json:"childQueues,omitempty"`
+	// Conditions: Ready is False with a reason when the queue cannot take work (its parent is
+	// missing, it has children and also serves namespaces, a namespace is served twice).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// QueueList is a list of Queues.
+//
+// +kubebuilder:object:root=true
+type QueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Queue `json:"items"`
+}

@@ -1,0 +1,111 @@
+package v1alpha1
+
+// SchedulerName is the spec.schedulerName of every pod fairway schedules.
+const SchedulerName = "fairway"
+
+// Prefix of every fairway label and annotation.
+const Prefix = "fairway.dev/"
+
+// Pod labels and annotations that users may set. The webhook reads them, normalizes them and
+// writes the internal keys below.
+const (
+	// QueueLabel names the leaf queue a pod is accounted to. When absent the webhook uses the
+	// queue that serves the pod's namespace. Aliases: RunAIQueueLabel, KAIQueueLabel.
+	QueueLabel = Prefix + "queue"
+
+	// GPUFractionAnnotation asks for a share of one GPU, a decimal in (0, 1), e.g. "0.5".
+	// Alias: GPUFractionAliasAnnotation.
+	GPUFractionAnnotation = Prefix + "gpu-fraction"
+
+	// GPUMemoryAnnotation asks for GPU memory in MiB on one shared GPU, e.g. "20000".
+	// Alias: GPUMemoryAliasAnnotation.
+	GPUMemoryAnnotation = Prefix + "gpu-memory"
+
+	// GPUContainerAnnotation names the container that gets the GPU share. When absent the adapter
+	// of the pod's framework chooses (Argo and KFP: main; notebooks: notebook; otherwise index 0).
+	// Alias: GPUContainerAliasAnnotation.
+	GPUContainerAnnotation = Prefix + "gpu-container"
+
+	// PreemptibilityLabel overrides the preemptibility derived from priority: "preemptible" or
+	// "non-preemptible".
+	PreemptibilityLabel = Prefix + "preemptibility"
+
+	// IgnoreLabel set to "true" on a pod or a namespace keeps the webhook off it entirely.
+	IgnoreLabel = Prefix + "ignore"
+
+	// TopologyRequiredAnnotation and TopologyPreferredAnnotation name a node label (a topology
+	// level) for the pod's gang; see TopologyConstraint.
+	TopologyRequiredAnnotation  = Prefix + "topology-required"
+	TopologyPreferredAnnotation = Prefix + "topology-preferred"
+)
+
+// Run:ai and KAI-Scheduler keys, honoured so that users can migrate without editing manifests.
+const (
+	GPUFractionAliasAnnotation  = "gpu-fraction"
+	GPUMemoryAliasAnnotation    = "gpu-memory"
+	GPUContainerAliasAnnotation = "gpu-fraction-container-name"
+	RunAIQueueLabel             = "runai/queue"
+	KAIQueueLabel               = "kai.scheduler/queue"
+)
+
+// Keys written by fairway's webhook on pods. Users should not set them.
+const (
+	// PodGroupAnnotation names the pod's PodGroup in the pod's namespace.
+	PodGroupAnnotation = Prefix + "pod-group"
+	// MinMemberAnnotation is the gang's minimum member count the adapter computed.
+	MinMemberAnnotation = Prefix + "min-member"
+	// SubGroupAnnotation names the pod's sub-group within its gang.
+	SubGroupAnnotation = Prefix + "sub-group"
+	// WorkloadKindAnnotation is the adapter's name for the workload: pipeline-step, workflow-step,
+	// ray, notebook, training, or pod.
+	WorkloadKindAnnotation = Prefix + "workload-kind"
+	// FrameworkLabel is the framework that made the pod (kubeflow-pipelines, argo, ray,
+	// jupyterhub, pytorchjob, jobset, none); dashboards group by it.
+	FrameworkLabel = Prefix + "framework"
+	// ManagedLabel marks a pod the webhook handed to fairway ("true").
+	ManagedLabel = Prefix + "managed"
+)
+
+// Keys written by the scheduler runtime.
+const (
+	// GPUIndexAnnotation is the index (on its node) of the GPU a fractional pod was placed on.
+	GPUIndexAnnotation = Prefix + "gpu-index"
+	// GPUUUIDAnnotation is the UUID of that GPU, once the gpu-agent has reported it.
+	GPUUUIDAnnotation = Prefix + "gpu-uuid"
+	// GPUGroupLabel ties fractional pods to the reservation pod that holds their GPU.
+	GPUGroupLabel = Prefix + "gpu-group"
+	// ReservationLabel marks a reservation pod ("true").
+	ReservationLabel = Prefix + "reservation"
+)
+
+// Node labels and annotations published by the gpu-agent.
+const (
+	// GPUTypeLabel is the node's GPU type (node pool), e.g. H100; queues quota per type by it.
+	GPUTypeLabel = Prefix + "gpu-type"
+	// GPUProductLabel is the full NVML product name with spaces replaced by dashes.
+	GPUProductLabel = Prefix + "gpu-product"
+	// GPUMemoryLabel is the memory of one GPU in MiB.
+	GPUMemoryLabel = Prefix + "gpu-memory"
+	// GPUCountLabel is the number of GPUs on the node.
+	GPUCountLabel = Prefix + "gpu-count"
+	// NVLinkDomainLabel is the node's NVLink domain (fabric clique); nodes that share a value are
+	// one topology domain.
+	NVLinkDomainLabel = Prefix + "nvlink-domain"
+	// GPUInventoryAnnotation holds the node's per-GPU inventory as JSON (index, UUID, memory).
+	GPUInventoryAnnotation = Prefix + "gpu-inventory"
+)
+
+// ResourceGPU is the extended resource of whole NVIDIA GPUs.
+const ResourceGPU = "nvidia.com/gpu"
+
+// NonPreemptiblePriority is the lowest priority value that is non-preemptible by default, as in
+// Run:ai and KAI-Scheduler: training and pipeline steps run below it, notebooks and inference at
+// or above it.
+const NonPreemptiblePriority = 100
+
+// Default PriorityClasses installed by the chart.
+const (
+	PriorityClassTraining    = "fairway-training"    // 50, preemptible
+	PriorityClassInteractive = "fairway-interactive" // 100, non-preemptible (notebooks, builds)
+	PriorityClassInference   = "fairway-inference"   // 125, non-preemptible
+)

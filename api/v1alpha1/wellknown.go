@@ -76,6 +76,18 @@ const (
 	GPUGroupLabel = Prefix + "gpu-group"
 	// ReservationLabel marks a reservation pod ("true").
 	ReservationLabel = Prefix + "reservation"
+	// GPUConfigMapAnnotation names the ConfigMap (in the pod's namespace) from which the GPU
+	// container of a fractional pod takes its GPU environment (NVIDIA_VISIBLE_DEVICES and, under
+	// MPS, the memory and thread limits). The webhook picks the name at admission, when the pod
+	// may not have a name yet; the runtime fills the ConfigMap before it binds the pod.
+	GPUConfigMapAnnotation = Prefix + "gpu-configmap"
+)
+
+// Pod condition types.
+const (
+	// GPUIdleCondition is set by the gpu-agent on interactive pods: True when the pod's GPU work
+	// has been below the idle threshold for the configured time, False at the first sign of work.
+	GPUIdleCondition = "fairway.dev/GPUIdle"
 )
 
 // Node labels and annotations published by the gpu-agent.

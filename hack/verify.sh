@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# verify.sh: the checks `make verify` (and so CI) runs before any test: formatting, vet,
+# generated files up to date, module files tidy, and the linter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bin=${FAIRWAY_BIN:-$root/bin}
+failed=0
+step() { printf '\n== verify: %s\n' "$*"; }
+fail() { printf 'verify FAILED: %s\n' "$*" >&2; failed=1; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' --cached --others --exclude-standard) 2>/dev/null || true)
+[ -z "$unformatted" ] || fail "gofmt needed on: $unformatted (run: gofmt -w <files>)"
+
+step "go vet"
+go vet ./... || fail "go vet"
+
+step "go.mod tidy"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cp go.mod go.sum "$tmp"/
+go mod tidy
+if ! diff -q go.mod "$tmp/go.mod" >/dev/null || ! diff -q go.sum "$tmp/go.sum" >/dev/null; then
+  cp "$tmp/go.mod" "$tmp/go.sum" .
+  fail "go.mod/go.sum are not tidy (run: go mod tidy)"
+fi
+
+step "generated code (controller-gen)"
+hack/build-tools.sh controller-gen >/dev/null
+mkdir -p "$tmp/crds" "$tmp/api"
+cp api/v1alpha1/zz_generated.deepcopy.go "$tmp/api/"
+"$bin/controller-gen" object paths=./api/... crd:crdVersions=v1 output:crd:artifacts:config="$tmp/crds"
+if ! diff -ru charts/fairway/crds "$tmp/crds" || ! diff -u "$tmp/api/zz_generated.deepcopy.go" api/v1alpha1/zz_generated.deepcopy.go; then
+  cp "$tmp/api/zz_generated.deepcopy.go" api/v1alpha1/
+  fail "generated CRDs or deepcopy are stale (run: make generate)"
+fi
+
+if [ -x hack/verify-generated-extra.sh ]; then
+  step "other generated files"
+  hack/verify-generated-extra.sh || fail "generated files are stale (run: make generate)"
+fi
+
+if [ -x "$bin/golangci-lint" ]; then
+  step "golangci-lint"
+  "$bin/golangci-lint" run ./... || fail "golangci-lint"
+fi
+
+[ "$failed" = 0 ] || exit 1
+echo "verify: all checks passed"

@@ -87,8 +87,7 @@ func GangSpecFromPodGroup(pg *v1alpha1.PodGroup) GangSpec {
 // Gang is a set of pods that start together: at least MinMember of them, or none. Fields are
 // read-only outside this package.
 type Gang struct {
-	Key       GangKey
-	QueueName string
+	Key GangKey
 	// Queue is the queue the gang is accounted to (a placeholder, not Defined, while the Queue
 	// object is missing).
 	Queue     *Queue
@@ -157,6 +156,14 @@ type Hold struct {
 // Stale reports whether the gang runs with fewer than MinMember live pods.
 func (g *Gang) Stale() bool {
 	return g.Bound > 0 && g.Bound+g.Succeeded < g.MinMember
+}
+
+// QueueName is the name of the gang's queue ("" when none).
+func (g *Gang) QueueName() string {
+	if g.Queue == nil {
+		return ""
+	}
+	return g.Queue.Name
 }
 
 // String is the gang key.

@@ -169,6 +169,13 @@ func (s *Snapshot) PopHold(g *Gang) {
 	s.unhold(g, &h)
 }
 
+// ExtendHolds moves the expiry of every hold of the gang to until.
+func (s *Snapshot) ExtendHolds(g *Gang, until time.Time) {
+	for i := range g.holds {
+		g.holds[i].Expires = until
+	}
+}
+
 // ClearHolds removes all of a gang's holds.
 func (s *Snapshot) ClearHolds(g *Gang) { s.clearHolds(g) }
 

@@ -128,6 +128,10 @@ type Node struct {
 	HeldWhole int64
 	holds     []*Gang
 
+	// Unmanaged is what pods fairway does not account (other schedulers', daemons) take.
+	Unmanaged         NodeResources
+	UnmanagedMilliGPU int64
+
 	// PreemptibleMilliGPU is the GPU held by bound, not releasing, preemptible pods: an upper
 	// bound on what evicting could free, used to skip nodes quickly.
 	PreemptibleMilliGPU int64
@@ -310,6 +314,10 @@ func (n *Node) attach(t *Task) {
 		g.Sharers++
 	}
 	n.UsedMilliGPU += a.MilliGPU()
+	if t.Gang == nil {
+		n.Unmanaged.add(&t.Req, 1)
+		n.UnmanagedMilliGPU += a.MilliGPU()
+	}
 	t.nodePos = len(n.Tasks)
 	n.Tasks = append(n.Tasks, t)
 	if t.State == TaskReleasing {
@@ -348,6 +356,10 @@ func (n *Node) detach(t *Task) {
 		g.Sharers--
 	}
 	n.UsedMilliGPU -= a.MilliGPU()
+	if t.Gang == nil {
+		n.Unmanaged.add(&t.Req, -1)
+		n.UnmanagedMilliGPU -= a.MilliGPU()
+	}
 	last := n.Tasks[len(n.Tasks)-1]
 	n.Tasks[t.nodePos] = last
 	last.nodePos = t.nodePos

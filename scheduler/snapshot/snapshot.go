@@ -110,6 +110,14 @@ func (s *Snapshot) NumDims() int { return NumBaseDims + len(s.gpuTypes) }
 // GPUTypes lists the GPU types known so far, in the order of their dimensions.
 func (s *Snapshot) GPUTypes() []string { return s.gpuTypes }
 
+// DimOfType returns the queue dimension of a GPU type, or -1 when the type is unknown.
+func (s *Snapshot) DimOfType(name string) int {
+	if i, ok := s.typeIdx[name]; ok {
+		return NumBaseDims + i
+	}
+	return -1
+}
+
 // typeDim returns the dimension of a GPU type, registering it on first sight.
 func (s *Snapshot) typeDim(name string) int {
 	if name == "" {

@@ -117,6 +117,12 @@ type Task struct {
 	gangPos int
 }
 
+// IsShadow reports whether the task is a what-if copy made by Snapshot.Shadow.
+func (t *Task) IsShadow() bool { return t.shadow }
+
+// PendingGPU is the milli-GPU the pod is charged as pending demand (see the package units).
+func (t *Task) PendingGPU() int64 { return t.pendGPU }
+
 // Managed reports whether the pod is accounted to a queue.
 func (t *Task) Managed() bool { return t.Gang != nil }
 

@@ -58,10 +58,17 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 	return &victimPolicy{
 		reason:      EvictConsolidate,
 		beneficiary: g,
-		eligible: func(v *snapshot.Task) bool {
+		verdict: func(v *snapshot.Task) string {
 			vg := v.Gang
-			return vg.Preemptible && vg.Topology.Required == "" && len(vg.SubGroups) == 0 &&
-				c.now.Sub(vg.LastStart) >= vg.Queue.Spec.PreemptMinRuntime
+			switch {
+			case !vg.Preemptible:
+				return "are non-preemptible"
+			case vg.Topology.Required != "" || len(vg.SubGroups) > 0:
+				return "need a topology domain or sub-groups to be placed again"
+			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime:
+				return fmt.Sprintf("have not run their queue's preemption minimum runtime (%s)", vg.Queue.Spec.PreemptMinRuntime)
+			}
+			return ""
 		},
 		compare: func(x, y *snapshot.Task) int {
 			if x.Gang.Priority != y.Gang.Priority {

@@ -170,7 +170,7 @@ func (c *cycle) sumGPU(tasks []*snapshot.Task) int64 {
 func (c *cycle) placeSets(g *snapshot.Gang, tasks []*snapshot.Task, need int, restrict bitset.Set, m placeMode) (int, *placeFailure) {
 	cp := c.stmt.Checkpoint()
 	placed := 0
-	var firstFail *snapshot.Task
+	var firstFail *placeFailure
 	rest := tasks
 	for _, sg := range g.SubGroups {
 		if sg.Topology.Required == "" {
@@ -216,7 +216,7 @@ func (c *cycle) placeSets(g *snapshot.Gang, tasks []*snapshot.Task, need int, re
 	}
 	if placed == 0 || placed < need || !c.subGroupsMet(g) {
 		c.stmt.Rollback(cp)
-		return 0, c.capacityFailure(g, firstFail, need, placed, restrict, m.afterRelease)
+		return 0, gangFailure(firstFail, need, placed)
 	}
 	return placed, nil
 }
@@ -233,11 +233,12 @@ func split(tasks []*snapshot.Task, subGroup string) (mine, rest []*snapshot.Task
 }
 
 // placeTasks places as many of the tasks as fit, in order, and returns how many it placed and
-// the first task that did not fit. It stops early once need can no longer be reached. It does
-// not roll back.
-func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, restrict bitset.Set, m placeMode) (int, *snapshot.Task) {
+// why the first task that did not fit failed (explained at that moment, before any rollback).
+// It stops early once need can no longer be reached. It does not roll back.
+func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, restrict bitset.Set, m placeMode) (int, *placeFailure) {
 	placed := 0
-	var firstFail, lastFail *snapshot.Task
+	var first *placeFailure
+	var lastFail *snapshot.Task
 	for i, t := range tasks {
 		if placed+len(tasks)-i < need {
 			break
@@ -245,9 +246,13 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		if lastFail != nil && sameRequest(lastFail, t) {
 			continue // capacity only shrinks while a gang is placed: an identical pod fails too
 		}
-		if c.podOverLimit(g, t) != "" {
-			if firstFail == nil {
-				firstFail = t
+		if why := c.podOverLimit(g, t); why != "" {
+			if first == nil {
+				code := ReasonQueueLimit
+				if strings.Contains(why, "non-preemptible") {
+					code = ReasonNonPreemptible
+				}
+				first = &placeFailure{code: code, msg: why}
 			}
 			lastFail = t
 			continue
@@ -257,8 +262,12 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 			n, a, ok = c.makeRoom(t, g, restrict, m.victims)
 		}
 		if !ok {
-			if firstFail == nil {
-				firstFail = t
+			if first == nil {
+				msg := c.explain(t, g, restrict, m.afterRelease)
+				if m.victims != nil {
+					msg = m.victims.why() + "; " + msg
+				}
+				first = &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}
 			}
 			lastFail = t
 			continue
@@ -266,7 +275,7 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		c.stmt.Allocate(t, n, a)
 		placed++
 	}
-	return placed, firstFail
+	return placed, first
 }
 
 // sameRequest reports whether two pods ask for the same thing under the same constraints.
@@ -277,23 +286,16 @@ func sameRequest(a, b *snapshot.Task) bool {
 		len(a.Req.HostPorts) == 0 && len(b.Req.HostPorts) == 0
 }
 
-// capacityFailure explains why the gang did not fit.
-func (c *cycle) capacityFailure(g *snapshot.Gang, t *snapshot.Task, need, placed int, restrict bitset.Set, afterRelease bool) *placeFailure {
-	if t == nil {
+// gangFailure wraps the first pod's failure with the gang's count.
+func gangFailure(f *placeFailure, need, placed int) *placeFailure {
+	if f == nil {
 		return &placeFailure{code: ReasonNoNodeFits, capacity: true, msg: "the gang's sub-group minimums cannot be met"}
 	}
-	if why := c.podOverLimit(g, t); why != "" {
-		code := ReasonQueueLimit
-		if strings.Contains(why, "non-preemptible") {
-			code = ReasonNonPreemptible
-		}
-		return &placeFailure{code: code, msg: why}
-	}
-	msg := c.explain(t, g, restrict, afterRelease)
+	out := *f
 	if need > 1 {
-		msg = fmt.Sprintf("the gang needs %d pods placed together and only %d fit; %s", need, placed, msg)
+		out.msg = fmt.Sprintf("the gang needs %d pods placed together and only %d fit; %s", need, placed, f.msg)
 	}
-	return &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}
+	return &out
 }
 
 // findNode returns the node (and GPUs) a pod goes to, following the placement strategy:

@@ -157,14 +157,28 @@ func (c *cycle) appendReason(g *snapshot.Gang, more string) {
 	c.reasons[g] = r
 }
 
-// withinGuarantee reports whether the gang keeps its queue within its guaranteed quota.
+// withinGuarantee reports whether the gang keeps its queue within its guaranteed quota of every
+// resource it asks for that the queue has a quota of (and there is at least one).
 func (c *cycle) withinGuarantee(a *attempt) bool {
-	for _, d := range a.dims {
-		if d < snapshot.NumBaseDims && a.before[d]+a.req[d] > deserved(a.g.Queue, d) {
+	any := false
+	for _, d := range guaranteedDims(a) {
+		any = true
+		if a.before[d]+a.req[d] > deserved(a.g.Queue, d) {
 			return false
 		}
 	}
-	return true
+	return any
+}
+
+// guaranteedDims are the base dimensions the gang asks for in which its queue has a quota.
+func guaranteedDims(a *attempt) []int {
+	var out []int
+	for _, d := range a.dims {
+		if d < snapshot.NumBaseDims && a.g.Queue.Quota.At(d) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // tryVictims runs a what-if that may evict pods for the gang, per the policy of kind. On success
@@ -311,8 +325,12 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 	level := "fair share"
 	bound := func(x *snapshot.Queue, d int) int64 { return x.FairShare.At(d) }
 	if guarantee {
+		// Only the guaranteed resources are enforced: the gang claims its quota of those.
 		level = "guaranteed quota"
 		bound = func(x *snapshot.Queue, d int) int64 { return deserved(x, d) }
+		g2 := *a
+		g2.dims = guaranteedDims(a)
+		a = &g2
 	}
 	for _, d := range a.dims {
 		eff := q.Effective(d) - gangHeld(g, d)
@@ -359,11 +377,21 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 	pol := &victimPolicy{
 		reason:      EvictReclaim,
 		beneficiary: g,
-		eligible: func(v *snapshot.Task) bool {
+		verdict: func(v *snapshot.Task) string {
 			vg := v.Gang
-			return vg.Preemptible && queueOK(vg.Queue) && c.now.Sub(vg.LastStart) >= vg.Queue.Spec.ReclaimMinRuntime
+			switch {
+			case !vg.Preemptible:
+				return "are non-preemptible"
+			case vg.Queue == q:
+				return "are the gang's own queue's"
+			case !queueOK(vg.Queue):
+				return fmt.Sprintf("belong to queue %s, which is not above its %s", vg.Queue.Name, level)
+			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.ReclaimMinRuntime:
+				return fmt.Sprintf("have not run their queue's reclaim minimum runtime (%s)", vg.Queue.Spec.ReclaimMinRuntime)
+			}
+			return ""
 		},
-		allow: func(unit []*snapshot.Task, acc *freedAcc) bool {
+		allow: func(unit []*snapshot.Task, acc *freedAcc) string {
 			v := unit[0].Gang.Queue
 			relevant := false
 			for _, d := range a.dims {
@@ -374,11 +402,14 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				relevant = true
 				for x := v; x != nil && !x.IsAncestorOf(q); x = x.Parent {
 					if contested(x, d) && x.Effective(d)-acc.under(x, d)-amt < bound(x, d) {
-						return false
+						return fmt.Sprintf("would take queue %s below its %s of %s (%s)", x.Name, level, c.snap.DimName(d), snapshot.FormatAmount(d, bound(x, d)))
 					}
 				}
 			}
-			return relevant
+			if !relevant {
+				return "free nothing the gang needs"
+			}
+			return ""
 		},
 		compare: func(x, y *snapshot.Task) int {
 			if sx, sy := shareOf(x.Gang.Queue), shareOf(y.Gang.Queue); sx != sy {
@@ -401,9 +432,19 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 	return &victimPolicy{
 		reason:      EvictPreempt,
 		beneficiary: g,
-		eligible: func(v *snapshot.Task) bool {
+		verdict: func(v *snapshot.Task) string {
 			vg := v.Gang
-			return vg.Queue == q && vg.Preemptible && vg.Priority < g.Priority && c.now.Sub(vg.LastStart) >= q.Spec.PreemptMinRuntime
+			switch {
+			case vg.Queue != q:
+				return "belong to other queues"
+			case !vg.Preemptible:
+				return "are non-preemptible"
+			case vg.Priority >= g.Priority:
+				return fmt.Sprintf("have a priority of at least %d", g.Priority)
+			case c.now.Sub(vg.LastStart) < q.Spec.PreemptMinRuntime:
+				return fmt.Sprintf("have not run the queue's preemption minimum runtime (%s)", q.Spec.PreemptMinRuntime)
+			}
+			return ""
 		},
 		compare: byEvictability,
 		message: func(v *snapshot.Task) string {

@@ -21,6 +21,10 @@ package engine
 // The whole what-if rolls back unless every pod the gang needs was placed.
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -30,17 +34,46 @@ import (
 type victimPolicy struct {
 	reason      EvictionReason
 	beneficiary *snapshot.Gang
-	// eligible reports whether a bound pod may be evicted at all in this what-if.
-	eligible func(v *snapshot.Task) bool
-	// allow reports whether a unit may be evicted, given what the node under evaluation already
-	// frees (acc); nil allows everything.
-	allow func(unit []*snapshot.Task, acc *freedAcc) bool
+	// verdict says why a bound pod may not be evicted at all in this what-if ("" if it may).
+	verdict func(v *snapshot.Task) string
+	// allow says why a unit may not be evicted, given what the node under evaluation already
+	// frees (acc) ("" if it may); nil allows everything.
+	allow func(unit []*snapshot.Task, acc *freedAcc) string
 	// compare orders candidates, most evictable first.
 	compare func(a, b *snapshot.Task) int
 	// message explains the eviction of a pod.
 	message func(v *snapshot.Task) string
 	// evicted lists the pods this what-if evicted, in order.
 	evicted []*snapshot.Task
+	// refused holds, per reason, the pods makeRoom could not evict, for the gang's reason.
+	refused map[string]map[*snapshot.Task]struct{}
+}
+
+func (p *victimPolicy) refuse(why string, pods ...*snapshot.Task) {
+	if p.refused == nil {
+		p.refused = map[string]map[*snapshot.Task]struct{}{}
+	}
+	set := p.refused[why]
+	if set == nil {
+		set = map[*snapshot.Task]struct{}{}
+		p.refused[why] = set
+	}
+	for _, t := range pods {
+		set[t] = struct{}{}
+	}
+}
+
+// why summarises the refusals: "4 pods: would take queue x below its fair share of gpu (6)".
+func (p *victimPolicy) why() string {
+	if len(p.refused) == 0 {
+		return "no running pod it may evict"
+	}
+	var parts []string
+	for why, set := range p.refused {
+		parts = append(parts, fmt.Sprintf("%d pods %s", len(set), why))
+	}
+	slices.Sort(parts)
+	return "no eviction makes room: " + strings.Join(parts, "; ")
 }
 
 // freedAcc accumulates, per queue, what the units chosen on one node free.
@@ -265,9 +298,14 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 	sc := &c.scratch
 	sc.cands = sc.cands[:0]
 	for _, v := range n.Tasks {
-		if v.State == snapshot.TaskBound && !v.Assumed && v.Gang != nil && v.Gang != g && pol.eligible(v) {
-			sc.cands = append(sc.cands, v)
+		if v.State != snapshot.TaskBound || v.Assumed || v.Gang == nil || v.Gang == g {
+			continue
 		}
+		if why := pol.verdict(v); why != "" {
+			pol.refuse(why, v)
+			continue
+		}
+		sc.cands = append(sc.cands, v)
 	}
 	if len(sc.cands) == 0 {
 		return nil, 0, false
@@ -282,8 +320,11 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 			continue
 		}
 		unit := c.unitOf(v, chosen)
-		if pol.allow != nil && !pol.allow(unit, &sc.acc) {
-			continue
+		if pol.allow != nil {
+			if why := pol.allow(unit, &sc.acc); why != "" {
+				pol.refuse(why, unit...)
+				continue
+			}
 		}
 		sc.acc.add(unit)
 		for _, u := range unit {

@@ -314,7 +314,7 @@ func (c *cycle) planHolds(g *snapshot.Gang, set []*snapshot.Task) string {
 					if p == nil {
 						p = &plan{n: n}
 					}
-					held, heldWhole := heldByOthers(n, g)
+					held, heldWhole := heldByOthers(n, g, true)
 					r := &t.Req
 					whole := r.WholeGPUs
 					if r.Shared() {

@@ -64,7 +64,7 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 		}
 		m := req.SharedMilli(g.MemoryMiB)
 		if m < 0 {
-			memUnknown = true
+			memUnknown = memUnknown || g.MemoryMiB <= 0
 			continue
 		}
 		if used+m > snapshot.MilliPerGPU || (g.MemoryMiB > 0 && usedMem+req.SharedMemMiB(g.MemoryMiB) > g.MemoryMiB) {
@@ -81,7 +81,7 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 				continue
 			}
 			if req.SharedMilli(g.MemoryMiB) < 0 {
-				memUnknown = true
+				memUnknown = memUnknown || g.MemoryMiB <= 0
 				continue
 			}
 			best = i

@@ -64,8 +64,11 @@ func (f FitFailure) String() string {
 	return "unknown"
 }
 
-// heldByOthers is what gangs other than g hold on n.
-func heldByOthers(n *snapshot.Node, g *snapshot.Gang) (res snapshot.NodeResources, whole int64) {
+// heldByOthers is what gangs other than g hold on n and g must leave alone. Seen after release,
+// that is all they hold. Seen now, it is only the part that capacity being released on the node
+// does not cover: a hold made for evicted pods' GPUs is met by those GPUs once they are free,
+// and must not also keep the GPUs free today from anyone else.
+func heldByOthers(n *snapshot.Node, g *snapshot.Gang, afterRelease bool) (res snapshot.NodeResources, whole int64) {
 	if n.HeldWhole == 0 && n.Held.MilliCPU == 0 && n.Held.Memory == 0 && n.Held.Pods == 0 {
 		return
 	}
@@ -73,14 +76,21 @@ func heldByOthers(n *snapshot.Node, g *snapshot.Gang) (res snapshot.NodeResource
 	res.MilliCPU = n.Held.MilliCPU - mine.MilliCPU
 	res.Memory = n.Held.Memory - mine.Memory
 	res.Pods = n.Held.Pods - mine.Pods
-	return res, n.HeldWhole - mineWhole
+	whole = n.HeldWhole - mineWhole
+	if !afterRelease {
+		res.MilliCPU = max(0, res.MilliCPU-n.Releasing.MilliCPU)
+		res.Memory = max(0, res.Memory-n.Releasing.Memory)
+		res.Pods = max(0, res.Pods-n.Releasing.Pods)
+		whole = max(0, whole-(n.FreeWholeSlotsAfterRelease()-n.FreeWholeSlots()))
+	}
+	return res, whole
 }
 
 // FitsNode reports whether a pod's CPU, memory, pod slot, extended resources and host ports fit
 // a node as gang g sees it: free now (afterRelease false) or once releasing pods are gone, minus
 // what other gangs hold there. GPUs are PickGPUs' business, node constraints FilterClass'.
 func FitsNode(n *snapshot.Node, req *snapshot.Request, g *snapshot.Gang, afterRelease bool) FitFailure {
-	held, _ := heldByOthers(n, g)
+	held, _ := heldByOthers(n, g, afterRelease)
 	return fitsNode(n, req, held, afterRelease)
 }
 

@@ -52,7 +52,7 @@ func (c *cycle) planTasks(g *snapshot.Gang) (tasks []*snapshot.Task, need, minim
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Key.Name, b.Key.Name)
+		return naturalCompare(a.Key.Name, b.Key.Name)
 	})
 	need = max(0, int(g.MinMember-g.Bound-g.Succeeded))
 	if len(g.SubGroups) == 0 {
@@ -148,6 +148,12 @@ func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
 		return c.placeSets(g, tasks, need, nil, m)
 	}
 	msg := fmt.Sprintf("no %s domain can take the %d pods the gang needs together (%d domains with enough free GPUs tried)", level, max(need, 1), len(order))
+	if all := TightestDomains(c.snap, doms, c.snap.ClassNodes(tasks[0].Class), 0, m.afterRelease); len(order) == 0 && len(all) > 0 {
+		largest := all[len(all)-1]
+		msg = fmt.Sprintf("no %s domain can take the %d pods the gang needs together: they need %s GPUs and the most any domain has free is %s (%s)",
+			level, max(need, 1), snapshot.FormatAmount(snapshot.DimGPU, c.sumGPU(tasks[:max(minimal, 1)])),
+			snapshot.FormatAmount(snapshot.DimGPU, c.domainFree(doms, largest, tasks[0].Class, m.afterRelease)), doms.Values[largest])
+	}
 	if len(doms.Values) == 0 {
 		msg = fmt.Sprintf("no node has the topology label %s the gang requires", level)
 	}
@@ -155,6 +161,53 @@ func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
 		msg += "; in the tightest one: " + last.msg
 	}
 	return 0, &placeFailure{code: ReasonTopology, msg: msg, capacity: len(doms.Values) > 0}
+}
+
+// domainFree is the GPU capacity free in one domain on nodes of the class.
+func (c *cycle) domainFree(doms *snapshot.Domains, d int, cls *snapshot.FilterClass, afterRelease bool) int64 {
+	var free int64
+	nodes := c.snap.Nodes()
+	set := c.snap.ClassNodes(cls)
+	for id := bitset.NextAnd(doms.Nodes[d], set, nil, 0); id >= 0; id = bitset.NextAnd(doms.Nodes[d], set, nil, id+1) {
+		n := nodes[id]
+		used := n.UsedMilliGPU
+		if afterRelease {
+			used -= n.RelMilliGPU
+		}
+		free += int64(len(n.Slots))*snapshot.MilliPerGPU - used - n.HeldWhole*snapshot.MilliPerGPU
+	}
+	return free
+}
+
+// naturalCompare orders names with numbers in numeric order: worker-2 before worker-10.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		ad, bd := digitsPrefix(a), digitsPrefix(b)
+		if ad > 0 && bd > 0 {
+			an, bn := strings.TrimLeft(a[:ad], "0"), strings.TrimLeft(b[:bd], "0")
+			if len(an) != len(bn) {
+				return cmp.Compare(len(an), len(bn))
+			}
+			if c := strings.Compare(an, bn); c != 0 {
+				return c
+			}
+			a, b = a[ad:], b[bd:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitsPrefix(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func (c *cycle) sumGPU(tasks []*snapshot.Task) int64 {
@@ -264,8 +317,8 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		if !ok {
 			if first == nil {
 				msg := c.explain(t, g, restrict, m.afterRelease)
-				if m.victims != nil {
-					msg = m.victims.why() + "; " + msg
+				if why := m.victims.whyOrNil(); why != "" {
+					msg = why + "; " + msg
 				}
 				first = &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}
 			}
@@ -389,7 +442,7 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	if f := FitsNode(n, &t.Req, g, afterRelease); f != Fits {
 		return snapshot.Assignment{}, f
 	}
-	_, reserved := heldByOthers(n, g)
+	_, reserved := heldByOthers(n, g, afterRelease)
 	return PickGPUs(n, &t.Req, afterRelease, reserved)
 }
 

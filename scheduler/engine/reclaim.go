@@ -121,7 +121,7 @@ func (c *cycle) reclaim() {
 	for _, g := range c.waitingOrder() {
 		key, cacheable := c.failKeyOf(g)
 		if why, ok := failures[key]; cacheable && ok {
-			c.appendReason(g, "reclaim: "+why)
+			c.appendReason(g, "reclaim", why)
 			continue
 		}
 		why := c.tryVictims(g, kindReclaimFair)
@@ -138,21 +138,25 @@ func (c *cycle) reclaim() {
 		if cacheable {
 			failures[key] = why
 		}
-		c.appendReason(g, "reclaim: "+why)
+		c.appendReason(g, "reclaim", why)
 	}
 }
 
 func (c *cycle) preempt() {
 	for _, g := range c.waitingOrder() {
-		c.tryVictims(g, kindPreempt)
+		// Tell only when the queue had lower-priority pods it could not evict.
+		if why := c.tryVictims(g, kindPreempt); strings.Contains(why, "no eviction makes room") {
+			c.appendReason(g, "preempt", why[strings.Index(why, "no eviction makes room"):])
+		}
 	}
 }
 
-// appendReason adds context to a gang's reason.
-func (c *cycle) appendReason(g *snapshot.Gang, more string) {
+// appendReason adds what a later step found ("reclaim: why") to a gang's reason, unless the
+// reason already says it.
+func (c *cycle) appendReason(g *snapshot.Gang, step, why string) {
 	r := c.reasons[g]
-	if !strings.Contains(r.Message, more) {
-		r.Message += "; " + more
+	if !strings.Contains(r.Message, why) {
+		r.Message += "; " + step + ": " + why
 	}
 	c.reasons[g] = r
 }
@@ -424,6 +428,7 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				level, snapshot.FormatAmount(snapshot.DimGPU, bound(vq, snapshot.DimGPU)))
 		},
 	}
+	pol.quiet = []string{"are the gang's own queue's"}
 	return pol, ""
 }
 
@@ -446,6 +451,7 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 			}
 			return ""
 		},
+		quiet:   []string{"belong to other queues", "have a priority of at least"},
 		compare: byEvictability,
 		message: func(v *snapshot.Task) string {
 			return fmt.Sprintf("preempted by gang %s of priority %d in queue %s (this pod has priority %d)", g.Key, g.Priority, q.Name, v.Gang.Priority)

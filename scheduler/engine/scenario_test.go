@@ -299,8 +299,11 @@ func buildNodes(ns nodeSpec) []*corev1.Node {
 		if ns.GPUs > 0 {
 			b.GPUs(ns.GPUs, ns.GPUType)
 		}
-		if ns.GPUMemoryMiB > 0 {
+		switch {
+		case ns.GPUMemoryMiB > 0:
 			b.GPUMemory(ns.GPUMemoryMiB)
+		case ns.GPUMemoryMiB < 0: // the node publishes no GPU memory
+			delete(b.Labels, v1alpha1.GPUMemoryLabel)
 		}
 		if ns.Inventory {
 			mem := ns.GPUMemoryMiB

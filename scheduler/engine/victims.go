@@ -47,6 +47,9 @@ type victimPolicy struct {
 	evicted []*snapshot.Task
 	// refused holds, per reason, the pods makeRoom could not evict, for the gang's reason.
 	refused map[string]map[*snapshot.Task]struct{}
+	// quiet are prefixes of refusal reasons not worth telling the user (pods that were never
+	// candidates, such as other queues' pods for preemption).
+	quiet []string
 }
 
 func (p *victimPolicy) refuse(why string, pods ...*snapshot.Task) {
@@ -63,14 +66,28 @@ func (p *victimPolicy) refuse(why string, pods ...*snapshot.Task) {
 	}
 }
 
-// why summarises the refusals: "4 pods: would take queue x below its fair share of gpu (6)".
-func (p *victimPolicy) why() string {
-	if len(p.refused) == 0 {
-		return "no running pod it may evict"
+func (p *victimPolicy) whyOrNil() string {
+	if p == nil {
+		return ""
 	}
+	return p.why()
+}
+
+// why summarises the refusals worth telling: "no eviction makes room: 4 pods would take queue x
+// below its fair share of gpu (6)"; "" when there are none.
+func (p *victimPolicy) why() string {
 	var parts []string
 	for why, set := range p.refused {
-		parts = append(parts, fmt.Sprintf("%d pods %s", len(set), why))
+		quiet := false
+		for _, q := range p.quiet {
+			quiet = quiet || strings.HasPrefix(why, q)
+		}
+		if !quiet {
+			parts = append(parts, fmt.Sprintf("%d pods %s", len(set), why))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
 	}
 	slices.Sort(parts)
 	return "no eviction makes room: " + strings.Join(parts, "; ")
@@ -163,7 +180,7 @@ type nodeRoom struct {
 }
 
 func (c *cycle) roomOf(n *snapshot.Node, g *snapshot.Gang) *nodeRoom {
-	held, reserved := heldByOthers(n, g)
+	held, reserved := heldByOthers(n, g, true)
 	r := &nodeRoom{
 		n:        n,
 		cpu:      n.Allocatable.MilliCPU - n.Used.MilliCPU + n.Releasing.MilliCPU - held.MilliCPU,

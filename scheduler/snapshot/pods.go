@@ -343,6 +343,7 @@ func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
 	if t.State == TaskSucceeded {
 		g.Succeeded++
 		s.refreshGang(g, nil)
+		s.syncGang(g)
 		return
 	}
 	t.gangPos = len(g.Tasks)

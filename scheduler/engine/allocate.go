@@ -249,7 +249,7 @@ func (c *cycle) holdForStarving() {
 		}
 		tasks, _, minimal := c.planTasks(g)
 		set := tasks[:max(minimal, 1)]
-		if !c.withinFairShare(g, set) {
+		if !c.fitsFairShare(g, set) {
 			continue
 		}
 		if nodes := c.planHolds(g, set); nodes != "" {
@@ -259,9 +259,10 @@ func (c *cycle) holdForStarving() {
 	}
 }
 
-// withinFairShare reports whether the queue (and its ancestors) would stay within fair share with
-// the set placed.
-func (c *cycle) withinFairShare(g *snapshot.Gang, set []*snapshot.Task) bool {
+// fitsFairShare reports whether the set alone fits in the fair share of the gang's queue and
+// of each of its ancestors: only then may capacity be held for it. What the queue's other pods
+// hold does not count; they end in time, and the hold is what lets the gang have its turn.
+func (c *cycle) fitsFairShare(g *snapshot.Gang, set []*snapshot.Task) bool {
 	for d := 0; d < snapshot.NumBaseDims; d++ {
 		var amt int64
 		for _, t := range set {
@@ -271,7 +272,7 @@ func (c *cycle) withinFairShare(g *snapshot.Gang, set []*snapshot.Task) bool {
 			continue
 		}
 		for a := g.Queue; a != nil; a = a.Parent {
-			if a.Effective(d)-gangHeld(g, d)+amt > a.FairShare.At(d) {
+			if amt > a.FairShare.At(d) {
 				return false
 			}
 		}
@@ -345,14 +346,12 @@ func (c *cycle) planHolds(g *snapshot.Gang, set []*snapshot.Task) string {
 		if !ok {
 			continue
 		}
-		var names []string
 		for _, p := range plans {
 			c.stmt.Hold(g, snapshot.Hold{Node: p.n, MilliCPU: p.cpu, Memory: p.mem, Pods: p.pods, WholeGPUs: p.whole,
 				MilliGPU: p.milli, Expires: c.now.Add(c.e.opts.HoldTTL)})
-			names = append(names, p.n.Name)
 		}
 		c.commit()
-		return strings.Join(names, ", ")
+		return holdNodes(g)
 	}
 	return ""
 }

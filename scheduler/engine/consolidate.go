@@ -31,7 +31,9 @@ func (c *cycle) consolidate() {
 			continue
 		}
 		budget--
-		c.tryVictims(g, kindConsolidate)
+		if why := c.tryVictims(g, kindConsolidate); why != "" {
+			c.appendReason(g, "consolidate", why)
+		}
 	}
 }
 

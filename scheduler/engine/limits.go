@@ -72,18 +72,26 @@ func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) 
 	return ""
 }
 
-// gangOverLimit checks the pods the gang needs to start against its queue's limits and quotas.
+// gangOverLimit checks the pods the gang needs to start against its queue's limits and quotas:
+// gpu, cpu and memory, and the GPU type the pods' node selector pins, if any (other GPU types
+// are checked per node as pods are placed).
 func (c *cycle) gangOverLimit(g *snapshot.Gang, set []*snapshot.Task) string {
-	for d := 0; d < snapshot.NumBaseDims; d++ {
-		var amt int64
-		for _, t := range set {
-			amt += podAmount(t, d)
+	what := "the gang"
+	if len(set) == 1 {
+		what = "pod " + set[0].Key.String()
+	}
+	amt := map[int]int64{}
+	var dims []int
+	for _, t := range set {
+		for _, d := range c.podDims(t) {
+			if _, ok := amt[d]; !ok {
+				dims = append(dims, d)
+			}
+			amt[d] += dimAmount(t, d)
 		}
-		what := "the gang"
-		if len(set) == 1 {
-			what = "pod " + set[0].Key.String()
-		}
-		if msg := c.chainOverLimit(g, d, amt, what); msg != "" {
+	}
+	for _, d := range dims {
+		if msg := c.chainOverLimit(g, d, amt[d], what); msg != "" {
 			return msg
 		}
 	}
@@ -92,12 +100,31 @@ func (c *cycle) gangOverLimit(g *snapshot.Gang, set []*snapshot.Task) string {
 
 // podOverLimit checks one more pod of the gang against its queue's limits and quotas.
 func (c *cycle) podOverLimit(g *snapshot.Gang, t *snapshot.Task) string {
-	for d := 0; d < snapshot.NumBaseDims; d++ {
-		if msg := c.chainOverLimit(g, d, podAmount(t, d), "pod "+t.Key.String()); msg != "" {
+	for _, d := range c.podDims(t) {
+		if msg := c.chainOverLimit(g, d, dimAmount(t, d), "pod "+t.Key.String()); msg != "" {
 			return msg
 		}
 	}
 	return ""
+}
+
+// podDims are the queue dimensions a pending pod is known to be charged in.
+func (c *cycle) podDims(t *snapshot.Task) []int {
+	dims := []int{snapshot.DimGPU, snapshot.DimCPU, snapshot.DimMemory}
+	if t.Class != nil && t.Class.PinnedType != "" && t.Req.GPU() {
+		if d := c.snap.DimOfType(t.Class.PinnedType); d >= 0 {
+			dims = append(dims, d)
+		}
+	}
+	return dims
+}
+
+// dimAmount is what a pending pod adds to dimension d (a GPU-type dimension counts its GPUs).
+func dimAmount(t *snapshot.Task, d int) int64 {
+	if d >= snapshot.NumBaseDims {
+		return t.PendingGPU()
+	}
+	return podAmount(t, d)
 }
 
 // typeOverLimit reports whether a pod of the gang may not take GPUs of the type of dimension td.

@@ -134,7 +134,7 @@ func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
 	if d := runningDomain(g, doms, "", false); d >= 0 {
 		order = []int{d}
 	} else {
-		order = TightestDomains(c.snap, doms, c.snap.ClassNodes(tasks[0].Class), c.sumGPU(tasks[:max(minimal, 1)]), m.afterRelease)
+		order = domainOrder(c.snap, doms, c.snap.ClassNodes(tasks[0].Class), c.sumGPU(tasks), c.sumGPU(tasks[:max(minimal, 1)]), m.afterRelease)
 	}
 	var last *placeFailure
 	for _, d := range order {
@@ -240,7 +240,7 @@ func (c *cycle) placeSets(g *snapshot.Gang, tasks []*snapshot.Task, need int, re
 		if d := runningDomain(g, doms, sg.Name, true); d >= 0 {
 			order = []int{d}
 		} else {
-			order = TightestDomains(c.snap, doms, and(c.snap.ClassNodes(mine[0].Class), restrict), c.sumGPU(mine[:max(min(sgNeed, len(mine)), 1)]), m.afterRelease)
+			order = domainOrder(c.snap, doms, and(c.snap.ClassNodes(mine[0].Class), restrict), c.sumGPU(mine), c.sumGPU(mine[:max(min(sgNeed, len(mine)), 1)]), m.afterRelease)
 		}
 		done := false
 		for _, d := range order {

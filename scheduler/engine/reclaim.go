@@ -339,8 +339,12 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 	for _, d := range a.dims {
 		eff := q.Effective(d) - gangHeld(g, d)
 		if eff+a.req[d] > bound(q, d) {
+			holds := snapshot.FormatAmount(d, q.Allocated.At(d)-q.Releasing.At(d))
+			if h := q.Held.At(d) - gangHeld(g, d); h > 0 {
+				holds += " plus " + snapshot.FormatAmount(d, h) + " held for its waiting gangs"
+			}
 			return nil, fmt.Sprintf("queue %s would go above its %s of %s (it holds %s, %s is %s, the gang needs %s), so it cannot take capacity from other queues",
-				q.Name, level, c.snap.DimName(d), snapshot.FormatAmount(d, eff), level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d]))
+				q.Name, level, c.snap.DimName(d), holds, level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d]))
 		}
 	}
 	contested := func(x *snapshot.Queue, d int) bool { return guarantee || x.FairShare.At(d) < x.Demand(d) }

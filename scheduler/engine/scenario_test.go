@@ -156,6 +156,8 @@ type jobSpec struct {
 	CreatedAgo duration `json:"createdAgo"`
 	// Recreate (default true) makes evicted pods come back pending, as a controller would.
 	Recreate *bool `json:"recreate"`
+	// Gated pods carry a scheduling gate.
+	Gated bool `json:"gated"`
 }
 
 type stepSpec struct {
@@ -205,9 +207,19 @@ func TestScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) == 0 {
-		t.Fatal("no scenario files")
+	if len(files) < 40 {
+		t.Fatalf("%d scenario files, want at least 40", len(files))
 	}
+	covered := map[string]bool{}
+	defer func() {
+		// Every behaviour point of issue 3 and every product-brief scenario has a scenario.
+		for _, want := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
+			"product-a", "product-b", "product-c", "product-d"} {
+			if !covered[want] {
+				t.Errorf("no scenario covers %q", want)
+			}
+		}
+	}()
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
@@ -218,6 +230,12 @@ func TestScenarios(t *testing.T) {
 			var sc scenario
 			if err := yaml.UnmarshalStrict(raw, &sc); err != nil {
 				t.Fatalf("parse %s: %v", f, err)
+			}
+			if sc.Name != name {
+				t.Errorf("scenario name %q does not match its file name", sc.Name)
+			}
+			for _, c := range sc.Covers {
+				covered[c] = true
 			}
 			got := runScenario(t, &sc)
 			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
@@ -468,6 +486,9 @@ func addJob(t *testing.T, s *sim, j *jobSpec, jobs map[string]*jobSpec) {
 		}
 		for k, v := range j.Annotations {
 			b.Annotation(k, v)
+		}
+		if j.Gated {
+			b.Gate("example.com/wait")
 		}
 		if node := replicaNode(j.Running, i); node != "" {
 			b.Node(node).Started(s.now.Add(-started))

@@ -47,6 +47,20 @@ func TightestDomains(snap *snapshot.Snapshot, doms *snapshot.Domains, cls bitset
 	return out
 }
 
+// domainOrder lists the domains to try for a gang: those that fit all its pending pods, tightest
+// first, then those that fit only the pods it needs to start.
+func domainOrder(snap *snapshot.Snapshot, doms *snapshot.Domains, cls bitset.Set, allMilli, minMilli int64, afterRelease bool) []int {
+	order := TightestDomains(snap, doms, cls, allMilli, afterRelease)
+	if minMilli < allMilli {
+		for _, d := range TightestDomains(snap, doms, cls, minMilli, afterRelease) {
+			if !slices.Contains(order, d) {
+				order = append(order, d)
+			}
+		}
+	}
+	return order
+}
+
 // runningDomain returns the domain of the gang's pods already on nodes (they fix where the rest
 // must go), or -1 when none runs.
 func runningDomain(g *snapshot.Gang, doms *snapshot.Domains, subGroup string, bySubGroup bool) int {

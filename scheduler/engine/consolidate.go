@@ -13,7 +13,6 @@ package engine
 // allocation order places them next cycle like any other pending pod.
 
 import (
-	"cmp"
 	"fmt"
 
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
@@ -60,26 +59,21 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 	return &victimPolicy{
 		reason:      EvictConsolidate,
 		beneficiary: g,
-		verdict: func(v *snapshot.Task) string {
-			vg := v.Gang
+		verdict: func(vg *snapshot.Gang) refusal {
 			switch {
 			case !vg.Preemptible:
-				return "are non-preemptible"
+				return refusal{kind: refuseNonPreemptible}
 			case vg.Topology.Required != "" || len(vg.SubGroups) > 0:
-				return "need a topology domain or sub-groups to be placed again"
+				return refusal{kind: refuseNeedsPlacement}
 			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime:
-				return fmt.Sprintf("have not run their queue's preemption minimum runtime (%s)", vg.Queue.Spec.PreemptMinRuntime)
+				return refusal{kind: refusePreemptRuntime, q: vg.Queue}
 			}
-			return ""
+			return refusal{}
 		},
-		compare: func(x, y *snapshot.Task) int {
-			if x.Gang.Priority != y.Gang.Priority {
-				return cmp.Compare(x.Gang.Priority, y.Gang.Priority)
-			}
-			if gx, gy := x.GPUs.MilliGPU(), y.GPUs.MilliGPU(); gx != gy {
-				return cmp.Compare(gx, gy)
-			}
-			return byEvictability(x, y)
+		key: func(v *snapshot.Task) victimKey {
+			k := evictabilityKey(v)
+			k.gpu = v.GPUs.MilliGPU()
+			return k
 		},
 		message: func(v *snapshot.Task) string {
 			return fmt.Sprintf("moved to make room for gang %s, which fits only if pods move; there is room for this pod on another node", g.Key)

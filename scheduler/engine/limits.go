@@ -50,13 +50,12 @@ func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) 
 	if amt <= 0 {
 		return ""
 	}
-	name := c.snap.DimName(d)
 	for a := g.Queue; a != nil; a = a.Parent {
 		if lim := a.LimitAt(d); lim >= 0 {
 			used := a.Allocated.At(d) + a.Held.At(d) - gangHeld(g, d)
 			if used+amt > lim {
 				return fmt.Sprintf("queue %s: %s limit %s would be exceeded: the queue holds %s and %s needs %s (%s over)",
-					a.Name, name, snapshot.FormatAmount(d, lim), snapshot.FormatAmount(d, used), what,
+					a.Name, c.snap.DimName(d), snapshot.FormatAmount(d, lim), snapshot.FormatAmount(d, used), what,
 					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, used+amt-lim))
 			}
 		}
@@ -64,7 +63,7 @@ func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) 
 			np, quota := a.AllocatedNP.At(d), a.Quota.At(d)
 			if np+amt > quota {
 				return fmt.Sprintf("queue %s: non-preemptible work runs only within guaranteed quota, and the %s quota is %s: non-preemptible pods hold %s and %s needs %s (%s missing)",
-					a.Name, name, snapshot.FormatAmount(d, quota), snapshot.FormatAmount(d, np), what,
+					a.Name, c.snap.DimName(d), snapshot.FormatAmount(d, quota), snapshot.FormatAmount(d, np), what,
 					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, np+amt-quota))
 			}
 		}

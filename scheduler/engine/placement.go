@@ -317,7 +317,7 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		if !ok {
 			if first == nil {
 				msg := c.explain(t, g, restrict, m.afterRelease)
-				if why := m.victims.whyOrNil(); why != "" {
+				if why := c.why(m.victims); why != "" {
 					msg = why + "; " + msg
 				}
 				first = &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}

@@ -89,7 +89,7 @@ func (c *cycle) newAttempt(g *snapshot.Gang) *attempt {
 func (c *cycle) waitingOrder() []*snapshot.Gang {
 	var gangs []*snapshot.Gang
 	for _, g := range c.unplaced {
-		if !c.placed[g] && len(g.Pending) > 0 && !slices.Contains(gangs, g) {
+		if !c.placed[g] && len(g.Pending) > 0 { // allocation tries a gang once, so no duplicates
 			gangs = append(gangs, g)
 		}
 	}
@@ -143,10 +143,24 @@ func (c *cycle) reclaim() {
 }
 
 func (c *cycle) preempt() {
+	failures := map[failKey]bool{}
 	for _, g := range c.waitingOrder() {
+		q := g.Queue
+		if q.Allocated.At(snapshot.DimGPU)-q.AllocatedNP.At(snapshot.DimGPU)-q.Releasing.At(snapshot.DimGPU) <= 0 &&
+			q.Allocated.At(snapshot.DimCPU)-q.AllocatedNP.At(snapshot.DimCPU)-q.Releasing.At(snapshot.DimCPU) <= 0 {
+			continue // nothing preemptible runs in the queue
+		}
+		key, cacheable := c.failKeyOf(g)
+		if cacheable && failures[key] {
+			continue
+		}
 		// Tell only when the queue had lower-priority pods it could not evict.
-		if why := c.tryVictims(g, kindPreempt); strings.Contains(why, "no eviction makes room") {
-			c.appendReason(g, "preempt", why[strings.Index(why, "no eviction makes room"):])
+		why := c.tryVictims(g, kindPreempt)
+		if i := strings.Index(why, "no eviction makes room"); i >= 0 {
+			c.appendReason(g, "preempt", why[i:])
+		}
+		if why != "" && cacheable {
+			failures[key] = true
 		}
 	}
 }
@@ -313,15 +327,9 @@ func (c *cycle) policyFor(kind victimKind, a *attempt) (*victimPolicy, string) {
 	}
 }
 
-// byEvictability orders victims by lowest priority, then most recently started, then key.
-func byEvictability(a, b *snapshot.Task) int {
-	if a.Gang.Priority != b.Gang.Priority {
-		return cmp.Compare(a.Gang.Priority, b.Gang.Priority)
-	}
-	if c := b.Gang.LastStart.Compare(a.Gang.LastStart); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Key.String(), b.Key.String())
+// evictabilityKey ranks victims by lowest priority, then most recent start.
+func evictabilityKey(v *snapshot.Task) victimKey {
+	return victimKey{prio: v.Gang.Priority, start: v.Gang.LastStart.UnixNano()}
 }
 
 func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string) {
@@ -348,13 +356,19 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 		}
 	}
 	contested := func(x *snapshot.Queue, d int) bool { return guarantee || x.FairShare.At(d) < x.Demand(d) }
-	allowed := map[*snapshot.Queue]bool{}
+	// Per-queue facts of this what-if, computed on first use: whether the queue's pods may be
+	// reclaimed for the gang (1 yes, 2 no, 0 not computed yet), its share, and the start time
+	// before which its pods have run their reclaim minimum runtime. The verdict runs for every
+	// pod scanned, so these are arrays, not maps.
+	queues := c.snap.Queues()
+	okQ := make([]int8, len(queues))
+	shareQ := make([]float64, len(queues))
+	cutoffQ := make([]int64, len(queues))
 	queueOK := func(v *snapshot.Queue) bool {
-		ok, seen := allowed[v]
-		if seen {
-			return ok
+		if okQ[v.Index] != 0 {
+			return okQ[v.Index] == 1
 		}
-		ok = v != q
+		ok := v != q
 		// The gang's side: every queue on its path below the common ancestor stays within bound.
 		for x := q; ok && x != nil && !x.IsAncestorOf(v); x = x.Parent {
 			for _, d := range a.dims {
@@ -370,36 +384,33 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				over = true
 			}
 		}
-		allowed[v] = ok && over
-		return ok && over
-	}
-	share := map[*snapshot.Queue]float64{}
-	shareOf := func(x *snapshot.Queue) float64 {
-		s, ok := share[x]
-		if !ok {
-			s = dominantShare(x)
-			share[x] = s
+		okQ[v.Index] = 2
+		if ok && over {
+			okQ[v.Index] = 1
 		}
-		return s
+		shareQ[v.Index] = dominantShare(v)
+		cutoffQ[v.Index] = c.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
+		return ok && over
 	}
 	pol := &victimPolicy{
 		reason:      EvictReclaim,
 		beneficiary: g,
-		verdict: func(v *snapshot.Task) string {
-			vg := v.Gang
+		level:       level,
+		quiet:       []refusalKind{refuseOwnQueue},
+		verdict: func(vg *snapshot.Gang) refusal {
 			switch {
 			case !vg.Preemptible:
-				return "are non-preemptible"
+				return refusal{kind: refuseNonPreemptible}
 			case vg.Queue == q:
-				return "are the gang's own queue's"
+				return refusal{kind: refuseOwnQueue}
 			case !queueOK(vg.Queue):
-				return fmt.Sprintf("belong to queue %s, which is not above its %s", vg.Queue.Name, level)
-			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.ReclaimMinRuntime:
-				return fmt.Sprintf("have not run their queue's reclaim minimum runtime (%s)", vg.Queue.Spec.ReclaimMinRuntime)
+				return refusal{kind: refuseQueueNotOver, q: vg.Queue}
+			case vg.LastStart.UnixNano() > cutoffQ[vg.Queue.Index]:
+				return refusal{kind: refuseReclaimRuntime, q: vg.Queue}
 			}
-			return ""
+			return refusal{}
 		},
-		allow: func(unit []*snapshot.Task, acc *freedAcc) string {
+		allow: func(unit []*snapshot.Task, acc *freedAcc) refusal {
 			v := unit[0].Gang.Queue
 			relevant := false
 			for _, d := range a.dims {
@@ -410,20 +421,19 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				relevant = true
 				for x := v; x != nil && !x.IsAncestorOf(q); x = x.Parent {
 					if contested(x, d) && x.Effective(d)-acc.under(x, d)-amt < bound(x, d) {
-						return fmt.Sprintf("would take queue %s below its %s of %s (%s)", x.Name, level, c.snap.DimName(d), snapshot.FormatAmount(d, bound(x, d)))
+						return refusal{kind: refuseFloor, q: x, d: d}
 					}
 				}
 			}
 			if !relevant {
-				return "free nothing the gang needs"
+				return refusal{kind: refuseUseless}
 			}
-			return ""
+			return refusal{}
 		},
-		compare: func(x, y *snapshot.Task) int {
-			if sx, sy := shareOf(x.Gang.Queue), shareOf(y.Gang.Queue); sx != sy {
-				return cmp.Compare(sy, sx)
-			}
-			return byEvictability(x, y)
+		key: func(v *snapshot.Task) victimKey {
+			k := evictabilityKey(v)
+			k.share = shareQ[v.Gang.Queue.Index] // set by queueOK, which the verdict asked first
+			return k
 		},
 		message: func(v *snapshot.Task) string {
 			vq := v.Gang.Queue
@@ -432,7 +442,6 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				level, snapshot.FormatAmount(snapshot.DimGPU, bound(vq, snapshot.DimGPU)))
 		},
 	}
-	pol.quiet = []string{"are the gang's own queue's"}
 	return pol, ""
 }
 
@@ -441,22 +450,21 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 	return &victimPolicy{
 		reason:      EvictPreempt,
 		beneficiary: g,
-		verdict: func(v *snapshot.Task) string {
-			vg := v.Gang
+		quiet:       []refusalKind{refuseOtherQueue, refusePriority},
+		verdict: func(vg *snapshot.Gang) refusal {
 			switch {
 			case vg.Queue != q:
-				return "belong to other queues"
+				return refusal{kind: refuseOtherQueue}
 			case !vg.Preemptible:
-				return "are non-preemptible"
+				return refusal{kind: refuseNonPreemptible}
 			case vg.Priority >= g.Priority:
-				return fmt.Sprintf("have a priority of at least %d", g.Priority)
+				return refusal{kind: refusePriority, prio: g.Priority}
 			case c.now.Sub(vg.LastStart) < q.Spec.PreemptMinRuntime:
-				return fmt.Sprintf("have not run the queue's preemption minimum runtime (%s)", q.Spec.PreemptMinRuntime)
+				return refusal{kind: refusePreemptRuntime, q: q}
 			}
-			return ""
+			return refusal{}
 		},
-		quiet:   []string{"belong to other queues", "have a priority of at least"},
-		compare: byEvictability,
+		key: evictabilityKey,
 		message: func(v *snapshot.Task) string {
 			return fmt.Sprintf("preempted by gang %s of priority %d in queue %s (this pod has priority %d)", g.Key, g.Priority, q.Name, v.Gang.Priority)
 		},

@@ -21,6 +21,7 @@ package engine
 // The whole what-if rolls back unless every pod the gang needs was placed.
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,56 +35,119 @@ import (
 type victimPolicy struct {
 	reason      EvictionReason
 	beneficiary *snapshot.Gang
-	// verdict says why a bound pod may not be evicted at all in this what-if ("" if it may).
-	verdict func(v *snapshot.Task) string
+	// level names the bound the floors protect ("fair share", "guaranteed quota"), for messages.
+	level string
+	// verdict says why the pods of a gang may not be evicted at all in this what-if (kind
+	// refuseNone if they may). It must be cheap: it is asked for every pod on every node scanned.
+	verdict func(g *snapshot.Gang) refusal
 	// allow says why a unit may not be evicted, given what the node under evaluation already
-	// frees (acc) ("" if it may); nil allows everything.
-	allow func(unit []*snapshot.Task, acc *freedAcc) string
-	// compare orders candidates, most evictable first.
-	compare func(a, b *snapshot.Task) int
+	// frees (acc); nil allows everything.
+	allow func(unit []*snapshot.Task, acc *freedAcc) refusal
+	// key ranks a candidate; see compareCands.
+	key func(v *snapshot.Task) victimKey
 	// message explains the eviction of a pod.
 	message func(v *snapshot.Task) string
+	// quiet lists refusals not worth telling the user (pods that were never candidates, such as
+	// other queues' pods for preemption).
+	quiet []refusalKind
+
 	// evicted lists the pods this what-if evicted, in order.
 	evicted []*snapshot.Task
-	// refused holds, per reason, the pods makeRoom could not evict, for the gang's reason.
-	refused map[string]map[*snapshot.Task]struct{}
-	// quiet are prefixes of refusal reasons not worth telling the user (pods that were never
-	// candidates, such as other queues' pods for preemption).
-	quiet []string
+	// refused counts, per refusal, the pods the latest makeRoom could not evict, for the gang's
+	// reason; refusedGangs keeps a refused unit's gang from being counted twice.
+	refused      map[refusal]int
+	refusedGangs []*snapshot.Gang
 }
 
-func (p *victimPolicy) refuse(why string, pods ...*snapshot.Task) {
+// refusalKind is why a pod may not be evicted.
+type refusalKind uint8
+
+const (
+	refuseNone refusalKind = iota
+	refuseNonPreemptible
+	refuseOwnQueue
+	refuseOtherQueue
+	refuseQueueNotOver
+	refuseReclaimRuntime
+	refusePreemptRuntime
+	refusePriority
+	refuseNeedsPlacement
+	refuseFloor
+	refuseUseless
+)
+
+// refusal is a refusal kind with what it is about; comparable, so it keys the tally.
+type refusal struct {
+	kind refusalKind
+	q    *snapshot.Queue
+	d    int
+	prio int32
+}
+
+func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
+	switch r.kind {
+	case refuseNonPreemptible:
+		return "are non-preemptible"
+	case refuseOwnQueue:
+		return "are the gang's own queue's"
+	case refuseOtherQueue:
+		return "belong to other queues"
+	case refuseQueueNotOver:
+		return fmt.Sprintf("belong to queue %s, which is not above its %s", r.q.Name, p.level)
+	case refuseReclaimRuntime:
+		return fmt.Sprintf("have not run their queue's reclaim minimum runtime (%s)", r.q.Spec.ReclaimMinRuntime)
+	case refusePreemptRuntime:
+		return fmt.Sprintf("have not run their queue's preemption minimum runtime (%s)", r.q.Spec.PreemptMinRuntime)
+	case refusePriority:
+		return fmt.Sprintf("have a priority of at least %d", r.prio)
+	case refuseNeedsPlacement:
+		return "need a topology domain or sub-groups to be placed again"
+	case refuseFloor:
+		return fmt.Sprintf("would take queue %s below its %s of %s (%s)", r.q.Name, p.level, c.snap.DimName(r.d), snapshot.FormatAmount(r.d, p.floorOf(r.q, r.d)))
+	case refuseUseless:
+		return "free nothing the gang needs"
+	}
+	return "may not be evicted"
+}
+
+func (p *victimPolicy) refuse(r refusal, g *snapshot.Gang, pods int, unit bool) {
+	if unit {
+		for _, x := range p.refusedGangs {
+			if x == g {
+				return
+			}
+		}
+		p.refusedGangs = append(p.refusedGangs, g)
+	}
 	if p.refused == nil {
-		p.refused = map[string]map[*snapshot.Task]struct{}{}
+		p.refused = map[refusal]int{}
 	}
-	set := p.refused[why]
-	if set == nil {
-		set = map[*snapshot.Task]struct{}{}
-		p.refused[why] = set
-	}
-	for _, t := range pods {
-		set[t] = struct{}{}
-	}
+	p.refused[r] += pods
 }
 
-func (p *victimPolicy) whyOrNil() string {
+func (p *victimPolicy) resetRefusals() {
+	clear(p.refused)
+	p.refusedGangs = p.refusedGangs[:0]
+}
+
+// floorOf is set by policies with floors (reclaim), for messages.
+func (p *victimPolicy) floorOf(q *snapshot.Queue, d int) int64 {
+	if p.level == "guaranteed quota" {
+		return deserved(q, d)
+	}
+	return q.FairShare.At(d)
+}
+
+// why summarises the refusals of the latest makeRoom worth telling: "no eviction makes room: 4
+// pods would take queue x below its fair share of gpu (6)"; "" when there are none.
+func (c *cycle) why(p *victimPolicy) string {
 	if p == nil {
 		return ""
 	}
-	return p.why()
-}
-
-// why summarises the refusals worth telling: "no eviction makes room: 4 pods would take queue x
-// below its fair share of gpu (6)"; "" when there are none.
-func (p *victimPolicy) why() string {
 	var parts []string
-	for why, set := range p.refused {
-		quiet := false
-		for _, q := range p.quiet {
-			quiet = quiet || strings.HasPrefix(why, q)
-		}
-		if !quiet {
-			parts = append(parts, fmt.Sprintf("%d pods %s", len(set), why))
+	for r, n := range p.refused {
+		if !slices.Contains(p.quiet, r.kind) {
+			parts = append(parts, fmt.Sprintf("%d pods %s", n, c.describeRefusal(p, r)))
 		}
 	}
 	if len(parts) == 0 {
@@ -91,6 +155,38 @@ func (p *victimPolicy) why() string {
 	}
 	slices.Sort(parts)
 	return "no eviction makes room: " + strings.Join(parts, "; ")
+}
+
+// victimKey ranks a candidate: a higher share (its queue further above its fair share) first,
+// then a lower priority, fewer GPUs, a later start.
+type victimKey struct {
+	share float64
+	prio  int32
+	gpu   int64
+	start int64
+}
+
+type cand struct {
+	t   *snapshot.Task
+	key victimKey
+}
+
+// compareCands orders candidates most evictable first; ties go to the pod key.
+func compareCands(a, b cand) int {
+	switch {
+	case a.key.share != b.key.share:
+		return cmp.Compare(b.key.share, a.key.share)
+	case a.key.prio != b.key.prio:
+		return cmp.Compare(a.key.prio, b.key.prio)
+	case a.key.gpu != b.key.gpu:
+		return cmp.Compare(a.key.gpu, b.key.gpu)
+	case a.key.start != b.key.start:
+		return cmp.Compare(b.key.start, a.key.start)
+	}
+	if c := strings.Compare(a.t.Key.Namespace, b.t.Key.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.t.Key.Name, b.t.Key.Name)
 }
 
 // freedAcc accumulates, per queue, what the units chosen on one node free.
@@ -139,15 +235,19 @@ func (f *freedAcc) under(a *snapshot.Queue, d int) int64 {
 
 // unitAmount sums what a unit frees in dimension d.
 func unitAmount(unit []*snapshot.Task, d int) int64 {
-	var f freedAcc
-	f.add(unit)
 	var v int64
-	for i := range f.entries {
-		e := &f.entries[i]
-		if d < snapshot.NumBaseDims {
-			v += e.base[d]
-		} else if e.typeDim == d {
-			v += e.typeAmt
+	for _, t := range unit {
+		switch d {
+		case snapshot.DimGPU:
+			v += t.GPUs.MilliGPU()
+		case snapshot.DimCPU:
+			v += t.Req.MilliCPU
+		case snapshot.DimMemory:
+			v += t.Req.Memory
+		default:
+			if t.Node != nil && t.Node.TypeDim == d {
+				v += t.GPUs.MilliGPU()
+			}
 		}
 	}
 	return v
@@ -161,12 +261,12 @@ type slotLeft struct {
 
 // scratch holds buffers reused across node evaluations.
 type scratch struct {
-	cands []*snapshot.Task
-	slots []slotLeft
-	units [][]*snapshot.Task
-	best  [][]*snapshot.Task
-	gangs []*snapshot.Gang
-	acc   freedAcc
+	cands  []cand
+	slots  []slotLeft
+	chosen []*snapshot.Task
+	best   []*snapshot.Task
+	acc    freedAcc
+	room   nodeRoom
 }
 
 // nodeRoom is a node's free resources after release, minus other gangs' holds, as victims are
@@ -181,7 +281,8 @@ type nodeRoom struct {
 
 func (c *cycle) roomOf(n *snapshot.Node, g *snapshot.Gang) *nodeRoom {
 	held, reserved := heldByOthers(n, g, true)
-	r := &nodeRoom{
+	r := &c.scratch.room
+	*r = nodeRoom{
 		n:        n,
 		cpu:      n.Allocatable.MilliCPU - n.Used.MilliCPU + n.Releasing.MilliCPU - held.MilliCPU,
 		mem:      n.Allocatable.Memory - n.Used.Memory + n.Releasing.Memory - held.Memory,
@@ -277,10 +378,10 @@ func (r *nodeRoom) fits(req *snapshot.Request) bool {
 	return false
 }
 
-// unitOf returns the unit a candidate is evicted with: itself if its gang keeps its minimum
-// without it (counting the gang's pods already chosen on this node), otherwise every bound pod of
-// its gang.
-func (c *cycle) unitOf(v *snapshot.Task, chosen []*snapshot.Task) []*snapshot.Task {
+// appendUnit appends the unit a candidate is evicted with: itself if its gang keeps its minimum
+// without it (counting the gang's pods already chosen), otherwise every bound pod of its gang not
+// chosen yet, on whatever node.
+func appendUnit(chosen []*snapshot.Task, v *snapshot.Task) []*snapshot.Task {
 	g := v.Gang
 	gone := int32(0)
 	for _, t := range chosen {
@@ -289,57 +390,62 @@ func (c *cycle) unitOf(v *snapshot.Task, chosen []*snapshot.Task) []*snapshot.Ta
 		}
 	}
 	if g.Bound-gone-1+g.Succeeded >= g.MinMember {
-		return []*snapshot.Task{v}
+		return append(chosen, v)
 	}
-	var unit []*snapshot.Task
+	n := len(chosen)
 	for _, t := range g.Tasks {
-		if t.State == snapshot.TaskBound && !contains(chosen, t) {
-			unit = append(unit, t)
+		if t.State == snapshot.TaskBound && !slices.Contains(chosen[:n], t) {
+			chosen = append(chosen, t)
 		}
 	}
-	return unit
+	return chosen
 }
 
-func contains(ts []*snapshot.Task, t *snapshot.Task) bool {
-	for _, x := range ts {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
-// nodeVictims returns the fewest units, in policy order, whose eviction makes the pod fit the
-// node, or ok false when evicting everything allowed is not enough.
-func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, pol *victimPolicy) (units [][]*snapshot.Task, pods int, ok bool) {
+// nodeVictims finds the fewest units, in policy order, whose eviction makes the pod fit the
+// node. It leaves them in c.scratch.chosen and returns how many pods they are and the last
+// candidate taken, or ok false when evicting everything allowed is not enough. When beat is set
+// (the best node so far needs a single pod), a node whose best candidate does not rank before
+// beat cannot win and is skipped before any sorting or simulation.
+func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, pol *victimPolicy, beat *cand) (pods int, last cand, ok bool) {
 	sc := &c.scratch
 	sc.cands = sc.cands[:0]
+	top := -1
 	for _, v := range n.Tasks {
 		if v.State != snapshot.TaskBound || v.Assumed || v.Gang == nil || v.Gang == g {
 			continue
 		}
-		if why := pol.verdict(v); why != "" {
-			pol.refuse(why, v)
+		if r := pol.verdict(v.Gang); r.kind != refuseNone {
+			pol.refuse(r, v.Gang, 1, false)
 			continue
 		}
-		sc.cands = append(sc.cands, v)
+		sc.cands = append(sc.cands, cand{t: v, key: pol.key(v)})
+		if top < 0 || compareCands(sc.cands[len(sc.cands)-1], sc.cands[top]) < 0 {
+			top = len(sc.cands) - 1
+		}
 	}
-	if len(sc.cands) == 0 {
-		return nil, 0, false
+	if len(sc.cands) == 0 || (beat != nil && compareCands(sc.cands[top], *beat) >= 0) {
+		return 0, cand{}, false
 	}
-	sortTasks(sc.cands, pol.compare)
+	// Insertion sort: a node's pods are few, and this allocates nothing.
+	for i := 1; i < len(sc.cands); i++ {
+		for j := i; j > 0 && compareCands(sc.cands[j], sc.cands[j-1]) < 0; j-- {
+			sc.cands[j], sc.cands[j-1] = sc.cands[j-1], sc.cands[j]
+		}
+	}
 	room := c.roomOf(n, g)
 	sc.acc.reset()
-	sc.units = sc.units[:0]
-	var chosen []*snapshot.Task
-	for _, v := range sc.cands {
-		if contains(chosen, v) {
+	sc.chosen = sc.chosen[:0]
+	for _, cd := range sc.cands {
+		if slices.Contains(sc.chosen, cd.t) {
 			continue
 		}
-		unit := c.unitOf(v, chosen)
+		start := len(sc.chosen)
+		sc.chosen = appendUnit(sc.chosen, cd.t)
+		unit := sc.chosen[start:]
 		if pol.allow != nil {
-			if why := pol.allow(unit, &sc.acc); why != "" {
-				pol.refuse(why, unit...)
+			if r := pol.allow(unit, &sc.acc); r.kind != refuseNone {
+				pol.refuse(r, cd.t.Gang, len(unit), true)
+				sc.chosen = sc.chosen[:start]
 				continue
 			}
 		}
@@ -347,36 +453,27 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		for _, u := range unit {
 			room.free(u)
 		}
-		chosen = append(chosen, unit...)
-		sc.units = append(sc.units, unit)
 		if room.fits(&t.Req) {
-			return sc.units, len(chosen), true
+			return len(sc.chosen), cd, true
 		}
 	}
-	return nil, 0, false
-}
-
-func sortTasks(ts []*snapshot.Task, cmp func(a, b *snapshot.Task) int) {
-	// Insertion sort: candidate lists are a node's pods, short, and this allocates nothing.
-	for i := 1; i < len(ts); i++ {
-		for j := i; j > 0 && cmp(ts[j], ts[j-1]) < 0; j-- {
-			ts[j], ts[j-1] = ts[j-1], ts[j]
-		}
-	}
+	return 0, cand{}, false
 }
 
 // makeRoom evicts, on the best node, the units that make the pod fit, and returns the node and
 // GPUs for the pod (see the file comment).
 func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, pol *victimPolicy) (*snapshot.Node, snapshot.Assignment, bool) {
+	pol.resetRefusals()
 	cls := c.snap.ClassNodes(t.Class)
 	nodes := c.snap.Nodes()
 	need := t.PendingGPU()
 	if t.Req.WholeGPUs > 0 {
 		need = t.Req.WholeGPUs * snapshot.MilliPerGPU
 	}
+	typeChecked := map[int]bool{}
 	var best *snapshot.Node
 	bestPods := 0
-	var bestLast *snapshot.Task
+	var bestLast cand
 	all := c.snap.AllNodes()
 	for id := bitset.NextAnd(all, cls, restrict, 0); id >= 0; id = bitset.NextAnd(all, cls, restrict, id+1) {
 		n := nodes[id]
@@ -384,32 +481,39 @@ func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 			if int64(len(n.Slots))*snapshot.MilliPerGPU-(n.UsedMilliGPU-n.RelMilliGPU)+n.PreemptibleMilliGPU < need {
 				continue
 			}
-			if n.TypeDim >= 0 && c.typeOverLimit(g, t, n.TypeDim) {
-				continue
+			if n.TypeDim >= 0 {
+				over, seen := typeChecked[n.TypeDim]
+				if !seen {
+					over = c.typeOverLimit(g, t, n.TypeDim)
+					typeChecked[n.TypeDim] = over
+				}
+				if over {
+					continue
+				}
 			}
 		}
-		units, pods, ok := c.nodeVictims(n, t, g, pol)
+		var beat *cand
+		if best != nil && bestPods == 1 {
+			beat = &bestLast
+		}
+		pods, last, ok := c.nodeVictims(n, t, g, pol, beat)
 		if !ok {
 			continue
 		}
-		lastUnit := units[len(units)-1]
-		last := lastUnit[0]
-		if best == nil || pods < bestPods || (pods == bestPods && pol.compare(last, bestLast) < 0) {
+		if best == nil || pods < bestPods || (pods == bestPods && compareCands(last, bestLast) < 0) {
 			best, bestPods, bestLast = n, pods, last
-			c.scratch.best = append(c.scratch.best[:0], units...)
+			c.scratch.best = append(c.scratch.best[:0], c.scratch.chosen...)
 		}
 	}
 	if best == nil {
 		return nil, snapshot.Assignment{}, false
 	}
-	for _, unit := range c.scratch.best {
-		for _, v := range unit {
-			if v.State != snapshot.TaskBound {
-				continue
-			}
-			c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
-			pol.evicted = append(pol.evicted, v)
+	for _, v := range c.scratch.best {
+		if v.State != snapshot.TaskBound {
+			continue
 		}
+		c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
+		pol.evicted = append(pol.evicted, v)
 	}
 	a, f := c.tryNode(best, t, g, true)
 	if f != Fits {

@@ -80,6 +80,9 @@ func terms(rq *v1alpha1.ResourceQuota, unit func(*resource.Quantity) int64) Quot
 // read-only outside this package, except FairShare, which the engine writes every cycle.
 type Queue struct {
 	Name string
+	// Index is the queue's position in Snapshot.Queues, for callers that keep per-queue arrays.
+	// It changes when queues are added or removed.
+	Index int
 	Spec QueueSpec
 	// Defined is false for a placeholder: a queue that pods or children name but that has no
 	// Queue object (yet).

@@ -260,6 +260,9 @@ func (s *Snapshot) relink() {
 		s.queueList = append(s.queueList, q)
 	}
 	slices.SortFunc(s.queueList, func(a, b *Queue) int { return strings.Compare(a.Name, b.Name) })
+	for i, q := range s.queueList {
+		q.Index = i
+	}
 	for _, q := range s.queueList {
 		if !q.Defined {
 			q.NotReady = "queue " + q.Name + " does not exist"

@@ -83,7 +83,7 @@ type Queue struct {
 	// Index is the queue's position in Snapshot.Queues, for callers that keep per-queue arrays.
 	// It changes when queues are added or removed.
 	Index int
-	Spec QueueSpec
+	Spec  QueueSpec
 	// Defined is false for a placeholder: a queue that pods or children name but that has no
 	// Queue object (yet).
 	Defined  bool

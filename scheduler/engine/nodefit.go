@@ -41,7 +41,7 @@ func (f FitFailure) String() string {
 	case FailDomain:
 		return "outside the topology domain"
 	case FailGPUType:
-		return "GPU type over the queue's limit or quota"
+		return "over the queue's GPU limit or quota on this node"
 	case FailTooFewGPUs:
 		return "too few GPUs in total"
 	case FailGPUs:

@@ -443,7 +443,17 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 		return snapshot.Assignment{}, f
 	}
 	_, reserved := heldByOthers(n, g, afterRelease)
-	return PickGPUs(n, &t.Req, afterRelease, reserved)
+	a, f := PickGPUs(n, &t.Req, afterRelease, reserved)
+	if f == Fits && t.Req.GPUMemoryMiB > 0 && !t.IsShadow() {
+		// A GPU-memory request costs more of a smaller GPU than its estimate: check the limits
+		// with what it takes here.
+		if actual := a.MilliGPU(); actual > t.PendingGPU() {
+			if c.chainOverLimit(g, snapshot.DimGPU, actual, "") != "" || (n.TypeDim >= 0 && c.chainOverLimit(g, n.TypeDim, actual, "") != "") {
+				return snapshot.Assignment{}, FailGPUType
+			}
+		}
+	}
+	return a, f
 }
 
 // explain says why no node fits a pod: "0/12 nodes fit pod ns/p (8 GPU, 1 CPU, 1Gi memory): 6

@@ -103,7 +103,7 @@ func (s *sim) cycle() (engine.Result, error) {
 		}
 	}
 	res := s.eng.Schedule(s.snap, s.now)
-	errs := []error{s.checkResult(res)}
+	errs := []error{s.checkResult(res), s.checkReasons(res)}
 	if err := s.apply(res); err != nil {
 		errs = append(errs, err)
 	}
@@ -211,6 +211,26 @@ func (s *sim) checkResult(res engine.Result) error {
 		}
 		if e.Reason != engine.EvictStaleGang && !podPreemptible(p) {
 			errs = append(errs, fmt.Errorf("non-preemptible pod %s evicted (%s)", e.Pod, e.Reason))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkReasons checks that every gang still waiting has a reason with a code and a message.
+func (s *sim) checkReasons(res engine.Result) error {
+	var errs []error
+	got := map[snapshot.GangKey]engine.GangReason{}
+	for _, r := range res.Unschedulable {
+		got[r.Gang] = r
+		if r.Code == "" || r.Message == "" {
+			errs = append(errs, fmt.Errorf("gang %s: empty reason %+v", r.Gang, r))
+		}
+	}
+	for _, q := range s.snap.Queues() {
+		for _, g := range q.PendingGangs {
+			if _, ok := got[g.Key]; !ok {
+				errs = append(errs, fmt.Errorf("gang %s waits without a reason", g.Key))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"fmt"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,19 +50,34 @@ func undo(tb testing.TB, snap *snapshot.Snapshot, res engine.Result) {
 	}
 }
 
+// runBench times Schedule. Besides wall time it reports cpu-ns/op, the CPU the process spent
+// per cycle (getrusage, all threads: the cycle and the garbage collector), which stays
+// meaningful when other work on the machine inflates wall time.
 func runBench(b *testing.B, snap *snapshot.Snapshot, check func(engine.Result)) {
 	e := engine.New(engine.Options{})
 	res := e.Schedule(snap, benchNow)
 	check(res)
 	undo(b, snap, res)
 	b.ReportAllocs()
+	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		before := processCPU()
 		res = e.Schedule(snap, benchNow)
+		cpu += processCPU() - before
 		b.StopTimer()
 		undo(b, snap, res)
 		b.StartTimer()
 	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // allocateCluster: 100 empty 8-GPU nodes, 500 pending 1-pod 1-GPU jobs; two departments with
@@ -168,15 +184,19 @@ func BenchmarkReclaim500Nodes8000Jobs(b *testing.B) {
 	})
 }
 
-// bigCluster: 4000 8-GPU nodes and 140,000 pods: 24,000 running 1-GPU pods fill 3000 nodes,
-// 16,000 running 0.25-GPU pods share the 4,000 GPUs of 500 nodes, 96,000 running CPU-only pods
-// (0.5 CPU) spread over all nodes, and 4,000 pending pods over 50 queues: 1-GPU pods, 0.5
-// fractions, 2-pod gangs of 8 GPUs and CPU pods. 500 nodes are free.
+// bigCluster: 4000 8-GPU nodes (128 CPUs each), 50 queues guaranteed 600 GPUs each, and 140,000
+// pods: 28,000 running 1-GPU pods fill 3,500 nodes and 16,000 running 0.25-GPU notebooks share
+// the 4,000 GPUs of the other 500; 92,000 running CPU-only pods (0.5 CPU) spread over all nodes;
+// 4,000 pending pods (1-GPU pods, 0.5 fractions, 2-pod gangs of 8 GPUs, CPU pods). Every GPU is
+// taken. Queues q00-q04 run nothing and are below their fair share: their 50 pending pods
+// reclaim (about 110 GPUs) from the 45 busy queues, which sit slightly above theirs and whose own
+// pending pods wait. With skew in the quotas or weights more of the busy queues reclaim from each
+// other; see the closing note of the engine work for how a cycle that evicts thousands fares.
 func bigCluster(tb testing.TB) *snapshot.Snapshot {
 	snap := snapshot.New()
 	const queues = 50
 	for q := range queues {
-		mustNoErr(tb, snap.UpsertQueue(testutil.MakeQueue(fmt.Sprintf("q%02d", q)).GPU(fmt.Sprint(500+10*q), int32(1+q%4), "").Obj()))
+		mustNoErr(tb, snap.UpsertQueue(testutil.MakeQueue(fmt.Sprintf("q%02d", q)).GPU("600", 1, "").Obj()))
 	}
 	for i := range 4000 {
 		mustNoErr(tb, snap.UpsertNode(testutil.MakeNode(fmt.Sprintf("node-%04d", i)).GPUs(8, "H100").Allocatable(corev1.ResourceCPU, "128").Obj()))
@@ -186,39 +206,44 @@ func bigCluster(tb testing.TB) *snapshot.Snapshot {
 		mustNoErr(tb, snap.UpsertPod(p.Obj()))
 		pod++
 	}
-	qn := func(i int) string { return fmt.Sprintf("q%02d", i%queues) }
-	for n := range 3000 {
+	busy := func(i int) string { return fmt.Sprintf("q%02d", 5+i%(queues-5)) } // queues that run work
+	started := func(i int) time.Time { return benchNow.Add(-time.Duration(1+i%600) * time.Minute) }
+	for n := range 3500 {
 		for g := range 8 {
-			q := qn(n*8 + g)
-			add(benchPod(q, fmt.Sprintf("w-%d", pod), q, 1).Node(fmt.Sprintf("node-%04d", n)).GPUIndex(g).Started(benchNow.Add(-time.Hour)))
+			q := busy(n*8 + g)
+			add(benchPod(q, fmt.Sprintf("w-%d", pod), q, 1).Node(fmt.Sprintf("node-%04d", n)).GPUIndex(g).Started(started(pod)))
 		}
 	}
-	for n := 3000; n < 3500; n++ {
+	for n := 3500; n < 4000; n++ {
 		for g := range 8 {
 			for k := range 4 {
-				q := qn(n*32 + g*4 + k)
+				q := busy(n*32 + g*4 + k)
 				add(testutil.MakePod(q, fmt.Sprintf("f-%d", pod)).Queue(q).Fraction("0.25").CPU("1").Memory("1G").Priority(100).
-					Node(fmt.Sprintf("node-%04d", n)).GPUIndex(g).Started(benchNow.Add(-time.Hour)))
+					Node(fmt.Sprintf("node-%04d", n)).GPUIndex(g).Started(started(pod)))
 			}
 		}
 	}
 	for n := range 4000 {
-		for k := range 24 {
-			q := qn(n + k)
+		for k := range 23 {
+			q := busy(n + k)
 			add(testutil.MakePod(q, fmt.Sprintf("c-%d", pod)).Queue(q).CPU("500m").Memory("1G").Priority(50).
-				Node(fmt.Sprintf("node-%04d", n)).Started(benchNow.Add(-time.Hour)))
+				Node(fmt.Sprintf("node-%04d", n)).Started(started(pod)))
 		}
 	}
 	for i := range 4000 {
-		q := qn(i)
+		// Blocks of 10 pods per queue, so that both pods of a gang share a namespace.
+		q := fmt.Sprintf("q%02d", 5+(i/10)%(queues-5))
+		if i < 50 {
+			q = fmt.Sprintf("q%02d", i/10)
+		}
 		var p *testutil.PodWrapper
-		switch i % 4 {
-		case 0:
+		switch i % 10 {
+		case 0, 1, 2, 3, 4, 5:
 			p = benchPod(q, fmt.Sprintf("p-%d", i), q, 1)
-		case 1:
-			p = testutil.MakePod(q, fmt.Sprintf("p-%d", i)).Queue(q).Fraction("0.5").CPU("1").Memory("1G").Priority(100)
-		case 2:
+		case 6, 7:
 			p = benchPod(q, fmt.Sprintf("p-%d", i), q, 8).PodGroup(fmt.Sprintf("g-%d", i/2)).MinMember(2)
+		case 8:
+			p = testutil.MakePod(q, fmt.Sprintf("p-%d", i)).Queue(q).Fraction("0.5").CPU("1").Memory("1G").Priority(100)
 		default:
 			p = testutil.MakePod(q, fmt.Sprintf("p-%d", i)).Queue(q).CPU("2").Memory("4G").Priority(50)
 		}
@@ -233,8 +258,8 @@ func bigCluster(tb testing.TB) *snapshot.Snapshot {
 func BenchmarkCycle4000Nodes140kPods(b *testing.B) {
 	snap := bigCluster(b)
 	runBench(b, snap, func(res engine.Result) {
-		if len(res.Bindings) == 0 {
-			b.Fatal("nothing placed")
+		if len(res.Evictions) == 0 || len(res.Nominations) == 0 {
+			b.Fatalf("%d evictions, %d nominations: the queues below their fair share should reclaim", len(res.Evictions), len(res.Nominations))
 		}
 	})
 	b.StopTimer()

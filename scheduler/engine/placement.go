@@ -406,29 +406,54 @@ func (c *cycle) findNode(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 }
 
 // findNodeAfterRelease is findNode's what-if form: it sees releasing pods as gone and scores
-// every candidate, since the free-GPU index does not know about releases.
+// the candidates by their free GPUs after release. A node can take the pod only if pods are
+// leaving it or it could take it now, so for GPU pods only the nodes with pods leaving and the
+// free-GPU index's candidates are searched.
 func (c *cycle) findNodeAfterRelease(t *snapshot.Task, g *snapshot.Gang, cand bitset.Set) (*snapshot.Node, snapshot.Assignment, bool) {
 	nodes := c.snap.Nodes()
 	spread := c.e.opts.Placement == Spread
 	var best *snapshot.Node
 	var bestA snapshot.Assignment
 	bestScore := int64(0)
-	all := c.snap.AllNodes()
-	for id := bitset.NextAnd(all, cand, nil, 0); id >= 0; id = bitset.NextAnd(all, cand, nil, id+1) {
+	consider := func(id int) bool {
 		n := nodes[id]
 		a, f := c.tryNode(n, t, g, true)
 		if f != Fits {
-			continue
+			return false
 		}
 		score := n.FreeWholeSlotsAfterRelease()
 		if spread {
 			score = -score
 		}
-		if best == nil || score < bestScore {
+		if best == nil || score < bestScore || (score == bestScore && n.ID < best.ID) {
 			best, bestA, bestScore = n, a, score
-			if !spread && score == t.Req.WholeGPUs {
-				break // exact fit: nothing packs tighter
+			return !spread && score == t.Req.WholeGPUs // exact fit: nothing packs tighter
+		}
+		return false
+	}
+	walk := func(set bitset.Set) bool {
+		for id := bitset.NextAnd(set, cand, nil, 0); id >= 0; id = bitset.NextAnd(set, cand, nil, id+1) {
+			if consider(id) {
+				return true
 			}
+		}
+		return false
+	}
+	if !t.Req.GPU() {
+		walk(c.snap.AllNodes())
+		return best, bestA, best != nil
+	}
+	if walk(c.snap.NodesReleasing()) {
+		return best, bestA, true
+	}
+	from := int(t.Req.WholeGPUs)
+	if t.Req.Shared() {
+		walk(c.snap.NodesWithSharedRoom())
+		from = 1
+	}
+	for k := from; k <= c.snap.MaxFreeGPUs(); k++ {
+		if walk(c.snap.NodesWithFreeGPUs(k)) {
+			break
 		}
 	}
 	return best, bestA, best != nil

@@ -33,9 +33,11 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
+	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -145,10 +147,8 @@ func (c *cycle) reclaim() {
 func (c *cycle) preempt() {
 	failures := map[failKey]bool{}
 	for _, g := range c.waitingOrder() {
-		q := g.Queue
-		if q.Allocated.At(snapshot.DimGPU)-q.AllocatedNP.At(snapshot.DimGPU)-q.Releasing.At(snapshot.DimGPU) <= 0 &&
-			q.Allocated.At(snapshot.DimCPU)-q.AllocatedNP.At(snapshot.DimCPU)-q.Releasing.At(snapshot.DimCPU) <= 0 {
-			continue // nothing preemptible runs in the queue
+		if low, ok := g.Queue.LowestPreemptiblePriority(); !ok || low >= g.Priority {
+			continue // nothing of lower priority runs in the queue
 		}
 		key, cacheable := c.failKeyOf(g)
 		if cacheable && failures[key] {
@@ -392,11 +392,32 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 		cutoffQ[v.Index] = c.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
 		return ok && over
 	}
+	// Search the nodes of the queues whose pods may go, furthest above their share first.
+	var victimQueues []*snapshot.Queue
+	for _, v := range queues {
+		if len(v.PreemptibleNodes()) > 0 && queueOK(v) {
+			victimQueues = append(victimQueues, v)
+		}
+	}
+	slices.SortStableFunc(victimQueues, func(x, y *snapshot.Queue) int { return cmp.Compare(shareQ[y.Index], shareQ[x.Index]) })
+	sources := make([]bitset.Set, len(victimQueues)) // not nil: no queue means no node to search
+	for i, v := range victimQueues {
+		sources[i] = v.PreemptibleNodes()
+	}
 	pol := &victimPolicy{
-		reason:      EvictReclaim,
-		beneficiary: g,
-		level:       level,
-		quiet:       []refusalKind{refuseOwnQueue},
+		reason:       EvictReclaim,
+		beneficiary:  g,
+		level:        level,
+		sources:      sources,
+		victimQueues: victimQueues,
+		none:         "no queue above its " + level + " runs pods that may be evicted",
+		headroom: func(v *snapshot.Queue) int64 {
+			if !contested(v, snapshot.DimGPU) {
+				return math.MaxInt64
+			}
+			return max(0, v.Effective(snapshot.DimGPU)-bound(v, snapshot.DimGPU))
+		},
+		quiet: []refusalKind{refuseOwnQueue},
 		verdict: func(vg *snapshot.Gang) refusal {
 			switch {
 			case !vg.Preemptible:
@@ -448,9 +469,11 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 	g, q := a.g, a.g.Queue
 	return &victimPolicy{
-		reason:      EvictPreempt,
-		beneficiary: g,
-		quiet:       []refusalKind{refuseOtherQueue, refusePriority},
+		reason:       EvictPreempt,
+		beneficiary:  g,
+		sources:      []bitset.Set{q.PreemptibleNodes()},
+		victimQueues: []*snapshot.Queue{q},
+		quiet:        []refusalKind{refuseOtherQueue, refusePriority},
 		verdict: func(vg *snapshot.Gang) refusal {
 			switch {
 			case vg.Queue != q:

@@ -14,15 +14,22 @@ package engine
 //  3. Units are taken in order while the policy allows each (reclaim: no queue is pushed below
 //     its floor) until the pod fits the node; this is simulated on a copy of the node's free
 //     resources and GPU slots, not on the snapshot, so scanning every node is cheap.
-//  4. The node with the fewest evicted pods wins; ties go to the node whose last needed victim is
-//     the most evictable, then to the lowest node ID. Its units are evicted in the Statement and
-//     the pod is placed; later pods of the gang see that capacity as freed.
+//  4. Nodes are searched where the preferred victims run (reclaim: the nodes of the queue furthest
+//     above its fair share first, then the next queue's if none of those works; preemption: the
+//     gang's own queue's), using each queue's index of nodes with its preemptible pods and of
+//     their GPUs per node, which skips nodes that could not free enough without looking at their
+//     pods. Once a node that works is found, at most maxCompared nodes are looked into, so that
+//     the search does not grow with the cluster. The node with the fewest evicted pods wins; ties go to the node
+//     whose last needed victim is the most evictable, then to the lowest node ID. Its units are
+//     evicted in the Statement and the pod is placed; later pods of the gang see that capacity as
+//     freed.
 //
 // The whole what-if rolls back unless every pod the gang needs was placed.
 
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -50,13 +57,26 @@ type victimPolicy struct {
 	// quiet lists refusals not worth telling the user (pods that were never candidates, such as
 	// other queues' pods for preemption).
 	quiet []refusalKind
+	// sources are the sets of nodes to search, in order (nodes where the preferred victims run);
+	// the search stops at the first set with a node that works. Nil searches every node.
+	sources []bitset.Set
+	// none explains a search that had nowhere to look (sources empty).
+	none string
+	// victimQueues, when set, are the only queues whose pods may go: a node can free at most
+	// their preemptible GPUs there, which prunes nodes before their pods are looked at.
+	victimQueues []*snapshot.Queue
+	// headroom, when set, is how much GPU a victim queue may still give (reclaim floors); it
+	// tightens the pruning bound.
+	headroom func(q *snapshot.Queue) int64
 
 	// evicted lists the pods this what-if evicted, in order.
 	evicted []*snapshot.Task
 	// refused counts, per refusal, the pods the latest makeRoom could not evict, for the gang's
-	// reason; refusedGangs keeps a refused unit's gang from being counted twice.
+	// reason; refusedGangs keeps a refused unit's gang from being counted twice. Counting costs,
+	// so a search counts only when tally is set: makeRoom searches again with it when it fails.
 	refused      map[refusal]int
-	refusedGangs []*snapshot.Gang
+	refusedGangs map[*snapshot.Gang]struct{}
+	tally        bool
 }
 
 // refusalKind is why a pod may not be evicted.
@@ -74,6 +94,7 @@ const (
 	refuseNeedsPlacement
 	refuseFloor
 	refuseUseless
+	refuseExhausted
 )
 
 // refusal is a refusal kind with what it is about; comparable, so it keys the tally.
@@ -106,18 +127,24 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 		return fmt.Sprintf("would take queue %s below its %s of %s (%s)", r.q.Name, p.level, c.snap.DimName(r.d), snapshot.FormatAmount(r.d, p.floorOf(r.q, r.d)))
 	case refuseUseless:
 		return "free nothing the gang needs"
+	case refuseExhausted:
+		return "the queues above their " + p.level + " have too little left above it for this pod"
 	}
 	return "may not be evicted"
 }
 
 func (p *victimPolicy) refuse(r refusal, g *snapshot.Gang, pods int, unit bool) {
+	if !p.tally {
+		return
+	}
 	if unit {
-		for _, x := range p.refusedGangs {
-			if x == g {
-				return
-			}
+		if _, seen := p.refusedGangs[g]; seen {
+			return
 		}
-		p.refusedGangs = append(p.refusedGangs, g)
+		if p.refusedGangs == nil {
+			p.refusedGangs = map[*snapshot.Gang]struct{}{}
+		}
+		p.refusedGangs[g] = struct{}{}
 	}
 	if p.refused == nil {
 		p.refused = map[refusal]int{}
@@ -127,7 +154,7 @@ func (p *victimPolicy) refuse(r refusal, g *snapshot.Gang, pods int, unit bool) 
 
 func (p *victimPolicy) resetRefusals() {
 	clear(p.refused)
-	p.refusedGangs = p.refusedGangs[:0]
+	clear(p.refusedGangs)
 }
 
 // floorOf is set by policies with floors (reclaim), for messages.
@@ -146,11 +173,18 @@ func (c *cycle) why(p *victimPolicy) string {
 	}
 	var parts []string
 	for r, n := range p.refused {
-		if !slices.Contains(p.quiet, r.kind) {
+		switch {
+		case slices.Contains(p.quiet, r.kind):
+		case r.kind == refuseExhausted:
+			parts = append(parts, c.describeRefusal(p, r))
+		default:
 			parts = append(parts, fmt.Sprintf("%d pods %s", n, c.describeRefusal(p, r)))
 		}
 	}
 	if len(parts) == 0 {
+		if p.sources != nil && len(p.sources) == 0 {
+			return p.none
+		}
 		return ""
 	}
 	slices.Sort(parts)
@@ -261,13 +295,47 @@ type slotLeft struct {
 
 // scratch holds buffers reused across node evaluations.
 type scratch struct {
-	cands  []cand
-	slots  []slotLeft
-	chosen []*snapshot.Task
-	best   []*snapshot.Task
-	acc    freedAcc
-	room   nodeRoom
+	cands   []cand
+	slots   []slotLeft
+	chosen  []*snapshot.Task
+	best    []*snapshot.Task
+	acc     freedAcc
+	room    nodeRoom
+	visited bitset.Set
 }
+
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// maxFreeAfterRelease is the most GPU (milli) any node of the class has free once releasing pods
+// are gone: the largest free-GPU bucket, or a node with pods leaving.
+func (c *cycle) maxFreeAfterRelease(cls, restrict bitset.Set) int64 {
+	var best int64
+	for k := c.snap.MaxFreeGPUs(); k > 0; k-- {
+		if bitset.NextAnd(c.snap.NodesWithFreeGPUs(k), cls, restrict, 0) >= 0 {
+			best = int64(k) * snapshot.MilliPerGPU
+			break
+		}
+	}
+	nodes := c.snap.Nodes()
+	rel := c.snap.NodesReleasing()
+	for id := bitset.NextAnd(rel, cls, restrict, 0); id >= 0; id = bitset.NextAnd(rel, cls, restrict, id+1) {
+		best = max(best, nodes[id].FreeWholeSlotsAfterRelease()*snapshot.MilliPerGPU)
+	}
+	// Shared GPUs with room count too, at most one GPU each.
+	if bitset.NextAnd(c.snap.NodesWithSharedRoom(), cls, restrict, 0) >= 0 {
+		best = max(best, snapshot.MilliPerGPU-1)
+	}
+	return best
+}
+
+// maxCompared bounds how many nodes makeRoom looks into once it has found one that works, so
+// that the search costs the same on 4,000 nodes as on 40.
+const maxCompared = 16
 
 // nodeRoom is a node's free resources after release, minus other gangs' holds, as victims are
 // taken off it.
@@ -331,6 +399,26 @@ func (r *nodeRoom) free(t *snapshot.Task) {
 	}
 }
 
+// helps reports whether evicting the unit frees, on this node, something the request still lacks
+// here: evicting a CPU-only pod does not help a pod that lacks a GPU.
+func (r *nodeRoom) helps(unit []*snapshot.Task, req *snapshot.Request) bool {
+	gpuShort := req.GPU() && !r.gpuFits(req)
+	for _, t := range unit {
+		if t.Node != r.n {
+			continue
+		}
+		switch {
+		case gpuShort && t.GPUs.MilliGPU() > 0,
+			r.cpu < req.MilliCPU && t.Req.MilliCPU > 0,
+			r.mem < req.Memory && t.Req.Memory > 0,
+			r.pods < 1,
+			len(req.Scalars) > 0 && len(t.Req.Scalars) > 0:
+			return true
+		}
+	}
+	return false
+}
+
 // fits reports whether the request fits the room.
 func (r *nodeRoom) fits(req *snapshot.Request) bool {
 	if r.cpu < req.MilliCPU || r.mem < req.Memory || r.pods < 1 {
@@ -348,6 +436,11 @@ func (r *nodeRoom) fits(req *snapshot.Request) bool {
 			return false
 		}
 	}
+	return r.gpuFits(req)
+}
+
+// gpuFits reports whether the request's GPUs fit the room.
+func (r *nodeRoom) gpuFits(req *snapshot.Request) bool {
 	if !req.GPU() {
 		return true
 	}
@@ -442,6 +535,10 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		start := len(sc.chosen)
 		sc.chosen = appendUnit(sc.chosen, cd.t)
 		unit := sc.chosen[start:]
+		if !room.helps(unit, &t.Req) {
+			sc.chosen = sc.chosen[:start]
+			continue
+		}
 		if pol.allow != nil {
 			if r := pol.allow(unit, &sc.acc); r.kind != refuseNone {
 				pol.refuse(r, cd.t.Gang, len(unit), true)
@@ -461,9 +558,20 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 }
 
 // makeRoom evicts, on the best node, the units that make the pod fit, and returns the node and
-// GPUs for the pod (see the file comment).
+// GPUs for the pod (see the file comment). When nothing works it searches again counting why,
+// for the gang's reason.
 func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, pol *victimPolicy) (*snapshot.Node, snapshot.Assignment, bool) {
-	pol.resetRefusals()
+	n, a, ok := c.searchRoom(t, g, restrict, pol)
+	if !ok {
+		pol.tally = true
+		pol.resetRefusals()
+		c.searchRoom(t, g, restrict, pol)
+		pol.tally = false
+	}
+	return n, a, ok
+}
+
+func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, pol *victimPolicy) (*snapshot.Node, snapshot.Assignment, bool) {
 	cls := c.snap.ClassNodes(t.Class)
 	nodes := c.snap.Nodes()
 	need := t.PendingGPU()
@@ -474,35 +582,89 @@ func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 	var best *snapshot.Node
 	bestPods := 0
 	var bestLast cand
-	all := c.snap.AllNodes()
-	for id := bitset.NextAnd(all, cls, restrict, 0); id >= 0; id = bitset.NextAnd(all, cls, restrict, id+1) {
-		n := nodes[id]
-		if need > 0 {
-			if int64(len(n.Slots))*snapshot.MilliPerGPU-(n.UsedMilliGPU-n.RelMilliGPU)+n.PreemptibleMilliGPU < need {
+	compared := 0
+	var heads []int64
+	if pol.headroom != nil {
+		var total int64
+		for _, q := range pol.victimQueues {
+			h := pol.headroom(q)
+			heads = append(heads, h)
+			total = satAdd(total, h)
+		}
+		// No node can take the pod unless the queues can give what the roomiest node lacks.
+		if need > 0 && total < need-c.maxFreeAfterRelease(cls, restrict) {
+			if len(pol.victimQueues) > 0 {
+				pol.refuse(refusal{kind: refuseExhausted}, nil, 0, false)
+			}
+			return nil, snapshot.Assignment{}, false
+		}
+	}
+	visited := c.scratch.visited
+	if n := (len(nodes) + 63) / 64; len(visited) < n {
+		visited = make(bitset.Set, n)
+	}
+	visited.Clear()
+	c.scratch.visited = visited
+	scan := func(set bitset.Set) {
+		for id := bitset.NextAnd(set, cls, restrict, 0); id >= 0 && (best == nil || compared < maxCompared); id = bitset.NextAnd(set, cls, restrict, id+1) {
+			if visited.Has(id) {
 				continue
 			}
-			if n.TypeDim >= 0 {
-				over, seen := typeChecked[n.TypeDim]
-				if !seen {
-					over = c.typeOverLimit(g, t, n.TypeDim)
-					typeChecked[n.TypeDim] = over
+			visited.Add(id)
+			n := nodes[id]
+			if need > 0 {
+				evictable := n.PreemptibleMilliGPU
+				if pol.victimQueues != nil {
+					evictable = 0
+					for i, q := range pol.victimQueues {
+						on := q.PreemptibleMilliGPUOn(id)
+						if heads != nil && on > heads[i] {
+							// A lone pod larger than what the queue may still give cannot go.
+							if q.PreemptibleGPUPodsOn(id) == 1 {
+								on = 0
+							} else {
+								on = heads[i]
+							}
+						}
+						evictable += on
+					}
 				}
-				if over {
+				if int64(len(n.Slots))*snapshot.MilliPerGPU-(n.UsedMilliGPU-n.RelMilliGPU)+evictable < need {
 					continue
 				}
+				if n.TypeDim >= 0 {
+					over, seen := typeChecked[n.TypeDim]
+					if !seen {
+						over = c.typeOverLimit(g, t, n.TypeDim)
+						typeChecked[n.TypeDim] = over
+					}
+					if over {
+						continue
+					}
+				}
+			}
+			var beat *cand
+			if best != nil && bestPods == 1 {
+				beat = &bestLast
+			}
+			compared++
+			pods, last, ok := c.nodeVictims(n, t, g, pol, beat)
+			if !ok {
+				continue
+			}
+			if best == nil || pods < bestPods || (pods == bestPods && compareCands(last, bestLast) < 0) {
+				best, bestPods, bestLast = n, pods, last
+				c.scratch.best = append(c.scratch.best[:0], c.scratch.chosen...)
 			}
 		}
-		var beat *cand
-		if best != nil && bestPods == 1 {
-			beat = &bestLast
-		}
-		pods, last, ok := c.nodeVictims(n, t, g, pol, beat)
-		if !ok {
-			continue
-		}
-		if best == nil || pods < bestPods || (pods == bestPods && compareCands(last, bestLast) < 0) {
-			best, bestPods, bestLast = n, pods, last
-			c.scratch.best = append(c.scratch.best[:0], c.scratch.chosen...)
+	}
+	if pol.sources == nil {
+		scan(c.snap.AllNodes())
+	}
+	for _, set := range pol.sources {
+		scan(set)
+		if best != nil {
+			break
 		}
 	}
 	if best == nil {

@@ -26,6 +26,11 @@ func (s *Snapshot) reindex(n *Node) {
 	} else {
 		s.sharedRoom.Remove(n.ID)
 	}
+	if n.Releasing.Pods > 0 {
+		s.releasing.Add(n.ID)
+	} else {
+		s.releasing.Remove(n.ID)
+	}
 }
 
 func (s *Snapshot) unindex(n *Node) {
@@ -34,6 +39,7 @@ func (s *Snapshot) unindex(n *Node) {
 	}
 	n.bucket = -1
 	s.sharedRoom.Remove(n.ID)
+	s.releasing.Remove(n.ID)
 	s.cpuOnly.Remove(n.ID)
 	s.allNodes.Remove(n.ID)
 }
@@ -52,6 +58,9 @@ func (s *Snapshot) MaxFreeGPUs() int { return len(s.byFree) - 1 }
 
 // NodesWithSharedRoom is the set of nodes with a GPU shared by fractional pods that has room left.
 func (s *Snapshot) NodesWithSharedRoom() bitset.Set { return s.sharedRoom }
+
+// NodesReleasing is the set of nodes where pods are leaving (evicted or terminating).
+func (s *Snapshot) NodesReleasing() bitset.Set { return s.releasing }
 
 // CPUOnlyNodes is the set of nodes without GPUs.
 func (s *Snapshot) CPUOnlyNodes() bitset.Set { return s.cpuOnly }

@@ -26,6 +26,7 @@ func (s *Snapshot) Assume(t *Task, n *Node, a Assignment, now time.Time) {
 		g.LastStart = now
 	}
 	n.attach(t)
+	s.victimRef(t, 1)
 	s.reindex(n)
 	s.account(t, 1)
 	s.syncGang(g)
@@ -36,6 +37,7 @@ func (s *Snapshot) Unassume(t *Task) {
 	g := t.Gang
 	n := t.Node
 	s.account(t, -1)
+	s.victimRef(t, -1)
 	n.detach(t)
 	s.reindex(n)
 	t.State, t.Assumed, t.Node, t.NodeName, t.GPUs, t.Started = TaskPending, false, nil, "", Assignment{Shared: -1}, time.Time{}
@@ -64,13 +66,10 @@ func (s *Snapshot) SetReleasing(t *Task, on bool) {
 	g := t.Gang
 	n := t.Node
 	s.account(t, -1)
-	preemptible := g != nil && g.Preemptible
 	if on {
+		s.victimRef(t, -1)
 		if n != nil {
 			n.release(t, 1)
-			if preemptible {
-				n.PreemptibleMilliGPU -= t.GPUs.MilliGPU()
-			}
 		}
 		t.State, t.Evicted = TaskReleasing, true
 		if g != nil {
@@ -80,15 +79,13 @@ func (s *Snapshot) SetReleasing(t *Task, on bool) {
 	} else {
 		if n != nil {
 			n.release(t, -1)
-			if preemptible {
-				n.PreemptibleMilliGPU += t.GPUs.MilliGPU()
-			}
 		}
 		t.State, t.Evicted = TaskBound, false
 		if g != nil {
 			g.Bound++
 			g.Releasing--
 		}
+		s.victimRef(t, 1)
 	}
 	if n != nil {
 		s.reindex(n)

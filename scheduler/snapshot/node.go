@@ -133,7 +133,7 @@ type Node struct {
 	UnmanagedMilliGPU int64
 
 	// PreemptibleMilliGPU is the GPU held by bound, not releasing, preemptible pods: an upper
-	// bound on what evicting could free, used to skip nodes quickly.
+	// bound on what evicting could free, used to skip nodes quickly. Kept by Snapshot.victimRef.
 	PreemptibleMilliGPU int64
 
 	// Version changes whenever anything on the node changes; caches key on it.
@@ -322,8 +322,6 @@ func (n *Node) attach(t *Task) {
 	n.Tasks = append(n.Tasks, t)
 	if t.State == TaskReleasing {
 		n.release(t, 1)
-	} else if t.Gang != nil && t.Gang.Preemptible {
-		n.PreemptibleMilliGPU += a.MilliGPU()
 	}
 	n.Version++
 }
@@ -332,8 +330,6 @@ func (n *Node) attach(t *Task) {
 func (n *Node) detach(t *Task) {
 	if t.State == TaskReleasing {
 		n.release(t, -1)
-	} else if t.Gang != nil && t.Gang.Preemptible {
-		n.PreemptibleMilliGPU -= t.GPUs.MilliGPU()
 	}
 	n.Used.add(&t.Req, -1)
 	for _, p := range t.Req.HostPorts {

@@ -45,6 +45,7 @@ func (s *Snapshot) UpsertNode(obj *corev1.Node) error {
 			n.placeExisting(t, slotIndexes(nil, t))
 			t.Node = n
 			n.attach(t)
+			s.victimRef(t, 1)
 			s.account(t, 1)
 		}
 		delete(s.orphans, obj.Name)
@@ -60,12 +61,14 @@ func (s *Snapshot) UpsertNode(obj *corev1.Node) error {
 		for _, t := range tasks {
 			moved = append(moved, held{t, slotIndexes(n, t)})
 			s.account(t, -1)
+			s.victimRef(t, -1)
 			n.detach(t)
 		}
 		s.applyNodeSpec(n, obj, spec)
 		for _, m := range moved {
 			n.placeExisting(m.t, m.idx)
 			n.attach(m.t)
+			s.victimRef(m.t, 1)
 			s.account(m.t, 1)
 		}
 	}
@@ -128,6 +131,7 @@ func (s *Snapshot) DeleteNode(name string) {
 	}
 	for _, t := range slices.Clone(n.Tasks) {
 		s.account(t, -1)
+		s.victimRef(t, -1)
 		n.detach(t)
 		t.Node = nil
 		t.GPUs = Assignment{Shared: -1}

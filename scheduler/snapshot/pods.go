@@ -429,6 +429,7 @@ func (s *Snapshot) attachToNode(t *Task, indexes []int, preset bool) {
 	}
 	t.Node = n
 	n.attach(t)
+	s.victimRef(t, 1)
 	s.reindex(n)
 }
 
@@ -446,9 +447,47 @@ func (s *Snapshot) detachFromNode(t *Task) {
 		}
 		return
 	}
+	s.victimRef(t, -1)
 	n.detach(t)
 	t.Node = nil
 	s.reindex(n)
+}
+
+// victimRef adds (sign 1) or removes (sign -1) a bound preemptible pod from what its node and
+// its queue know of evictable work. Callers pair the calls around every change of the pod's
+// node, state, gang queue or preemptibility.
+func (s *Snapshot) victimRef(t *Task, sign int64) {
+	n := t.Node
+	g := t.Gang
+	if n == nil || g == nil || t.State != TaskBound || !g.Preemptible {
+		return
+	}
+	n.PreemptibleMilliGPU += sign * t.GPUs.MilliGPU()
+	q := g.Queue
+	if q == nil {
+		return
+	}
+	for len(q.victimCount) <= n.ID {
+		q.victimCount = append(q.victimCount, 0)
+		q.victimGPU = append(q.victimGPU, 0)
+		q.victimGPUs = append(q.victimGPUs, 0)
+	}
+	q.victimCount[n.ID] += int32(sign)
+	if gpu := t.GPUs.MilliGPU(); gpu > 0 {
+		q.victimGPU[n.ID] += sign * gpu
+		q.victimGPUs[n.ID] += int32(sign)
+	}
+	if q.victimPrio == nil {
+		q.victimPrio = map[int32]int32{}
+	}
+	if q.victimPrio[g.Priority] += int32(sign); q.victimPrio[g.Priority] == 0 {
+		delete(q.victimPrio, g.Priority)
+	}
+	if q.victimCount[n.ID] > 0 {
+		q.victimNodes.Add(n.ID)
+	} else {
+		q.victimNodes.Remove(n.ID)
+	}
 }
 
 // Contribution kinds of a task to queue totals.
@@ -575,16 +614,28 @@ func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 	case string(v1alpha1.NonPreemptible):
 		preemptible = false
 	}
-	g.MinMember, g.Topology, g.SubGroups, g.Priority = minMember, topo, subs, prio
+	if prio != g.Priority {
+		// The per-priority count of the queue's evictable pods follows the gang's priority.
+		for _, t := range g.Tasks {
+			if t != skip {
+				s.victimRef(t, -1)
+			}
+		}
+		g.Priority = prio
+		for _, t := range g.Tasks {
+			if t != skip {
+				s.victimRef(t, 1)
+			}
+		}
+	}
+	g.MinMember, g.Topology, g.SubGroups = minMember, topo, subs
 	if g.Queue != nil && g.Queue.Name == queue && g.Preemptible == preemptible {
 		return
 	}
 	for _, t := range g.Tasks {
 		if t != skip {
 			s.account(t, -1)
-			if t.Node != nil && t.State == TaskBound && g.Preemptible {
-				t.Node.PreemptibleMilliGPU -= t.GPUs.MilliGPU()
-			}
+			s.victimRef(t, -1)
 		}
 	}
 	heldGangHolds := slices.Clone(g.holds)
@@ -607,9 +658,7 @@ func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 	for _, t := range g.Tasks {
 		if t != skip {
 			s.account(t, 1)
-			if t.Node != nil && t.State == TaskBound && g.Preemptible {
-				t.Node.PreemptibleMilliGPU += t.GPUs.MilliGPU()
-			}
+			s.victimRef(t, 1)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"time"
 
+	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -112,7 +114,47 @@ type Queue struct {
 	gangs        int
 	// listed[d] is true for the GPU-type dimensions the Queue lists.
 	listed []bool
+	// victimNodes are the nodes where the queue's own gangs have bound, not releasing,
+	// preemptible pods; victimCount counts them per node ID and victimGPU sums their milli-GPU.
+	victimNodes bitset.Set
+	victimCount []int32
+	victimGPU   []int64
+	victimGPUs  []int32
+	// victimPrio counts those pods per gang priority.
+	victimPrio map[int32]int32
 }
+
+// PreemptibleGPUPodsOn is the number of the queue's own bound, preemptible pods on a node that
+// hold a GPU or part of one.
+func (q *Queue) PreemptibleGPUPodsOn(nodeID int) int32 {
+	if nodeID < len(q.victimGPUs) {
+		return q.victimGPUs[nodeID]
+	}
+	return 0
+}
+
+// LowestPreemptiblePriority is the lowest priority of the queue's own bound, preemptible pods;
+// ok is false when there are none.
+func (q *Queue) LowestPreemptiblePriority() (prio int32, ok bool) {
+	for p, n := range q.victimPrio {
+		if n > 0 && (!ok || p < prio) {
+			prio, ok = p, true
+		}
+	}
+	return prio, ok
+}
+
+// PreemptibleMilliGPUOn is the GPU the queue's own bound, preemptible pods hold on a node.
+func (q *Queue) PreemptibleMilliGPUOn(nodeID int) int64 {
+	if nodeID < len(q.victimGPU) {
+		return q.victimGPU[nodeID]
+	}
+	return 0
+}
+
+// PreemptibleNodes is the set of nodes where the queue's own gangs run bound, preemptible pods
+// that are not already leaving: where evicting its work could make room. Owned by the snapshot.
+func (q *Queue) PreemptibleNodes() bitset.Set { return q.victimNodes }
 
 // Totals are a queue's aggregates, per dimension.
 type Totals struct {

@@ -47,6 +47,7 @@ type Snapshot struct {
 	// Node indexes, kept up to date on every change (see reindex).
 	byFree     []bitset.Set
 	sharedRoom bitset.Set
+	releasing  bitset.Set
 	cpuOnly    bitset.Set
 	allNodes   bitset.Set
 	maxSlots   int

@@ -138,6 +138,9 @@ func (s *Snapshot) Verify() error {
 			saved := t.nodePos
 			fresh.attach(t)
 			t.nodePos = saved
+			if t.State == TaskBound && t.Gang != nil && t.Gang.Preemptible {
+				fresh.PreemptibleMilliGPU += t.GPUs.MilliGPU()
+			}
 		}
 		fresh.Tasks = nil
 		if !equalResources(fresh.Used, n.Used) || !equalResources(fresh.Releasing, n.Releasing) ||
@@ -235,6 +238,40 @@ func (s *Snapshot) Verify() error {
 		walk(q)
 		if got, want := trimTotals(q.Totals), trimTotals(sub); fmt.Sprint(got) != fmt.Sprint(want) {
 			errs = append(errs, fmt.Errorf("queue %s: totals %+v, recomputed %+v", q.Name, got, want))
+		}
+	}
+	// Per-queue nodes of evictable work.
+	victims := map[*Queue]map[int]int32{}
+	victimGPU := map[*Queue]map[int]int64{}
+	victimPrio := map[*Queue]map[int32]int32{}
+	for _, t := range s.tasks {
+		if t.Node != nil && t.Gang != nil && t.State == TaskBound && t.Gang.Preemptible && t.Gang.Queue != nil {
+			if victims[t.Gang.Queue] == nil {
+				victims[t.Gang.Queue] = map[int]int32{}
+				victimGPU[t.Gang.Queue] = map[int]int64{}
+			}
+			victims[t.Gang.Queue][t.Node.ID]++
+			victimGPU[t.Gang.Queue][t.Node.ID] += t.GPUs.MilliGPU()
+			if victimPrio[t.Gang.Queue] == nil {
+				victimPrio[t.Gang.Queue] = map[int32]int32{}
+			}
+			victimPrio[t.Gang.Queue][t.Gang.Priority]++
+		}
+	}
+	for _, q := range s.queueList {
+		for id, c := range q.victimCount {
+			if c != victims[q][id] || (c > 0) != q.victimNodes.Has(id) || q.victimGPU[id] != victimGPU[q][id] {
+				errs = append(errs, fmt.Errorf("queue %s: %d evictable pods (%d milli-GPU) indexed on node %d, recomputed %d (%d)",
+					q.Name, c, q.victimGPU[id], id, victims[q][id], victimGPU[q][id]))
+			}
+		}
+		if fmt.Sprint(q.victimPrio) != fmt.Sprint(victimPrio[q]) && len(q.victimPrio)+len(victimPrio[q]) > 0 {
+			errs = append(errs, fmt.Errorf("queue %s: evictable pods per priority %v, recomputed %v", q.Name, q.victimPrio, victimPrio[q]))
+		}
+		for id, c := range victims[q] {
+			if id >= len(q.victimCount) && c > 0 {
+				errs = append(errs, fmt.Errorf("queue %s: %d evictable pods on node %d not indexed", q.Name, c, id))
+			}
 		}
 	}
 	// Gangs.

@@ -269,3 +269,36 @@ func BenchmarkCycle4000Nodes140kPods(b *testing.B) {
 	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-MiB")
 	runtime.KeepAlive(snap)
 }
+
+// TestBenchmarkClustersDecide checks what the benchmarks' cycles decide, beyond their own quick
+// checks: the scaled-down 8000-job cluster reaches its fair shares and stays there.
+func TestBenchmarkClustersDecide(t *testing.T) {
+	snap := reclaim8000Cluster(t, 50)
+	eng, now := engine.New(engine.Options{}), benchNow
+	quiet := 0
+	for cycle := 0; cycle < 20 && quiet < 2; cycle++ {
+		res := eng.Schedule(snap, now)
+		mustNoErr(t, snap.Verify())
+		if len(res.Bindings)+len(res.Evictions)+len(res.Nominations) == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		// The runtime's part: bindings are confirmed, evicted pods go and come back pending.
+		for _, e := range res.Evictions {
+			task := snap.Task(e.Pod)
+			snap.DeletePod(e.Pod)
+			mustNoErr(t, snap.UpsertPod(benchPod(e.Pod.Namespace, e.Pod.Name+"r", task.Gang.Queue.Name, 1).Obj()))
+		}
+		now = now.Add(time.Minute)
+	}
+	if quiet < 2 {
+		t.Fatal("did not settle in 20 cycles")
+	}
+	for _, q := range snap.Queues() {
+		fair, held := q.FairShare.At(snapshot.DimGPU), q.Allocated.At(snapshot.DimGPU)
+		if q.PendingPods > 0 && held < fair-snapshot.MilliPerGPU {
+			t.Errorf("queue %s holds %d milli-GPU, more than a GPU below its fair share %d, while %d pods wait", q.Name, held, fair, q.PendingPods)
+		}
+	}
+}

@@ -28,7 +28,9 @@ func buildSnapshot(t *testing.T, nodes []*corev1.Node, pods []*corev1.Pod) *snap
 	return s
 }
 
-func key(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
 
 func TestStatementRollbackLeavesNoTrace(t *testing.T) {
 	snap := buildSnapshot(t,

@@ -166,7 +166,7 @@ func (g *gen) churn(t *testing.T) {
 }
 
 func TestRandomizedInvariants(t *testing.T) {
-	seeds := 200
+	seeds := 500
 	if testing.Short() {
 		seeds = 15
 	}
@@ -182,7 +182,7 @@ func TestRandomizedInvariants(t *testing.T) {
 			for range 5 + g.pick(20) {
 				g.job(t, queues[g.pick(len(queues))], false)
 			}
-			for cycle := range 10 {
+			for cycle := range 15 {
 				if _, err := g.s.cycle(); err != nil {
 					t.Fatalf("cycle %d: %v", cycle, err)
 				}
@@ -201,9 +201,9 @@ func TestRandomizedInvariants(t *testing.T) {
 // them, no minimum runtimes. Once the cluster has settled (two cycles without a decision), no
 // queue holds less than its quota while one of its waiting gangs would fit in the rest of it.
 func TestGuaranteesMet(t *testing.T) {
-	seeds := 40
+	seeds := 150
 	if testing.Short() {
-		seeds = 10
+		seeds = 20
 	}
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {

@@ -110,6 +110,9 @@ type Gang struct {
 	Bound     int32
 	Releasing int32
 	Succeeded int32
+	// Assumed counts bound pods whose binding the engine made and the API server has not
+	// confirmed yet; such a gang is never a victim (it would be evicted before it starts).
+	Assumed int32
 	// LastStart is the latest start of the gang's bound pods: minimum runtimes count from it.
 	LastStart time.Time
 

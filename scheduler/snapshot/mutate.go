@@ -22,6 +22,7 @@ func (s *Snapshot) Assume(t *Task, n *Node, a Assignment, now time.Time) {
 	}
 	t.State, t.Assumed, t.Node, t.NodeName, t.GPUs, t.Started = TaskBound, true, n, n.Name, a, now
 	g.Bound++
+	g.Assumed++
 	if now.After(g.LastStart) {
 		g.LastStart = now
 	}
@@ -40,6 +41,9 @@ func (s *Snapshot) Unassume(t *Task) {
 	s.victimRef(t, -1)
 	n.detach(t)
 	s.reindex(n)
+	if t.Assumed {
+		g.Assumed--
+	}
 	t.State, t.Assumed, t.Node, t.NodeName, t.GPUs, t.Started = TaskPending, false, nil, "", Assignment{Shared: -1}, time.Time{}
 	g.Bound--
 	if !t.shadow {

@@ -241,6 +241,9 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 			return nil // our binding is in flight
 		case old.Assumed && info.Lifecycle == LifecycleBound && info.NodeName == old.NodeName:
 			old.Assumed = false
+			if old.Gang != nil {
+				old.Gang.Assumed--
+			}
 			if !info.Started.IsZero() && pod.Status.StartTime != nil {
 				old.Started = info.Started
 			}
@@ -387,6 +390,9 @@ func (s *Snapshot) removeTask(t *Task) {
 	s.account(t, -1)
 	if t.State == TaskBound || t.State == TaskReleasing {
 		s.detachFromNode(t)
+	}
+	if t.Assumed {
+		g.Assumed--
 	}
 	switch t.State {
 	case TaskPending:

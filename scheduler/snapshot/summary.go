@@ -276,9 +276,12 @@ func (s *Snapshot) Verify() error {
 	}
 	// Gangs.
 	for _, g := range s.gangs {
-		var bound, rel int32
+		var bound, rel, assumed int32
 		pending := 0
 		for _, t := range g.Tasks {
+			if t.Assumed {
+				assumed++
+			}
 			switch t.State {
 			case TaskBound:
 				bound++
@@ -287,6 +290,9 @@ func (s *Snapshot) Verify() error {
 			case TaskPending:
 				pending++
 			}
+		}
+		if assumed != g.Assumed {
+			errs = append(errs, fmt.Errorf("gang %s: %d assumed pods counted, %d found", g.Key, g.Assumed, assumed))
 		}
 		if bound != g.Bound || rel != g.Releasing || pending != len(g.Pending) {
 			errs = append(errs, fmt.Errorf("gang %s: bound/releasing/pending %d/%d/%d, recomputed %d/%d/%d",

@@ -133,6 +133,11 @@ func (c *cycle) tryAllocate(g *snapshot.Gang) {
 		c.failed(g, *f)
 		return
 	}
+	if len(g.Holds()) > 0 {
+		// Capacity held for the gang and not used by it is free again for the others: failures
+		// remembered before may no longer hold.
+		clear(c.failCache)
+	}
 	c.stmt.ClearHolds(g)
 	c.commit()
 	c.placed[g] = true

@@ -85,7 +85,8 @@ func GangSpecFromPodGroup(pg *v1alpha1.PodGroup) GangSpec {
 }
 
 // Gang is a set of pods that start together: at least MinMember of them, or none. Fields are
-// read-only outside this package.
+// read-only outside this package, except StaleSince and WaitingSince, which belong to the engine
+// (the snapshot only clears StaleSince when the gang recovers).
 type Gang struct {
 	Key GangKey
 	// Queue is the queue the gang is accounted to (a placeholder, not Defined, while the Queue

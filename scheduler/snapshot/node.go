@@ -218,6 +218,24 @@ func (n *Node) PortFree(p HostPort) bool {
 	return n.ports[wild] == 0
 }
 
+// NodeInfo is what the snapshot reads from a node object.
+type NodeInfo struct {
+	// Allocatable holds CPU, memory, pods and extended resources (GPUs excluded).
+	Allocatable NodeResources
+	// GPUs are the node's GPUs (nvidia.com/gpu allocatable), with index, UUID and memory from
+	// the fairway.dev/gpu-inventory annotation, or memory from the fairway.dev/gpu-memory label.
+	GPUs          []GPUSlot
+	GPUType       string
+	Unschedulable bool
+}
+
+// NodeInfoFromNode reads a node. A malformed GPU inventory is returned as an error together with
+// a usable NodeInfo (its GPUs without UUIDs).
+func NodeInfoFromNode(obj *corev1.Node) (NodeInfo, error) {
+	ns, err := readNode(obj)
+	return NodeInfo{Allocatable: ns.alloc, GPUs: ns.slots, GPUType: ns.gpuType, Unschedulable: ns.unschedulable}, err
+}
+
 // nodeSpec is what the snapshot reads from a corev1.Node.
 type nodeSpec struct {
 	alloc         NodeResources

@@ -60,6 +60,3 @@ func put(a Amounts, name string, v int64) {
 		a[name] = v
 	}
 }
-
-// describeTask is "pod ns/name".
-func describeTask(t *snapshot.Task) string { return "pod " + t.Key.String() }

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"cmp"
-	"fmt"
 	"time"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -181,12 +180,4 @@ func (g *Gang) SubGroupMin(name string) int32 {
 		}
 	}
 	return 0
-}
-
-// describe is "gang ns/name" or "pod ns/name" for messages.
-func (g *Gang) describe() string {
-	if g.Key.PodGroup {
-		return fmt.Sprintf("gang %s/%s", g.Key.Namespace, g.Key.Name)
-	}
-	return fmt.Sprintf("pod %s/%s", g.Key.Namespace, g.Key.Name)
 }

@@ -72,8 +72,6 @@ type NodeResources struct {
 	Scalars  map[corev1.ResourceName]int64
 }
 
-func (r *NodeResources) scalar(name corev1.ResourceName) int64 { return r.Scalars[name] }
-
 func (r *NodeResources) add(req *Request, sign int64) {
 	r.MilliCPU += sign * req.MilliCPU
 	r.Memory += sign * req.Memory

@@ -335,7 +335,7 @@ func (c *cycle) maxFreeAfterRelease(cls, restrict bitset.Set) int64 {
 
 // maxCompared bounds how many nodes makeRoom looks into once it has found one that works, so
 // that the search costs the same on 4,000 nodes as on 40.
-const maxCompared = 16
+const maxCompared = 8
 
 // nodeRoom is a node's free resources after release, minus other gangs' holds, as victims are
 // taken off it.

@@ -387,3 +387,57 @@ func TestBadInventoryStillRecordsNode(t *testing.T) {
 		t.Errorf("node not recorded with its 2 GPUs: %+v", got)
 	}
 }
+
+func TestNodeChangeKeepsPodsOnTheirGPUs(t *testing.T) {
+	s := snapshot.New()
+	node := testutil.MakeNode("n1").GPUs(4, "A100").Obj()
+	if err := s.UpsertNode(node); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{
+		testutil.MakePod("a", "frac").Queue("a").Fraction("0.5").Node("n1").GPUIndex(2).Obj(),
+		testutil.MakePod("a", "whole").Queue("a").GPU(1).Node("n1").GPUIndex(3).Obj(),
+	} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabelled := node.DeepCopy()
+	relabelled.Labels["fairway.dev/gpu-type"] = "H100"
+	if err := s.UpsertNode(relabelled); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	n := s.Node("n1")
+	if n.Slots[2].Sharers != 1 || n.Slots[3].Owners != 1 || n.FreeWholeSlots() != 2 {
+		t.Errorf("pods moved off their GPUs: %+v", n.Slots)
+	}
+	a := s.Queue("a")
+	if got := a.Allocated.At(s.DimOfType("H100")); got != 1500 {
+		t.Errorf("queue a on H100 = %d, want 1500", got)
+	}
+	if got := a.Allocated.At(s.DimOfType("A100")); got != 0 {
+		t.Errorf("queue a still charged on A100: %d", got)
+	}
+}
+
+func TestPodRecreatedWithTheSameName(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(2, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	old := testutil.MakePod("a", "p").Queue("a").GPU(1).Node("n1").GPUIndex(0).Obj()
+	if err := s.UpsertPod(old); err != nil {
+		t.Fatal(err)
+	}
+	fresh := testutil.MakePod("a", "p").Queue("a").GPU(1).Obj()
+	fresh.UID = "new-uid"
+	if err := s.UpsertPod(fresh); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	task := s.Task(key("a", "p"))
+	if task.State != snapshot.TaskPending || task.UID != "new-uid" || s.Node("n1").UsedMilliGPU != 0 {
+		t.Errorf("the new pod must replace the old one: %+v", task)
+	}
+}

@@ -6,23 +6,25 @@ package engine
 // (placeMode.afterRelease). When a pod fits nowhere, makeRoom looks for the node where evicting
 // the fewest pods makes it fit:
 //
-//  1. Candidates on a node are its bound pods the policy allows (eligible), sorted by the
+//  1. Candidates on a node are its bound pods the policy's verdict allows, sorted by the
 //     policy's order, most evictable first (reclaim: pods of the queue furthest above its fair
-//     share, then lowest priority, then most recently started).
+//     share, then lowest priority, then most recently started). Gangs whose binding is in flight
+//     are never candidates.
 //  2. A candidate is evicted as a unit: alone if its gang keeps at least its minimum without it,
 //     otherwise its whole gang (on every node it runs on), so no gang is left partial.
-//  3. Units are taken in order while the policy allows each (reclaim: no queue is pushed below
-//     its floor) until the pod fits the node; this is simulated on a copy of the node's free
-//     resources and GPU slots, not on the snapshot, so scanning every node is cheap.
-//  4. Nodes are searched where the preferred victims run (reclaim: the nodes of the queue furthest
-//     above its fair share first, then the next queue's if none of those works; preemption: the
-//     gang's own queue's), using each queue's index of nodes with its preemptible pods and of
-//     their GPUs per node, which skips nodes that could not free enough without looking at their
-//     pods. Once a node that works is found, at most maxCompared nodes are looked into, so that
-//     the search does not grow with the cluster. The node with the fewest evicted pods wins; ties go to the node
-//     whose last needed victim is the most evictable, then to the lowest node ID. Its units are
-//     evicted in the Statement and the pod is placed; later pods of the gang see that capacity as
-//     freed.
+//  3. Units are taken in order, skipping those that free nothing the pod still lacks on the node
+//     and those the policy refuses (reclaim: no queue is pushed below its floor), until the pod
+//     fits; this is simulated on a copy of the node's free resources and GPU slots, not on the
+//     snapshot.
+//  4. Nodes are searched where the preferred victims run (reclaim: the nodes of the queue
+//     furthest above its fair share first, then the next queue's if none of those works;
+//     preemption: the gang's own queue's), using each queue's index of the nodes with its
+//     preemptible pods and their GPUs, which skips nodes that could not free enough (floors
+//     included) without looking at their pods. Once a node that works is found, at most
+//     maxCompared nodes are looked into, so that the search does not grow with the cluster.
+//  5. The node with the fewest evicted pods wins; ties go to the node whose last needed victim
+//     is the most evictable, then to the lowest node ID. Its units are evicted in the Statement
+//     and the pod is placed; later pods of the gang see that capacity as freed.
 //
 // The whole what-if rolls back unless every pod the gang needs was placed.
 

@@ -46,6 +46,7 @@ type queueTurn struct {
 	share float64
 }
 
+// queueLine is a heap of queue turns (container/heap): the next queue to serve on top.
 type queueLine []*queueTurn
 
 func (l queueLine) Len() int { return len(l) }

@@ -15,6 +15,7 @@ type GangKey struct {
 	PodGroup bool
 }
 
+// String is ns/name for a PodGroup and ns/pod:name for a lone pod.
 func (k GangKey) String() string {
 	if k.PodGroup {
 		return k.Namespace + "/" + k.Name

@@ -241,4 +241,5 @@ func (q *Queue) IsAncestorOf(o *Queue) bool {
 	return false
 }
 
+// String is the queue name.
 func (q *Queue) String() string { return q.Name }

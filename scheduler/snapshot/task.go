@@ -20,6 +20,7 @@ const (
 	TaskSucceeded
 )
 
+// String is the state's name.
 func (s TaskState) String() string {
 	switch s {
 	case TaskPending:

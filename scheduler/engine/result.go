@@ -92,18 +92,30 @@ type ReasonCode string
 
 // Reasons a gang waits.
 const (
-	ReasonQueueNotReady     ReasonCode = "QueueNotReady"
-	ReasonInvalidRequest    ReasonCode = "InvalidRequest"
-	ReasonUnsupported       ReasonCode = "UnsupportedConstraint"
-	ReasonSchedulingGated   ReasonCode = "SchedulingGated"
-	ReasonWaitingForPods    ReasonCode = "WaitingForPods"
-	ReasonQueueLimit        ReasonCode = "QueueLimit"
-	ReasonNonPreemptible    ReasonCode = "NonPreemptibleOverQuota"
-	ReasonNoNodeFits        ReasonCode = "NoNodeFits"
-	ReasonTopology          ReasonCode = "TopologyNoDomain"
-	ReasonWaitingEvictions  ReasonCode = "WaitingForEvictions"
-	ReasonStarvationHold    ReasonCode = "CapacityHeld"
-	ReasonHeldForOtherGangs ReasonCode = "CapacityHeldForOthers"
+	// ReasonQueueNotReady: the queue does not exist, its parent is missing or cyclic, or it has
+	// child queues (only leaves take pods).
+	ReasonQueueNotReady ReasonCode = "QueueNotReady"
+	// ReasonInvalidRequest: a pod's fairway annotations or labels are malformed.
+	ReasonInvalidRequest ReasonCode = "InvalidRequest"
+	// ReasonUnsupported: a pod uses a constraint the engine does not evaluate.
+	ReasonUnsupported ReasonCode = "UnsupportedConstraint"
+	// ReasonSchedulingGated: the pods wait for their scheduling gates.
+	ReasonSchedulingGated ReasonCode = "SchedulingGated"
+	// ReasonWaitingForPods: fewer pods exist than the gang's minimum.
+	ReasonWaitingForPods ReasonCode = "WaitingForPods"
+	// ReasonQueueLimit: the gang would take its queue (or an ancestor) over a limit.
+	ReasonQueueLimit ReasonCode = "QueueLimit"
+	// ReasonNonPreemptible: non-preemptible work beyond the guaranteed quota.
+	ReasonNonPreemptible ReasonCode = "NonPreemptibleOverQuota"
+	// ReasonNoNodeFits: no placement fits, and neither reclaim, preemption nor consolidation
+	// could make room; the message says why, per node and per refused victim.
+	ReasonNoNodeFits ReasonCode = "NoNodeFits"
+	// ReasonTopology: no domain of the required topology level can take the gang.
+	ReasonTopology ReasonCode = "TopologyNoDomain"
+	// ReasonWaitingEvictions: the gang is nominated on capacity being freed for it.
+	ReasonWaitingEvictions ReasonCode = "WaitingForEvictions"
+	// ReasonStarvationHold: the gang waited too long; capacity is held for it while it frees.
+	ReasonStarvationHold ReasonCode = "CapacityHeld"
 )
 
 // GangReason says why a gang still waits.

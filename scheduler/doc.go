@@ -1,0 +1,13 @@
+// Package scheduler is the root of fairway's scheduling engine. It holds no code of its own; the
+// work is split into packages with one reason each:
+//
+//   - snapshot: the in-memory model of the cluster (nodes and their GPUs, the queue tree, gangs
+//     and their pods), kept up to date incrementally from informer objects.
+//   - fairshare: the pure water-filling algorithm that turns quotas, weights, limits and demand
+//     into a fair share per queue and resource.
+//   - engine: one scheduling cycle, snapshot in, decisions out (bindings, evictions, reasons,
+//     queue status). No API calls, no goroutines, no wall clock.
+//   - testutil: fluent builders of pods, nodes, queues and pod groups for tests.
+//
+// Scenario files that drive the engine end to end live in testdata/scenarios.
+package scheduler

@@ -1,0 +1,96 @@
+package engine
+
+// Consolidation moves preemptible pods to make room for a gang that does not fit although the
+// cluster has enough free GPUs for it: the free GPUs are scattered over nodes (for example four
+// 8-GPU nodes with two free GPUs each cannot take one 8-GPU pod). A what-if evicts pods to make
+// the gang fit, preferring the lowest priority and the fewest GPUs, and then places every evicted
+// pod again, on capacity that is free now, as if its controller had already recreated it. Only
+// if every one of them fits elsewhere are the evictions made; the gang is nominated on the
+// capacity they free, as after reclaim. Victims must have run at least their queue's
+// PreemptMinRuntime and must not need a topology domain or sub-groups to be placed again.
+//
+// The moved pods are not held anywhere: the check proves there is room for them now, and the
+// allocation order places them next cycle like any other pending pod.
+
+import (
+	"fmt"
+
+	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+func (c *cycle) consolidate() {
+	budget := c.e.opts.MaxConsolidationsPerCycle
+	for _, g := range c.waitingOrder() {
+		if budget <= 0 {
+			return
+		}
+		a := c.newAttempt(g)
+		if a == nil || !c.fragmented(a) {
+			continue
+		}
+		budget--
+		if why := c.tryVictims(g, kindConsolidate); why != "" {
+			c.appendReason(g, "consolidate", why)
+		}
+	}
+}
+
+// fragmented reports whether the nodes the gang may use have, in total, the GPUs it needs free
+// now: then only their scattering keeps it out.
+func (c *cycle) fragmented(a *attempt) bool {
+	var need int64
+	for _, t := range a.set {
+		need += t.Req.WholeGPUs
+	}
+	if need == 0 {
+		return false // fractions and CPU-only pods are not consolidated for
+	}
+	cls := c.snap.ClassNodes(a.set[0].Class)
+	var free int64
+	for k := 1; k <= c.snap.MaxFreeGPUs(); k++ {
+		free += int64(k) * int64(bitset.CountAnd(c.snap.NodesWithFreeGPUs(k), cls, nil))
+	}
+	return free >= need
+}
+
+func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
+	g := a.g
+	return &victimPolicy{
+		reason:      EvictConsolidate,
+		beneficiary: g,
+		verdict: func(vg *snapshot.Gang) refusal {
+			switch {
+			case !vg.Preemptible:
+				return refusal{kind: refuseNonPreemptible}
+			case vg.Topology.Required != "" || len(vg.SubGroups) > 0:
+				return refusal{kind: refuseNeedsPlacement}
+			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime:
+				return refusal{kind: refusePreemptRuntime, q: vg.Queue}
+			}
+			return refusal{}
+		},
+		key: func(v *snapshot.Task) victimKey {
+			k := evictabilityKey(v)
+			k.gpu = v.GPUs.MilliGPU()
+			return k
+		},
+		message: func(v *snapshot.Task) string {
+			return fmt.Sprintf("moved to make room for gang %s, which fits only if pods move; there is room for this pod on another node", g.Key)
+		},
+	}, ""
+}
+
+// replaceVictims places a shadow of every pod the what-if evicted on capacity free now, and says
+// which one fits nowhere ("" when all fit).
+func (c *cycle) replaceVictims(pol *victimPolicy) string {
+	for _, v := range pol.evicted {
+		sh := c.snap.Shadow(v)
+		n, a, ok := c.findNode(sh, v.Gang, nil, false)
+		if !ok {
+			return fmt.Sprintf("pod %s could not be placed again elsewhere", v.Key)
+		}
+		c.stmt.Allocate(sh, n, a)
+	}
+	return ""
+}

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"github.com/fairway-sched/fairway/scheduler/fairshare"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// Engine runs scheduling cycles. It keeps scratch buffers between cycles; it is not safe for
+// concurrent use, and like the snapshot it belongs to one goroutine.
+type Engine struct {
+	opts   Options
+	solver fairshare.Solver
+	fsIn   []fairshare.Queue
+	fsCap  []int64
+}
+
+// New returns an engine with the given options (zero fields take their defaults).
+func New(opts Options) *Engine {
+	return &Engine{opts: opts.withDefaults()}
+}
+
+// Options returns the engine's options, defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+// cycle is the state of one Schedule call.
+type cycle struct {
+	e    *Engine
+	snap *snapshot.Snapshot
+	now  time.Time
+	stmt *Statement
+	res  *Result
+
+	// unplaced are the gangs allocation could not place for lack of capacity, in the order they
+	// were tried; reclaim, preempt and consolidation work through them.
+	unplaced []*snapshot.Gang
+	// reasons holds the latest reason of every gang tried this cycle.
+	reasons map[*snapshot.Gang]GangReason
+	// placed are gangs placed or nominated this cycle.
+	placed map[*snapshot.Gang]bool
+	// failCache remembers capacity failures of identical requests within the allocate step.
+	failCache map[failKey]placeFailure
+
+	scratch scratch
+}
+
+// Schedule runs one cycle on the snapshot at time now and returns its decisions. On return the
+// snapshot reflects them (see the package documentation).
+func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
+	c := &cycle{
+		e: e, snap: snap, now: now, stmt: NewStatement(snap, now), res: &Result{},
+		reasons:   make(map[*snapshot.Gang]GangReason),
+		placed:    make(map[*snapshot.Gang]bool),
+		failCache: make(map[failKey]placeFailure),
+	}
+	log := e.opts.Logger.WithValues("now", now)
+
+	// 1. Housekeeping: drop holds of gangs that no longer wait or whose time ran out.
+	c.expireHolds()
+	// 2. Fair share of every queue.
+	c.computeFairShare()
+	// 3. Evict gangs that ran below their minimum for too long.
+	c.evictStaleGangs()
+	// 4. Place pending gangs on free capacity.
+	c.allocate()
+	// 5. Reclaim borrowed capacity for queues below their fair share.
+	c.reclaim()
+	// 6. Preempt lower priority work within a queue.
+	c.preempt()
+	// 7. Move preemptible pods to make room for a gang that only fragmentation blocks.
+	c.consolidate()
+	// 8. Hold capacity for gangs that waited too long.
+	c.holdForStarving()
+	// 9. Reasons for every waiting gang, status of every queue.
+	c.report()
+
+	log.V(2).Info("cycle done", "bindings", len(c.res.Bindings), "nominations", len(c.res.Nominations),
+		"evictions", len(c.res.Evictions), "unschedulable", len(c.res.Unschedulable))
+	return *c.res
+}
+
+// expireHolds drops the holds of gangs that have nothing left to place or whose holds lapsed.
+// It runs before any statement; the drops are not decisions to report.
+func (c *cycle) expireHolds() {
+	for _, g := range slices.Clone(c.snap.HeldGangs()) {
+		expired := len(g.Pending) == 0
+		for _, h := range g.Holds() {
+			if !h.Expires.After(c.now) {
+				expired = true
+			}
+		}
+		if expired {
+			c.snap.ClearHolds(g)
+		}
+	}
+}
+
+// commit makes the statement's changes final.
+func (c *cycle) commit() { c.stmt.Commit(c.res, c.e.opts.EvictionGracePeriod) }
+
+// setReason records why a gang waits; later steps overwrite earlier ones.
+func (c *cycle) setReason(g *snapshot.Gang, code ReasonCode, msg string) {
+	c.reasons[g] = GangReason{Gang: g.Key, Queue: g.QueueName(), Code: code, Message: msg}
+}

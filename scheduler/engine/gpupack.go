@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// PickGPUs chooses the GPUs of a node for a pod, or says why there are none:
+//
+//   - N whole GPUs take N empty GPUs (never one that holds a fraction), the lowest indexes first.
+//   - A fraction (or an amount of GPU memory) goes to a GPU already shared by fractions when one
+//     has room for both its share and its memory, the fullest such GPU first, so shared GPUs
+//     fill up before a new one is opened; otherwise to an empty GPU. Shares on a GPU never sum
+//     above 1000 milli-GPU nor memory above the GPU's memory.
+//
+// afterRelease counts releasing pods as gone; reservedWhole is the number of empty GPUs held by
+// other gangs, which the pod may not take. The returned assignment is what Snapshot.Assume takes.
+func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reservedWhole int64) (snapshot.Assignment, FitFailure) {
+	a := snapshot.Assignment{Shared: -1}
+	if !req.GPU() {
+		return a, Fits
+	}
+	floating := n.Floating
+	if afterRelease {
+		floating -= n.FloatingRel
+	}
+	empty := int64(0)
+	for i := range n.Slots {
+		if slotEmpty(&n.Slots[i], afterRelease) {
+			empty++
+		}
+	}
+	avail := empty - floating - reservedWhole
+	if req.WholeGPUs > 0 {
+		if int64(len(n.Slots)) < req.WholeGPUs {
+			return a, FailTooFewGPUs
+		}
+		if avail < req.WholeGPUs {
+			return a, FailGPUs
+		}
+		a.Whole = make([]int32, 0, req.WholeGPUs)
+		for i := range n.Slots {
+			if slotEmpty(&n.Slots[i], afterRelease) {
+				a.Whole = append(a.Whole, int32(i))
+				if int64(len(a.Whole)) == req.WholeGPUs {
+					break
+				}
+			}
+		}
+		return a, Fits
+	}
+	if len(n.Slots) == 0 {
+		return a, FailTooFewGPUs
+	}
+	best, bestUsed := -1, int64(-1)
+	memUnknown := false
+	for i := range n.Slots {
+		g := &n.Slots[i]
+		used, usedMem, owners, sharers := g.UsedMilli, g.UsedMemMiB, g.Owners, g.Sharers
+		if afterRelease {
+			used, usedMem, owners, sharers = used-g.RelMilli, usedMem-g.RelMemMiB, owners-g.RelOwners, sharers-g.RelSharers
+		}
+		if owners > 0 || sharers == 0 {
+			continue // held whole, or empty (empty GPUs come last)
+		}
+		m := req.SharedMilli(g.MemoryMiB)
+		if m < 0 {
+			memUnknown = memUnknown || g.MemoryMiB <= 0
+			continue
+		}
+		if used+m > snapshot.MilliPerGPU || (g.MemoryMiB > 0 && usedMem+req.SharedMemMiB(g.MemoryMiB) > g.MemoryMiB) {
+			continue
+		}
+		if used > bestUsed {
+			best, bestUsed = i, used
+		}
+	}
+	if best < 0 && avail >= 1 {
+		for i := range n.Slots {
+			g := &n.Slots[i]
+			if !slotEmpty(g, afterRelease) {
+				continue
+			}
+			if req.SharedMilli(g.MemoryMiB) < 0 {
+				memUnknown = memUnknown || g.MemoryMiB <= 0
+				continue
+			}
+			best = i
+			break
+		}
+	}
+	if best < 0 {
+		if memUnknown {
+			return a, FailGPUMemoryUnknown
+		}
+		return a, FailGPUShare
+	}
+	g := &n.Slots[best]
+	a.Shared = int32(best)
+	a.Milli = req.SharedMilli(g.MemoryMiB)
+	a.MemMiB = req.SharedMemMiB(g.MemoryMiB)
+	return a, Fits
+}
+
+func slotEmpty(g *snapshot.GPUSlot, afterRelease bool) bool {
+	if afterRelease {
+		return g.EmptyAfterRelease()
+	}
+	return g.Empty()
+}

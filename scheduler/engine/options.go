@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Placement is how nodes are chosen for pods.
+type Placement string
+
+const (
+	// BinPack puts a pod on the fullest node that fits, keeping whole nodes free for large gangs.
+	BinPack Placement = "binpack"
+	// Spread puts a pod on the emptiest node that fits.
+	Spread Placement = "spread"
+)
+
+// Options configure the engine. The zero value is usable: every field has a documented default.
+type Options struct {
+	// Placement is BinPack (default) or Spread.
+	Placement Placement
+
+	// StarvationThreshold is how long a gang may wait before the capacity it needs is held for
+	// it, so that smaller jobs that backfill around it cannot starve it forever. Default 10m;
+	// negative disables holds for waiting gangs.
+	StarvationThreshold time.Duration
+
+	// StaleGangGracePeriod is how long a gang may run with fewer than its minimum of pods
+	// before the rest of it is evicted. Default 60s.
+	StaleGangGracePeriod time.Duration
+
+	// EvictionGracePeriod is the grace period of every eviction, the time the application has to
+	// checkpoint. Default 30s.
+	EvictionGracePeriod time.Duration
+
+	// HoldTTL is how long capacity freed for a gang by evictions stays held if the gang is not
+	// placed. Default 5m.
+	HoldTTL time.Duration
+
+	// MaxConsolidationsPerCycle bounds the consolidation what-ifs of one cycle. Default 4.
+	MaxConsolidationsPerCycle int
+
+	// Logger receives decisions at V(2) and what-ifs at V(5). Default: discard.
+	Logger logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Placement == "" {
+		o.Placement = BinPack
+	}
+	if o.StarvationThreshold == 0 {
+		o.StarvationThreshold = 10 * time.Minute
+	}
+	if o.StaleGangGracePeriod == 0 {
+		o.StaleGangGracePeriod = 60 * time.Second
+	}
+	if o.EvictionGracePeriod == 0 {
+		o.EvictionGracePeriod = 30 * time.Second
+	}
+	if o.HoldTTL == 0 {
+		o.HoldTTL = 5 * time.Minute
+	}
+	if o.MaxConsolidationsPerCycle == 0 {
+		o.MaxConsolidationsPerCycle = 4
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}

@@ -1,0 +1,562 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// This file holds the placement machinery every step shares: which pods of a gang to place and
+// in which order, topology domains, and the node search.
+
+// placeMode says how a what-if places pods.
+type placeMode struct {
+	// afterRelease sees the capacity releasing pods will free (reclaim and friends); allocation
+	// sees only what is free now.
+	afterRelease bool
+	// victims, when set, may evict pods to make room for a pod that fits nowhere.
+	victims *victimPolicy
+	// minimalOnly places only the pods the gang needs to start (or one more pod of a running
+	// elastic gang), not every pending pod.
+	minimalOnly bool
+}
+
+// placeFailure is why a gang could not be placed.
+type placeFailure struct {
+	code ReasonCode
+	msg  string
+	// capacity is true when more free capacity could help (so reclaim, preemption or
+	// consolidation are worth trying); false for limits, quotas and malformed requests.
+	capacity bool
+	// pod is the key the message names, for reuse of cached failures.
+	pod string
+}
+
+// planTasks returns the gang's placeable pending pods in placement order, how many must be
+// placed together for the gang to run, and how many of the first pods make up that minimal set
+// (sub-group minimums first).
+func (c *cycle) planTasks(g *snapshot.Gang) (tasks []*snapshot.Task, need, minimal int) {
+	for _, t := range g.Pending {
+		if t.Placeable() {
+			tasks = append(tasks, t)
+		}
+	}
+	slices.SortFunc(tasks, func(a, b *snapshot.Task) int {
+		if c := strings.Compare(a.SubGroup, b.SubGroup); c != 0 {
+			return c
+		}
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return naturalCompare(a.Key.Name, b.Key.Name)
+	})
+	need = max(0, int(g.MinMember-g.Bound-g.Succeeded))
+	if len(g.SubGroups) == 0 {
+		return tasks, need, min(need, len(tasks))
+	}
+	ordered := make([]*snapshot.Task, 0, len(tasks))
+	taken := make(map[*snapshot.Task]bool)
+	for _, sg := range g.SubGroups {
+		want := int(sg.MinMember) - c.boundIn(g, sg.Name)
+		for _, t := range tasks {
+			if want <= 0 {
+				break
+			}
+			if t.SubGroup == sg.Name {
+				ordered = append(ordered, t)
+				taken[t] = true
+				want--
+			}
+		}
+	}
+	for _, t := range tasks {
+		if len(ordered) >= need {
+			break
+		}
+		if !taken[t] {
+			ordered = append(ordered, t)
+			taken[t] = true
+		}
+	}
+	minimal = len(ordered)
+	for _, t := range tasks {
+		if !taken[t] {
+			ordered = append(ordered, t)
+		}
+	}
+	return ordered, max(need, minimal), minimal
+}
+
+func (c *cycle) boundIn(g *snapshot.Gang, subGroup string) int {
+	n := 0
+	for _, t := range g.Tasks {
+		if t.State == snapshot.TaskBound && t.SubGroup == subGroup {
+			n++
+		}
+	}
+	return n
+}
+
+// subGroupsMet reports whether every sub-group has at least its minimum bound.
+func (c *cycle) subGroupsMet(g *snapshot.Gang) bool {
+	for _, sg := range g.SubGroups {
+		if c.boundIn(g, sg.Name) < int(sg.MinMember) {
+			return false
+		}
+	}
+	return true
+}
+
+// placeGang places the gang's pending pods: at least what it needs to run, all or nothing. It
+// returns how many pods it placed; on failure the statement is where it was.
+func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
+	tasks, need, minimal := c.planTasks(g)
+	if len(tasks) == 0 {
+		return 0, &placeFailure{code: ReasonWaitingForPods, msg: "no pod of the gang can be placed"}
+	}
+	if m.minimalOnly {
+		tasks = tasks[:max(minimal, 1)]
+	}
+	level := g.Topology.Required
+	required := level != ""
+	if !required {
+		level = g.Topology.Preferred
+	}
+	if level == "" {
+		return c.placeSets(g, tasks, need, nil, m)
+	}
+	doms := c.snap.Domains(level)
+	var order []int
+	if d := runningDomain(g, doms, "", false); d >= 0 {
+		order = []int{d}
+	} else {
+		order = domainOrder(c.snap, doms, c.snap.ClassNodes(tasks[0].Class), c.sumGPU(tasks), c.sumGPU(tasks[:max(minimal, 1)]), m.afterRelease)
+	}
+	var last *placeFailure
+	for _, d := range order {
+		placed, fail := c.placeSets(g, tasks, need, doms.Nodes[d], m)
+		if fail == nil {
+			return placed, nil
+		}
+		last = fail
+	}
+	if !required {
+		return c.placeSets(g, tasks, need, nil, m)
+	}
+	msg := fmt.Sprintf("no %s domain can take the %d pods the gang needs together (%d domains with enough free GPUs tried)", level, max(need, 1), len(order))
+	if all := TightestDomains(c.snap, doms, c.snap.ClassNodes(tasks[0].Class), 0, m.afterRelease); len(order) == 0 && len(all) > 0 {
+		largest := all[len(all)-1]
+		msg = fmt.Sprintf("no %s domain can take the %d pods the gang needs together: they need %s GPUs and the most any domain has free is %s (%s)",
+			level, max(need, 1), snapshot.FormatAmount(snapshot.DimGPU, c.sumGPU(tasks[:max(minimal, 1)])),
+			snapshot.FormatAmount(snapshot.DimGPU, c.domainFree(doms, largest, tasks[0].Class, m.afterRelease)), doms.Values[largest])
+	}
+	if len(doms.Values) == 0 {
+		msg = fmt.Sprintf("no node has the topology label %s the gang requires", level)
+	}
+	if last != nil {
+		msg += "; in the tightest one: " + last.msg
+	}
+	return 0, &placeFailure{code: ReasonTopology, msg: msg, capacity: len(doms.Values) > 0}
+}
+
+// domainFree is the GPU capacity free in one domain on nodes of the class.
+func (c *cycle) domainFree(doms *snapshot.Domains, d int, cls *snapshot.FilterClass, afterRelease bool) int64 {
+	var free int64
+	nodes := c.snap.Nodes()
+	set := c.snap.ClassNodes(cls)
+	for id := bitset.NextAnd(doms.Nodes[d], set, nil, 0); id >= 0; id = bitset.NextAnd(doms.Nodes[d], set, nil, id+1) {
+		n := nodes[id]
+		used := n.UsedMilliGPU
+		if afterRelease {
+			used -= n.RelMilliGPU
+		}
+		free += int64(len(n.Slots))*snapshot.MilliPerGPU - used - n.HeldWhole*snapshot.MilliPerGPU
+	}
+	return free
+}
+
+// naturalCompare orders names with numbers in numeric order: worker-2 before worker-10.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		ad, bd := digitsPrefix(a), digitsPrefix(b)
+		if ad > 0 && bd > 0 {
+			an, bn := strings.TrimLeft(a[:ad], "0"), strings.TrimLeft(b[:bd], "0")
+			if len(an) != len(bn) {
+				return cmp.Compare(len(an), len(bn))
+			}
+			if c := strings.Compare(an, bn); c != 0 {
+				return c
+			}
+			a, b = a[ad:], b[bd:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitsPrefix(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func (c *cycle) sumGPU(tasks []*snapshot.Task) int64 {
+	var sum int64
+	for _, t := range tasks {
+		sum += t.PendingGPU()
+	}
+	return sum
+}
+
+// placeSets places tasks within restrict (nil: anywhere), giving sub-groups with a topology
+// constraint one domain each. All or nothing: on failure it rolls back.
+func (c *cycle) placeSets(g *snapshot.Gang, tasks []*snapshot.Task, need int, restrict bitset.Set, m placeMode) (int, *placeFailure) {
+	cp := c.stmt.Checkpoint()
+	placed := 0
+	var firstFail *placeFailure
+	rest := tasks
+	for _, sg := range g.SubGroups {
+		if sg.Topology.Required == "" {
+			continue
+		}
+		var mine []*snapshot.Task
+		mine, rest = split(rest, sg.Name)
+		if len(mine) == 0 {
+			continue
+		}
+		sgNeed := max(0, int(sg.MinMember)-c.boundIn(g, sg.Name))
+		doms := c.snap.Domains(sg.Topology.Required)
+		var order []int
+		if d := runningDomain(g, doms, sg.Name, true); d >= 0 {
+			order = []int{d}
+		} else {
+			order = domainOrder(c.snap, doms, and(c.snap.ClassNodes(mine[0].Class), restrict), c.sumGPU(mine), c.sumGPU(mine[:max(min(sgNeed, len(mine)), 1)]), m.afterRelease)
+		}
+		done := false
+		for _, d := range order {
+			cp2 := c.stmt.Checkpoint()
+			n, ff := c.placeTasks(g, mine, sgNeed, and(restrict, doms.Nodes[d]), m)
+			if n >= max(sgNeed, 1) {
+				placed += n
+				done = true
+				break
+			}
+			if firstFail == nil {
+				firstFail = ff
+			}
+			c.stmt.Rollback(cp2)
+		}
+		if !done {
+			c.stmt.Rollback(cp)
+			return 0, &placeFailure{code: ReasonTopology, capacity: true,
+				msg: fmt.Sprintf("sub-group %s: no %s domain can take its %d pods together", sg.Name, sg.Topology.Required, max(sgNeed, 1))}
+		}
+	}
+	n, ff := c.placeTasks(g, rest, max(0, need-placed), restrict, m)
+	placed += n
+	if firstFail == nil {
+		firstFail = ff
+	}
+	if placed == 0 || placed < need || !c.subGroupsMet(g) {
+		c.stmt.Rollback(cp)
+		return 0, gangFailure(firstFail, need, placed)
+	}
+	return placed, nil
+}
+
+func split(tasks []*snapshot.Task, subGroup string) (mine, rest []*snapshot.Task) {
+	for _, t := range tasks {
+		if t.SubGroup == subGroup {
+			mine = append(mine, t)
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	return mine, rest
+}
+
+// placeTasks places as many of the tasks as fit, in order, and returns how many it placed and
+// why the first task that did not fit failed (explained at that moment, before any rollback).
+// It stops early once need can no longer be reached. It does not roll back.
+func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, restrict bitset.Set, m placeMode) (int, *placeFailure) {
+	placed := 0
+	var first *placeFailure
+	var lastFail *snapshot.Task
+	for i, t := range tasks {
+		if placed+len(tasks)-i < need {
+			break
+		}
+		if lastFail != nil && sameRequest(lastFail, t) {
+			continue // capacity only shrinks while a gang is placed: an identical pod fails too
+		}
+		if why := c.podOverLimit(g, t); why != "" {
+			if first == nil {
+				code := ReasonQueueLimit
+				if strings.Contains(why, "non-preemptible") {
+					code = ReasonNonPreemptible
+				}
+				first = &placeFailure{code: code, msg: why}
+			}
+			lastFail = t
+			continue
+		}
+		n, a, ok := c.findNode(t, g, restrict, m.afterRelease)
+		if !ok && m.victims != nil {
+			n, a, ok = c.makeRoom(t, g, restrict, m.victims)
+		}
+		if !ok {
+			if first == nil {
+				msg := c.explain(t, g, restrict, m.afterRelease)
+				if why := c.why(m.victims); why != "" {
+					msg = why + "; " + msg
+				}
+				first = &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}
+			}
+			lastFail = t
+			continue
+		}
+		c.stmt.Allocate(t, n, a)
+		placed++
+	}
+	return placed, first
+}
+
+// sameRequest reports whether two pods ask for the same thing under the same constraints.
+func sameRequest(a, b *snapshot.Task) bool {
+	return a.Class == b.Class && a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
+		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
+		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && len(a.Req.Scalars) == 0 && len(b.Req.Scalars) == 0 &&
+		len(a.Req.HostPorts) == 0 && len(b.Req.HostPorts) == 0
+}
+
+// gangFailure wraps the first pod's failure with the gang's count.
+func gangFailure(f *placeFailure, need, placed int) *placeFailure {
+	if f == nil {
+		return &placeFailure{code: ReasonNoNodeFits, capacity: true, msg: "the gang's sub-group minimums cannot be met"}
+	}
+	out := *f
+	if need > 1 {
+		out.msg = fmt.Sprintf("the gang needs %d pods placed together and only %d fit; %s", need, placed, f.msg)
+	}
+	return &out
+}
+
+// findNode returns the node (and GPUs) a pod goes to, following the placement strategy:
+// bin-packing takes the node with the fewest free GPUs that fits, spreading the most; fractions
+// go to nodes that already share a GPU with room first; pods without GPUs go to nodes without
+// GPUs first. Candidates are walked as set bits of the node indexes, so a search costs a few
+// word operations per 64 nodes that cannot fit.
+func (c *cycle) findNode(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, afterRelease bool) (*snapshot.Node, snapshot.Assignment, bool) {
+	cls := c.snap.ClassNodes(t.Class)
+	if afterRelease {
+		return c.findNodeAfterRelease(t, g, and(cls, restrict))
+	}
+	nodes := c.snap.Nodes()
+	try := func(set bitset.Set) (*snapshot.Node, snapshot.Assignment, bool) {
+		for id := bitset.NextAnd(set, cls, restrict, 0); id >= 0; id = bitset.NextAnd(set, cls, restrict, id+1) {
+			n := nodes[id]
+			if a, f := c.tryNode(n, t, g, false); f == Fits {
+				return n, a, true
+			}
+		}
+		return nil, snapshot.Assignment{}, false
+	}
+	spread := c.e.opts.Placement == Spread
+	buckets := func(from int) (*snapshot.Node, snapshot.Assignment, bool) {
+		maxK := c.snap.MaxFreeGPUs()
+		if spread {
+			for k := maxK; k >= from; k-- {
+				if n, a, ok := try(c.snap.NodesWithFreeGPUs(k)); ok {
+					return n, a, ok
+				}
+			}
+			return nil, snapshot.Assignment{}, false
+		}
+		for k := from; k <= maxK; k++ {
+			if n, a, ok := try(c.snap.NodesWithFreeGPUs(k)); ok {
+				return n, a, ok
+			}
+		}
+		return nil, snapshot.Assignment{}, false
+	}
+	switch r := &t.Req; {
+	case r.WholeGPUs > 0:
+		return buckets(int(r.WholeGPUs))
+	case r.Shared():
+		if n, a, ok := try(c.snap.NodesWithSharedRoom()); ok {
+			return n, a, ok
+		}
+		return buckets(1)
+	default:
+		if n, a, ok := try(c.snap.CPUOnlyNodes()); ok {
+			return n, a, ok
+		}
+		return buckets(0)
+	}
+}
+
+// findNodeAfterRelease is findNode's what-if form: it sees releasing pods as gone and scores
+// the candidates by their free GPUs after release. A node can take the pod only if pods are
+// leaving it or it could take it now, so for GPU pods only the nodes with pods leaving and the
+// free-GPU index's candidates are searched.
+func (c *cycle) findNodeAfterRelease(t *snapshot.Task, g *snapshot.Gang, cand bitset.Set) (*snapshot.Node, snapshot.Assignment, bool) {
+	nodes := c.snap.Nodes()
+	spread := c.e.opts.Placement == Spread
+	var best *snapshot.Node
+	var bestA snapshot.Assignment
+	bestScore := int64(0)
+	consider := func(id int) bool {
+		n := nodes[id]
+		a, f := c.tryNode(n, t, g, true)
+		if f != Fits {
+			return false
+		}
+		score := n.FreeWholeSlotsAfterRelease()
+		if spread {
+			score = -score
+		}
+		if best == nil || score < bestScore || (score == bestScore && n.ID < best.ID) {
+			best, bestA, bestScore = n, a, score
+			return !spread && score == t.Req.WholeGPUs // exact fit: nothing packs tighter
+		}
+		return false
+	}
+	walk := func(set bitset.Set) bool {
+		for id := bitset.NextAnd(set, cand, nil, 0); id >= 0; id = bitset.NextAnd(set, cand, nil, id+1) {
+			if consider(id) {
+				return true
+			}
+		}
+		return false
+	}
+	if !t.Req.GPU() {
+		walk(c.snap.AllNodes())
+		return best, bestA, best != nil
+	}
+	if walk(c.snap.NodesReleasing()) {
+		return best, bestA, true
+	}
+	from := int(t.Req.WholeGPUs)
+	if t.Req.Shared() {
+		walk(c.snap.NodesWithSharedRoom())
+		from = 1
+	}
+	for k := from; k <= c.snap.MaxFreeGPUs(); k++ {
+		if walk(c.snap.NodesWithFreeGPUs(k)) {
+			break
+		}
+	}
+	return best, bestA, best != nil
+}
+
+// tryNode checks one node for one pod of gang g and picks its GPUs.
+func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, afterRelease bool) (snapshot.Assignment, FitFailure) {
+	if t.Req.GPU() && n.TypeDim >= 0 && !t.IsShadow() && c.typeOverLimit(g, t, n.TypeDim) {
+		return snapshot.Assignment{}, FailGPUType
+	}
+	if f := FitsNode(n, &t.Req, g, afterRelease); f != Fits {
+		return snapshot.Assignment{}, f
+	}
+	_, reserved := heldByOthers(n, g, afterRelease)
+	a, f := PickGPUs(n, &t.Req, afterRelease, reserved)
+	if f == Fits && t.Req.GPUMemoryMiB > 0 && !t.IsShadow() {
+		// A GPU-memory request costs more of a smaller GPU than its estimate: check the limits
+		// with what it takes here.
+		if actual := a.MilliGPU(); actual > t.PendingGPU() {
+			if c.chainOverLimit(g, snapshot.DimGPU, actual, "") != "" || (n.TypeDim >= 0 && c.chainOverLimit(g, n.TypeDim, actual, "") != "") {
+				return snapshot.Assignment{}, FailGPUType
+			}
+		}
+	}
+	return a, f
+}
+
+// explain says why no node fits a pod: "0/12 nodes fit pod ns/p (8 GPU, 1 CPU, 1Gi memory): 6
+// not enough free GPUs, 4 untolerated taint (dedicated=infer:NoSchedule), ...".
+func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, afterRelease bool) string {
+	var counts [numFitFailures]int
+	held := 0
+	example := ""
+	total := 0
+	for _, n := range c.snap.Nodes() {
+		if n == nil {
+			continue
+		}
+		total++
+		f := Fits
+		switch code, detail := t.Class.Matches(n); code {
+		case snapshot.FitUnschedulable:
+			f = FailCordoned
+		case snapshot.FitTaint:
+			f = FailTaint
+			if example == "" {
+				example = detail
+			}
+		case snapshot.FitAffinity:
+			f = FailAffinity
+		}
+		if f == Fits && restrict != nil && !restrict.Has(n.ID) {
+			f = FailDomain
+		}
+		if f == Fits {
+			_, f = c.tryNode(n, t, g, afterRelease)
+			if f != Fits && f != FailGPUType && (n.HeldWhole > 0 || n.Held.Pods > 0) && c.fitsIgnoringHolds(n, t, afterRelease) {
+				held++
+				continue
+			}
+		}
+		counts[f]++
+	}
+	var parts []string
+	for f := FitFailure(1); f < numFitFailures; f++ {
+		if counts[f] == 0 {
+			continue
+		}
+		p := fmt.Sprintf("%d %s", counts[f], f)
+		if f == FailTaint && example != "" {
+			p += " (" + example + ")"
+		}
+		if f == FailTooFewGPUs || f == FailGPUs {
+			p += fmt.Sprintf(" (%d needed)", t.Req.WholeGPUs)
+		}
+		parts = append(parts, p)
+	}
+	if held > 0 {
+		parts = append(parts, fmt.Sprintf("%d with capacity held for other gangs", held))
+	}
+	slices.SortStableFunc(parts, func(a, b string) int { return cmp.Compare(leadingInt(b), leadingInt(a)) })
+	when := ""
+	if afterRelease {
+		when = " even after evictions in progress"
+	}
+	return fmt.Sprintf("0/%d nodes fit pod %s (%s)%s: %s", total, t.Key, t.Req.String(), when, strings.Join(parts, ", "))
+}
+
+func leadingInt(s string) int {
+	n := 0
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			break
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n
+}
+
+func (c *cycle) fitsIgnoringHolds(n *snapshot.Node, t *snapshot.Task, afterRelease bool) bool {
+	if fitsNode(n, &t.Req, snapshot.NodeResources{}, afterRelease) != Fits {
+		return false
+	}
+	_, f := PickGPUs(n, &t.Req, afterRelease, 0)
+	return f == Fits
+}

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// report fills the result's reasons (one per gang that still has pods waiting) and queue status.
+func (c *cycle) report() {
+	res := c.res
+	for _, q := range c.snap.Queues() {
+		for _, g := range q.PendingGangs {
+			r, ok := c.reasons[g]
+			pending := 0
+			for _, t := range g.Pending {
+				if !t.Gated || t.Problem != nil {
+					pending++
+				}
+			}
+			if !ok {
+				switch {
+				case c.placed[g]:
+					r = GangReason{Gang: g.Key, Queue: q.Name, Code: ReasonNoNodeFits,
+						Message: fmt.Sprintf("the gang runs; %d more of its pods wait for free capacity", len(g.Pending))}
+				default:
+					r = GangReason{Gang: g.Key, Queue: q.Name, Code: ReasonNoNodeFits, Message: "not tried this cycle"}
+				}
+			}
+			r.PendingPods = len(g.Pending)
+			res.Unschedulable = append(res.Unschedulable, r)
+		}
+	}
+	slices.SortFunc(res.Unschedulable, func(a, b GangReason) int { return a.Gang.Compare(b.Gang) })
+	for _, q := range c.snap.Queues() {
+		st := QueueStatus{
+			Name: q.Name, FairShare: Amounts{}, Allocated: Amounts{}, AllocatedNonPreemptible: Amounts{},
+			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods, NotReady: q.NotReady,
+		}
+		for d := 0; d < c.snap.NumDims(); d++ {
+			name := c.snap.DimName(d)
+			if d < snapshot.NumBaseDims || q.QuotaSet(d) {
+				// Per-type shares mean something only for queues that set a quota per type.
+				put(st.FairShare, name, q.FairShare.At(d))
+			}
+			put(st.Allocated, name, q.Allocated.At(d))
+			put(st.AllocatedNonPreemptible, name, q.AllocatedNP.At(d))
+			put(st.Requested, name, q.Demand(d))
+			if d < snapshot.NumBaseDims || q.QuotaSet(d) {
+				put(st.Borrowed, name, q.Allocated.At(d)-q.Quota.At(d))
+			}
+		}
+		res.Queues = append(res.Queues, st)
+	}
+}
+
+func put(a Amounts, name string, v int64) {
+	if v > 0 {
+		a[name] = v
+	}
+}

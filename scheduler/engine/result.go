@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// Result is what one cycle decided, for the runtime to apply and publish.
+type Result struct {
+	// Bindings place pods now. They are already assumed in the snapshot.
+	Bindings []Binding
+	// Nominations are gangs placed on capacity that evictions are freeing: the runtime must not
+	// bind them; the capacity is held and a later cycle binds them.
+	Nominations []Nomination
+	// Evictions are pods to evict, with the reason. They are already releasing in the snapshot.
+	Evictions []Eviction
+	// Unschedulable has one entry per gang that still has pods waiting, with a reason.
+	Unschedulable []GangReason
+	// Queues has the status of every queue, sorted by name.
+	Queues []QueueStatus
+}
+
+// Binding places one pod on a node.
+type Binding struct {
+	Pod  types.NamespacedName
+	Gang snapshot.GangKey
+	Node string
+	// GPUs are the whole GPUs the pod gets (empty for a fractional or GPU-less pod).
+	GPUs []GPU
+	// Shared is the GPU a fractional pod shares, nil otherwise.
+	Shared *SharedGPU
+}
+
+// GPU identifies one GPU of a node. UUID is empty when the node publishes no inventory.
+type GPU struct {
+	Index int
+	UUID  string
+}
+
+// SharedGPU is a fractional pod's part of one GPU.
+type SharedGPU struct {
+	GPU
+	// MilliGPU is the share (500 for half a GPU); MemoryMiB the GPU memory that goes with it.
+	MilliGPU  int64
+	MemoryMiB int64
+}
+
+// Nomination is a gang placed on capacity that is being freed for it.
+type Nomination struct {
+	Gang snapshot.GangKey
+	// Nodes are the nodes held for the gang, sorted.
+	Nodes []string
+	// Pods is how many of the gang's pods the held capacity is for.
+	Pods int
+}
+
+// EvictionReason is why a pod is evicted.
+type EvictionReason string
+
+// Eviction reasons.
+const (
+	// EvictReclaim: borrowed capacity goes back to a queue below its fair share.
+	EvictReclaim EvictionReason = "Reclaim"
+	// EvictPreempt: higher-priority work of the same queue needs the capacity.
+	EvictPreempt EvictionReason = "Preempt"
+	// EvictConsolidate: the pod moves to make room for a gang; there is room for it elsewhere.
+	EvictConsolidate EvictionReason = "Consolidate"
+	// EvictStaleGang: the pod's gang ran below its minimum for too long.
+	EvictStaleGang EvictionReason = "StaleGang"
+)
+
+// Eviction evicts one pod.
+type Eviction struct {
+	Pod     types.NamespacedName
+	Gang    snapshot.GangKey
+	Node    string
+	Reason  EvictionReason
+	Message string
+	// Beneficiary is the gang the capacity goes to; nil for a stale gang.
+	Beneficiary *snapshot.GangKey
+	// GracePeriod is the time the pod has to checkpoint and exit.
+	GracePeriod time.Duration
+}
+
+// ReasonCode is a machine-readable reason a gang waits.
+type ReasonCode string
+
+// Reasons a gang waits.
+const (
+	// ReasonQueueNotReady: the queue does not exist, its parent is missing or cyclic, or it has
+	// child queues (only leaves take pods).
+	ReasonQueueNotReady ReasonCode = "QueueNotReady"
+	// ReasonInvalidRequest: a pod's fairway annotations or labels are malformed.
+	ReasonInvalidRequest ReasonCode = "InvalidRequest"
+	// ReasonUnsupported: a pod uses a constraint the engine does not evaluate.
+	ReasonUnsupported ReasonCode = "UnsupportedConstraint"
+	// ReasonSchedulingGated: the pods wait for their scheduling gates.
+	ReasonSchedulingGated ReasonCode = "SchedulingGated"
+	// ReasonWaitingForPods: fewer pods exist than the gang's minimum.
+	ReasonWaitingForPods ReasonCode = "WaitingForPods"
+	// ReasonQueueLimit: the gang would take its queue (or an ancestor) over a limit.
+	ReasonQueueLimit ReasonCode = "QueueLimit"
+	// ReasonNonPreemptible: non-preemptible work beyond the guaranteed quota.
+	ReasonNonPreemptible ReasonCode = "NonPreemptibleOverQuota"
+	// ReasonNoNodeFits: no placement fits, and neither reclaim, preemption nor consolidation
+	// could make room; the message says why, per node and per refused victim.
+	ReasonNoNodeFits ReasonCode = "NoNodeFits"
+	// ReasonTopology: no domain of the required topology level can take the gang.
+	ReasonTopology ReasonCode = "TopologyNoDomain"
+	// ReasonWaitingEvictions: the gang is nominated on capacity being freed for it.
+	ReasonWaitingEvictions ReasonCode = "WaitingForEvictions"
+	// ReasonStarvationHold: the gang waited too long; capacity is held for it while it frees.
+	ReasonStarvationHold ReasonCode = "CapacityHeld"
+)
+
+// GangReason says why a gang still waits.
+type GangReason struct {
+	Gang  snapshot.GangKey
+	Queue string
+	Code  ReasonCode
+	// Message is for humans: which limit or quota, which resource, how much is missing, or why
+	// no node fits.
+	Message string
+	// PendingPods is how many of the gang's pods wait.
+	PendingPods int
+}
+
+// QueueStatus is a queue's accounting after the cycle. Resource names are gpu, cpu, memory and
+// gpu/<type>; values are in the engine's units (milli-GPU, milli-CPU, bytes).
+type QueueStatus struct {
+	Name                    string
+	FairShare               Amounts
+	Allocated               Amounts
+	AllocatedNonPreemptible Amounts
+	// Requested is Allocated plus what pending pods ask for.
+	Requested Amounts
+	// Borrowed is Allocated above the guaranteed quota.
+	Borrowed    Amounts
+	PendingPods int32
+	// NotReady says why the queue takes no work, when it does not.
+	NotReady string
+}
+
+// Amounts maps a resource name (gpu, cpu, memory, gpu/<type>) to an amount in engine units.
+// Zero amounts are left out.
+type Amounts map[string]int64
+
+// ResourceList converts to Kubernetes quantities: GPUs and CPU as decimal (2500m GPU is 2.5),
+// memory in bytes.
+func (a Amounts) ResourceList() corev1.ResourceList {
+	out := make(corev1.ResourceList, len(a))
+	for name, v := range a {
+		if name == "memory" {
+			out[corev1.ResourceName(name)] = *resource.NewQuantity(v, resource.BinarySI)
+			continue
+		}
+		out[corev1.ResourceName(name)] = *resource.NewMilliQuantity(v, resource.DecimalSI)
+	}
+	return out
+}

@@ -1,0 +1,398 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// sim is a toy cluster around a snapshot: it plays the scheduler runtime (applies bindings and
+// evictions to pod objects and feeds them back) and the workload controllers (recreates evicted
+// pods), and checks the engine's invariants from the pod objects, independently of the
+// snapshot's own bookkeeping.
+type sim struct {
+	snap   *snapshot.Snapshot
+	eng    *engine.Engine
+	now    time.Time
+	nodes  map[string]*corev1.Node
+	pods   map[types.NamespacedName]*corev1.Pod
+	queues map[string]*v1alpha1.Queue
+	// recreate marks pods whose controller recreates them (pending) after an eviction.
+	recreate map[types.NamespacedName]bool
+	// minMember of each gang key, for the all-or-nothing check.
+	minMember map[snapshot.GangKey]int32
+	// leaving are evicted pods still terminating, with the cycles they have left.
+	leaving map[types.NamespacedName]int
+	// evictionDelay is how many cycles an evicted pod keeps terminating before it is deleted.
+	evictionDelay int
+	gen           int
+	// nextIndex is the next GPU index scenario set-up gives a running pod on a node.
+	nextIndex map[string]int
+}
+
+func newSim(opts engine.Options, now time.Time) *sim {
+	return &sim{
+		snap: snapshot.New(), eng: engine.New(opts), now: now,
+		nodes: map[string]*corev1.Node{}, pods: map[types.NamespacedName]*corev1.Pod{},
+		queues: map[string]*v1alpha1.Queue{}, recreate: map[types.NamespacedName]bool{},
+		minMember: map[snapshot.GangKey]int32{}, leaving: map[types.NamespacedName]int{},
+		nextIndex: map[string]int{},
+	}
+}
+
+func (s *sim) addNode(n *corev1.Node) error {
+	s.nodes[n.Name] = n
+	return s.snap.UpsertNode(n)
+}
+
+func (s *sim) addQueue(q *v1alpha1.Queue) error {
+	s.queues[q.Name] = q
+	return s.snap.UpsertQueue(q)
+}
+
+func (s *sim) addPod(p *corev1.Pod, recreate bool) error {
+	k := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	s.pods[k] = p
+	s.recreate[k] = recreate
+	info := snapshot.PodInfoFromPod(p)
+	if info.MinMember > 0 {
+		s.minMember[info.Gang] = info.MinMember
+	} else if _, ok := s.minMember[info.Gang]; !ok {
+		s.minMember[info.Gang] = 1
+	}
+	return s.snap.UpsertPod(p)
+}
+
+func (s *sim) deletePod(k types.NamespacedName) {
+	delete(s.pods, k)
+	delete(s.leaving, k)
+	s.snap.DeletePod(k)
+}
+
+// finishPod marks a pod Succeeded.
+func (s *sim) finishPod(k types.NamespacedName) error {
+	p := s.pods[k]
+	if p == nil {
+		return fmt.Errorf("no pod %s", k)
+	}
+	p = p.DeepCopy()
+	p.Status.Phase = corev1.PodSucceeded
+	s.pods[k] = p
+	return s.snap.UpsertPod(p)
+}
+
+// cycle runs the engine, checks invariants against the state before, and applies the result.
+func (s *sim) cycle() (engine.Result, error) {
+	// Pods evicted earlier finish terminating.
+	for k, left := range s.leaving {
+		if left <= 0 {
+			s.terminate(k)
+		} else {
+			s.leaving[k] = left - 1
+		}
+	}
+	res := s.eng.Schedule(s.snap, s.now)
+	errs := []error{s.checkResult(res), s.checkReasons(res)}
+	if err := s.apply(res); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, s.checkCluster())
+	if err := s.snap.Verify(); err != nil {
+		errs = append(errs, fmt.Errorf("snapshot bookkeeping: %w", err))
+	}
+	return res, errors.Join(errs...)
+}
+
+func (s *sim) terminate(k types.NamespacedName) {
+	p := s.pods[k]
+	recreate := s.recreate[k]
+	s.deletePod(k)
+	if p == nil || !recreate {
+		return
+	}
+	s.gen++
+	np := p.DeepCopy()
+	np.UID = types.UID(fmt.Sprintf("%s-%d", k, s.gen))
+	np.Spec.NodeName = ""
+	np.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	np.DeletionTimestamp = nil
+	np.CreationTimestamp = metav1.NewTime(s.now)
+	delete(np.Annotations, v1alpha1.GPUIndexAnnotation)
+	_ = s.addPod(np, true)
+}
+
+// apply plays the runtime: bind pods, evict pods.
+func (s *sim) apply(res engine.Result) error {
+	var errs []error
+	for _, b := range res.Bindings {
+		p := s.pods[b.Pod]
+		if p == nil {
+			errs = append(errs, fmt.Errorf("binding of unknown pod %s", b.Pod))
+			continue
+		}
+		p = p.DeepCopy()
+		p.Spec.NodeName = b.Node
+		p.Status.Phase = corev1.PodRunning
+		st := metav1.NewTime(s.now)
+		p.Status.StartTime = &st
+		var idx []string
+		for _, g := range b.GPUs {
+			idx = append(idx, strconv.Itoa(g.Index))
+		}
+		if b.Shared != nil {
+			idx = append(idx, strconv.Itoa(b.Shared.Index))
+		}
+		if len(idx) > 0 {
+			p.Annotations[v1alpha1.GPUIndexAnnotation] = strings.Join(idx, ",")
+		}
+		s.pods[b.Pod] = p
+		if err := s.snap.UpsertPod(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, e := range res.Evictions {
+		p := s.pods[e.Pod]
+		if p == nil {
+			errs = append(errs, fmt.Errorf("eviction of unknown pod %s", e.Pod))
+			continue
+		}
+		p = p.DeepCopy()
+		t := metav1.NewTime(s.now)
+		p.DeletionTimestamp = &t
+		s.pods[e.Pod] = p
+		if err := s.snap.UpsertPod(p); err != nil {
+			errs = append(errs, err)
+		}
+		s.leaving[e.Pod] = s.evictionDelay
+	}
+	return errors.Join(errs...)
+}
+
+// checkResult checks decisions against the state before they are applied.
+func (s *sim) checkResult(res engine.Result) error {
+	var errs []error
+	seen := map[types.NamespacedName]bool{}
+	newBound := map[snapshot.GangKey]int32{}
+	for _, b := range res.Bindings {
+		if seen[b.Pod] {
+			errs = append(errs, fmt.Errorf("pod %s bound twice", b.Pod))
+		}
+		seen[b.Pod] = true
+		p := s.pods[b.Pod]
+		if p == nil || p.Spec.NodeName != "" {
+			errs = append(errs, fmt.Errorf("binding of pod %s that is not pending", b.Pod))
+			continue
+		}
+		newBound[b.Gang]++
+	}
+	// Gangs are all or nothing: a gang that gets pods gets at least what it lacked.
+	for g, n := range newBound {
+		running, succeeded := s.gangCounts(g)
+		if running+n+succeeded < s.minMember[g] {
+			errs = append(errs, fmt.Errorf("partial gang %s: %d running + %d new + %d succeeded < minMember %d", g, running, n, succeeded, s.minMember[g]))
+		}
+	}
+	for _, e := range res.Evictions {
+		p := s.pods[e.Pod]
+		if p == nil || p.Spec.NodeName == "" {
+			errs = append(errs, fmt.Errorf("eviction of pod %s that is not running", e.Pod))
+			continue
+		}
+		if e.Reason != engine.EvictStaleGang && !podPreemptible(p) {
+			errs = append(errs, fmt.Errorf("non-preemptible pod %s evicted (%s)", e.Pod, e.Reason))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkReasons checks that every gang still waiting has a reason with a code and a message.
+func (s *sim) checkReasons(res engine.Result) error {
+	var errs []error
+	got := map[snapshot.GangKey]engine.GangReason{}
+	for _, r := range res.Unschedulable {
+		got[r.Gang] = r
+		if r.Code == "" || r.Message == "" {
+			errs = append(errs, fmt.Errorf("gang %s: empty reason %+v", r.Gang, r))
+		}
+	}
+	for _, q := range s.snap.Queues() {
+		for _, g := range q.PendingGangs {
+			if _, ok := got[g.Key]; !ok {
+				errs = append(errs, fmt.Errorf("gang %s waits without a reason", g.Key))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *sim) gangCounts(g snapshot.GangKey) (running, succeeded int32) {
+	for _, p := range s.pods {
+		if snapshot.PodInfoFromPod(p).Gang != g {
+			continue
+		}
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded:
+			succeeded++
+		case p.Spec.NodeName != "" && p.DeletionTimestamp == nil:
+			running++
+		}
+	}
+	return
+}
+
+func podPreemptible(p *corev1.Pod) bool {
+	switch p.Labels[v1alpha1.PreemptibilityLabel] {
+	case string(v1alpha1.Preemptible):
+		return true
+	case string(v1alpha1.NonPreemptible):
+		return false
+	}
+	return p.Spec.Priority == nil || *p.Spec.Priority < v1alpha1.NonPreemptiblePriority
+}
+
+// checkCluster checks capacity and limits from the pod objects after the result is applied.
+func (s *sim) checkCluster() error {
+	var errs []error
+	type nodeUse struct {
+		cpu, mem, pods, gpus int64
+		perGPU               map[int]*gpuUse
+	}
+	use := map[string]*nodeUse{}
+	queueGPU := map[string]int64{}
+	keys := slices.Collect(func(yield func(types.NamespacedName) bool) {
+		for k := range s.pods {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		p := s.pods[k]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n := s.nodes[p.Spec.NodeName]
+		if n == nil {
+			continue
+		}
+		u := use[n.Name]
+		if u == nil {
+			u = &nodeUse{perGPU: map[int]*gpuUse{}}
+			use[n.Name] = u
+		}
+		info := snapshot.PodInfoFromPod(p)
+		u.cpu += info.Req.MilliCPU
+		u.mem += info.Req.Memory
+		u.pods++
+		u.gpus += info.Req.WholeGPUs
+		memCap := nodeGPUMem(n)
+		var milli int64
+		switch {
+		case info.Req.WholeGPUs > 0:
+			milli = info.Req.WholeGPUs * 1000
+			for _, i := range info.GPUIndexes {
+				g := perGPU(u.perGPU, i)
+				g.whole++
+			}
+		case info.Req.Shared() && len(info.GPUIndexes) > 0:
+			g := perGPU(u.perGPU, info.GPUIndexes[0])
+			m := info.Req.SharedMilli(memCap)
+			g.milli += m
+			g.mem += info.Req.SharedMemMiB(memCap)
+			g.fractions++
+			milli = m
+		}
+		if q := info.Queue; q != "" {
+			queueGPU[q] += milli
+		}
+	}
+	for name, u := range use {
+		n := s.nodes[name]
+		a := n.Status.Allocatable
+		gpus := a[v1alpha1.ResourceGPU]
+		if u.cpu > a.Cpu().MilliValue() || u.mem > a.Memory().Value() || u.pods > a.Pods().Value() {
+			errs = append(errs, fmt.Errorf("node %s over capacity: cpu %d mem %d pods %d", name, u.cpu, u.mem, u.pods))
+		}
+		shared := 0
+		for i, g := range u.perGPU {
+			if i >= int(gpus.Value()) {
+				errs = append(errs, fmt.Errorf("node %s: GPU index %d out of range", name, i))
+			}
+			if g.whole > 1 || (g.whole == 1 && g.fractions > 0) {
+				errs = append(errs, fmt.Errorf("node %s GPU %d: %d whole pods and %d fractions", name, i, g.whole, g.fractions))
+			}
+			if g.milli > 1000 {
+				errs = append(errs, fmt.Errorf("node %s GPU %d: shares sum to %d milli-GPU", name, i, g.milli))
+			}
+			if mc := nodeGPUMem(n); mc > 0 && g.mem > mc {
+				errs = append(errs, fmt.Errorf("node %s GPU %d: %d MiB of %d given out", name, i, g.mem, mc))
+			}
+			if g.fractions > 0 {
+				shared++
+			}
+		}
+		if u.gpus+int64(shared) > gpus.Value() {
+			errs = append(errs, fmt.Errorf("node %s: %d whole GPUs and %d shared GPUs on %d", name, u.gpus, shared, gpus.Value()))
+		}
+	}
+	// Limits: GPU of every queue and its ancestors.
+	sub := map[string]int64{}
+	for q, v := range queueGPU {
+		seen := map[string]bool{}
+		for name := q; name != "" && !seen[name]; {
+			seen[name] = true
+			sub[name] += v
+			qq := s.queues[name]
+			if qq == nil {
+				break
+			}
+			name = qq.Spec.Parent
+		}
+	}
+	for name, v := range sub {
+		q := s.queues[name]
+		if q == nil || q.Spec.Resources.GPU == nil || q.Spec.Resources.GPU.Limit == nil {
+			continue
+		}
+		if lim := q.Spec.Resources.GPU.Limit.MilliValue(); v > lim {
+			errs = append(errs, fmt.Errorf("queue %s holds %d milli-GPU, over its limit %d", name, v, lim))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type gpuUse struct {
+	whole     int
+	milli     int64
+	mem       int64
+	fractions int
+}
+
+func perGPU(m map[int]*gpuUse, i int) *gpuUse {
+	g := m[i]
+	if g == nil {
+		g = &gpuUse{}
+		m[i] = g
+	}
+	return g
+}
+
+func nodeGPUMem(n *corev1.Node) int64 {
+	if inv, err := snapshot.ParseGPUInventory(n.Annotations[v1alpha1.GPUInventoryAnnotation]); err == nil && len(inv) > 0 {
+		return inv[0].MemoryMiB
+	}
+	v, _ := strconv.ParseInt(n.Labels[v1alpha1.GPUMemoryLabel], 10, 64)
+	return v
+}

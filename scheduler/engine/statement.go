@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// Statement is a transaction on the snapshot. Every change the engine makes goes through one:
+// Allocate, Evict and the hold operations apply to the snapshot at once (later what-ifs see
+// them) and are logged; Rollback undoes the log back to a Checkpoint in reverse order, using
+// the snapshot's exact inverses, so a failed what-if leaves no trace; Commit makes the logged
+// changes final and returns them as decisions.
+//
+// Checkpoints are positions in the log since the last Commit; one taken before a Commit is no
+// longer valid after it.
+type Statement struct {
+	snap *snapshot.Snapshot
+	now  time.Time
+	ops  []op
+}
+
+type opKind uint8
+
+const (
+	opAllocate opKind = iota
+	opEvict
+	opHold
+	opClearHolds
+)
+
+type op struct {
+	kind  opKind
+	task  *snapshot.Task
+	gang  *snapshot.Gang
+	evict evictInfo
+	holds []snapshot.Hold
+}
+
+type evictInfo struct {
+	reason      EvictionReason
+	message     string
+	beneficiary *snapshot.GangKey
+}
+
+// NewStatement starts a statement on the snapshot; allocations are assumed as started at now.
+func NewStatement(snap *snapshot.Snapshot, now time.Time) *Statement {
+	return &Statement{snap: snap, now: now}
+}
+
+// Checkpoint returns a position to roll back to.
+func (s *Statement) Checkpoint() int { return len(s.ops) }
+
+// Allocate assumes a pending pod on a node with a GPU assignment.
+func (s *Statement) Allocate(t *snapshot.Task, n *snapshot.Node, a snapshot.Assignment) {
+	s.snap.Assume(t, n, a, s.now)
+	s.ops = append(s.ops, op{kind: opAllocate, task: t})
+}
+
+// Evict marks a bound pod as releasing.
+func (s *Statement) Evict(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey) {
+	s.snap.SetReleasing(t, true)
+	s.ops = append(s.ops, op{kind: opEvict, task: t, evict: evictInfo{reason, message, beneficiary}})
+}
+
+// Hold reserves capacity on a node for a gang.
+func (s *Statement) Hold(g *snapshot.Gang, h snapshot.Hold) {
+	s.snap.AddHold(g, h)
+	s.ops = append(s.ops, op{kind: opHold, gang: g})
+}
+
+// ClearHolds drops every hold of a gang.
+func (s *Statement) ClearHolds(g *snapshot.Gang) {
+	if len(g.Holds()) == 0 {
+		return
+	}
+	saved := append([]snapshot.Hold(nil), g.Holds()...)
+	s.snap.ClearHolds(g)
+	s.ops = append(s.ops, op{kind: opClearHolds, gang: g, holds: saved})
+}
+
+// Rollback undoes every change made since the checkpoint, newest first.
+func (s *Statement) Rollback(cp int) {
+	for i := len(s.ops) - 1; i >= cp; i-- {
+		o := &s.ops[i]
+		switch o.kind {
+		case opAllocate:
+			s.snap.Unassume(o.task)
+		case opEvict:
+			s.snap.SetReleasing(o.task, false)
+		case opHold:
+			s.snap.PopHold(o.gang)
+		case opClearHolds:
+			for _, h := range o.holds {
+				s.snap.AddHold(o.gang, h)
+			}
+		}
+		*o = op{}
+	}
+	s.ops = s.ops[:cp]
+}
+
+// Commit makes the logged changes final and appends them to res as bindings and evictions, in
+// the order they were made.
+func (s *Statement) Commit(res *Result, grace time.Duration) {
+	for i := range s.ops {
+		o := &s.ops[i]
+		switch o.kind {
+		case opAllocate:
+			res.Bindings = append(res.Bindings, bindingOf(o.task))
+		case opEvict:
+			t := o.task
+			res.Evictions = append(res.Evictions, Eviction{
+				Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName, Reason: o.evict.reason,
+				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace,
+			})
+		}
+		*o = op{}
+	}
+	s.ops = s.ops[:0]
+}
+
+func bindingOf(t *snapshot.Task) Binding {
+	b := Binding{Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName}
+	n := t.Node
+	for _, pos := range t.GPUs.Whole {
+		b.GPUs = append(b.GPUs, GPU{Index: n.Slots[pos].Index, UUID: n.Slots[pos].UUID})
+	}
+	if p := t.GPUs.Shared; p >= 0 {
+		b.Shared = &SharedGPU{GPU: GPU{Index: n.Slots[p].Index, UUID: n.Slots[p].UUID}, MilliGPU: t.GPUs.Milli, MemoryMiB: t.GPUs.MemMiB}
+	}
+	return b
+}

@@ -1,0 +1,184 @@
+package snapshot
+
+import (
+	"cmp"
+	"time"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// GangKey names a gang: a PodGroup, or a pod without one (a gang of one, named after the pod).
+type GangKey struct {
+	Namespace string
+	Name      string
+	// PodGroup is true when Name is a PodGroup's name, false when it is a lone pod's.
+	PodGroup bool
+}
+
+// String is ns/name for a PodGroup and ns/pod:name for a lone pod.
+func (k GangKey) String() string {
+	if k.PodGroup {
+		return k.Namespace + "/" + k.Name
+	}
+	return k.Namespace + "/pod:" + k.Name
+}
+
+// Compare orders keys by namespace, name, then kind.
+func (k GangKey) Compare(o GangKey) int {
+	if c := cmp.Compare(k.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(k.Name, o.Name); c != 0 {
+		return c
+	}
+	switch {
+	case k.PodGroup == o.PodGroup:
+		return 0
+	case k.PodGroup:
+		return 1
+	}
+	return -1
+}
+
+// Topology is a gang's (or sub-group's) topology constraint: node label keys.
+type Topology struct {
+	Required  string
+	Preferred string
+}
+
+// SubGroup is a named part of a gang with its own minimum and topology.
+type SubGroup struct {
+	Name      string
+	MinMember int32
+	Topology  Topology
+}
+
+// GangSpec is what a PodGroup says about its gang. It overrides the pods' annotations.
+type GangSpec struct {
+	MinMember      int32
+	Queue          string
+	Preemptibility v1alpha1.Preemptibility
+	Topology       Topology
+	SubGroups      []SubGroup
+	Created        time.Time
+}
+
+// GangSpecFromPodGroup reads a PodGroup.
+func GangSpecFromPodGroup(pg *v1alpha1.PodGroup) GangSpec {
+	gs := GangSpec{
+		MinMember:      max(pg.Spec.MinMember, 1),
+		Queue:          pg.Spec.Queue,
+		Preemptibility: pg.Spec.Preemptibility,
+		Created:        pg.CreationTimestamp.Time,
+	}
+	if tc := pg.Spec.TopologyConstraint; tc != nil {
+		gs.Topology = Topology{Required: tc.RequiredLevel, Preferred: tc.PreferredLevel}
+	}
+	for _, sg := range pg.Spec.SubGroups {
+		s := SubGroup{Name: sg.Name, MinMember: max(sg.MinMember, 1)}
+		if tc := sg.TopologyConstraint; tc != nil {
+			s.Topology = Topology{Required: tc.RequiredLevel, Preferred: tc.PreferredLevel}
+		}
+		gs.SubGroups = append(gs.SubGroups, s)
+	}
+	return gs
+}
+
+// Gang is a set of pods that start together: at least MinMember of them, or none. Fields are
+// read-only outside this package, except StaleSince and WaitingSince, which belong to the engine
+// (the snapshot only clears StaleSince when the gang recovers).
+type Gang struct {
+	Key GangKey
+	// Queue is the queue the gang is accounted to (a placeholder, not Defined, while the Queue
+	// object is missing).
+	Queue     *Queue
+	MinMember int32
+	SubGroups []SubGroup
+	Topology  Topology
+	// Priority is the highest priority of the gang's pods.
+	Priority int32
+	// Preemptible gangs may be reclaimed and preempted; non-preemptible ones run only within
+	// guaranteed quota.
+	Preemptible bool
+	Created     time.Time
+
+	// Tasks are the gang's pods that are pending, bound or releasing.
+	Tasks []*Task
+	// Pending are the pods waiting to be placed, oldest first as they arrived.
+	Pending []*Task
+	// Bound counts pods on nodes that are not releasing; Releasing those leaving; Succeeded those
+	// that finished well (they count towards MinMember for staleness).
+	Bound     int32
+	Releasing int32
+	Succeeded int32
+	// Assumed counts bound pods whose binding the engine made and the API server has not
+	// confirmed yet; such a gang is never a victim (it would be evicted before it starts).
+	Assumed int32
+	// LastStart is the latest start of the gang's bound pods: minimum runtimes count from it.
+	LastStart time.Time
+
+	// StaleSince is when the engine first saw the gang running with fewer than MinMember pods.
+	StaleSince time.Time
+	// WaitingSince is when the engine first failed to place the gang; starvation counts from it.
+	WaitingSince time.Time
+
+	spec     *GangSpec
+	hints    podHints
+	holds    []Hold
+	queuePos int
+	stalePos int
+	heldPos  int
+}
+
+// podHints are what a gang's pods say about it when no PodGroup does (taken from the first pod
+// that says anything).
+type podHints struct {
+	queue          string
+	minMember      int32
+	topology       Topology
+	preemptibility string
+}
+
+// Holds returns the gang's holds. The slice is owned by the gang.
+func (g *Gang) Holds() []Hold { return g.holds }
+
+// Hold reserves capacity on one node for a gang: other gangs see the node's free resources minus
+// what is held, so capacity freed by evictions for a reclaiming gang, or gathered for a gang that
+// waited too long, is not taken by someone else first.
+type Hold struct {
+	Node      *Node
+	MilliCPU  int64
+	Memory    int64
+	Pods      int64
+	WholeGPUs int64
+	// MilliGPU is the GPU the hold stands for in queue accounting (whole GPUs and fractions).
+	MilliGPU int64
+	// Expires is when the hold lapses if the gang has not been placed by then.
+	Expires time.Time
+}
+
+// Stale reports whether the gang runs with fewer than MinMember live pods.
+func (g *Gang) Stale() bool {
+	return g.Bound > 0 && g.Bound+g.Succeeded < g.MinMember
+}
+
+// QueueName is the name of the gang's queue ("" when none).
+func (g *Gang) QueueName() string {
+	if g.Queue == nil {
+		return ""
+	}
+	return g.Queue.Name
+}
+
+// String is the gang key.
+func (g *Gang) String() string { return g.Key.String() }
+
+// SubGroupMin returns the minimum of the named sub-group (0 when none is declared).
+func (g *Gang) SubGroupMin(name string) int32 {
+	for _, s := range g.SubGroups {
+		if s.Name == name {
+			return s.MinMember
+		}
+	}
+	return 0
+}

@@ -1,0 +1,217 @@
+package snapshot
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// This file keeps gangs true as their pods and PodGroups come and go.
+
+// gangFor returns the pod's gang, creating it on first sight.
+func (s *Snapshot) gangFor(info *PodInfo) *Gang {
+	g := s.gangs[info.Gang]
+	if g == nil {
+		g = &Gang{Key: info.Gang, Created: info.Created, queuePos: -1, stalePos: -1, heldPos: -1, MinMember: 1}
+		if spec := s.podGroups[types.NamespacedName{Namespace: info.Gang.Namespace, Name: info.Gang.Name}]; spec != nil && info.Gang.PodGroup {
+			g.spec = spec
+		}
+		s.gangs[info.Gang] = g
+	}
+	h := &g.hints
+	if h.queue == "" {
+		h.queue = info.Queue
+	}
+	if h.minMember == 0 {
+		h.minMember = info.MinMember
+	}
+	if h.topology == (Topology{}) {
+		h.topology = info.Topology
+	}
+	if h.preemptibility == "" {
+		h.preemptibility = info.Preemptibility
+	}
+	if g.spec == nil && (g.Created.IsZero() || info.Created.Before(g.Created)) {
+		g.Created = info.Created
+	}
+	return g
+}
+
+// refreshGang recomputes what a gang derives from its spec, hints and pods (queue, minimum,
+// priority, preemptibility, topology). When the queue or preemptibility changes, every task
+// already accounted (all but skip) moves its contribution.
+func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
+	h := g.hints
+	queue, minMember, topo, preempt := h.queue, max(h.minMember, 1), h.topology, h.preemptibility
+	var subs []SubGroup
+	if sp := g.spec; sp != nil {
+		if sp.Queue != "" {
+			queue = sp.Queue
+		}
+		minMember = sp.MinMember
+		if sp.Topology != (Topology{}) {
+			topo = sp.Topology
+		}
+		if sp.Preemptibility != "" {
+			preempt = string(sp.Preemptibility)
+		}
+		subs = sp.SubGroups
+		if !sp.Created.IsZero() {
+			g.Created = sp.Created
+		}
+	}
+	prio := int32(0)
+	for i, t := range g.Tasks {
+		if i == 0 || t.Priority > prio {
+			prio = t.Priority
+		}
+	}
+	preemptible := prio < v1alpha1.NonPreemptiblePriority
+	switch preempt {
+	case string(v1alpha1.Preemptible):
+		preemptible = true
+	case string(v1alpha1.NonPreemptible):
+		preemptible = false
+	}
+	if prio != g.Priority {
+		// The per-priority count of the queue's evictable pods follows the gang's priority.
+		for _, t := range g.Tasks {
+			if t != skip {
+				s.victimRef(t, -1)
+			}
+		}
+		g.Priority = prio
+		for _, t := range g.Tasks {
+			if t != skip {
+				s.victimRef(t, 1)
+			}
+		}
+	}
+	g.MinMember, g.Topology, g.SubGroups = minMember, topo, subs
+	if g.Queue != nil && g.Queue.Name == queue && g.Preemptible == preemptible {
+		return
+	}
+	for _, t := range g.Tasks {
+		if t != skip {
+			s.account(t, -1)
+			s.victimRef(t, -1)
+		}
+	}
+	heldGangHolds := slices.Clone(g.holds)
+	s.clearHolds(g)
+	oldQ := g.Queue
+	if oldQ == nil || oldQ.Name != queue {
+		if oldQ != nil {
+			s.unlinkQueueGang(g)
+			oldQ.gangs--
+		}
+		g.Queue = s.joinQueue(queue)
+		if oldQ != nil && oldQ.gangs == 0 && (!oldQ.Defined || len(oldQ.Children) > 0) {
+			s.relink()
+		}
+	}
+	g.Preemptible = preemptible
+	for _, h := range heldGangHolds {
+		s.AddHold(g, h)
+	}
+	for _, t := range g.Tasks {
+		if t != skip {
+			s.account(t, 1)
+			s.victimRef(t, 1)
+		}
+	}
+}
+
+// syncGang keeps the gang's membership of the queue's pending list and the stale list true.
+func (s *Snapshot) syncGang(g *Gang) {
+	if q := g.Queue; q != nil {
+		if len(g.Pending) > 0 && g.queuePos < 0 {
+			g.queuePos = len(q.PendingGangs)
+			q.PendingGangs = append(q.PendingGangs, g)
+		} else if len(g.Pending) == 0 && g.queuePos >= 0 {
+			s.unlinkQueueGang(g)
+		}
+	}
+	if g.Stale() && g.stalePos < 0 {
+		g.stalePos = len(s.stale)
+		s.stale = append(s.stale, g)
+	} else if !g.Stale() && g.stalePos >= 0 {
+		last := s.stale[len(s.stale)-1]
+		s.stale[g.stalePos] = last
+		last.stalePos = g.stalePos
+		s.stale[len(s.stale)-1] = nil
+		s.stale = s.stale[:len(s.stale)-1]
+		g.stalePos = -1
+		g.StaleSince = time.Time{}
+	}
+}
+
+func (s *Snapshot) unlinkQueueGang(g *Gang) {
+	if g.queuePos < 0 {
+		return
+	}
+	q := g.Queue
+	last := q.PendingGangs[len(q.PendingGangs)-1]
+	q.PendingGangs[g.queuePos] = last
+	last.queuePos = g.queuePos
+	q.PendingGangs[len(q.PendingGangs)-1] = nil
+	q.PendingGangs = q.PendingGangs[:len(q.PendingGangs)-1]
+	g.queuePos = -1
+}
+
+func (s *Snapshot) maybeDropGang(g *Gang) {
+	if len(g.Tasks) > 0 || g.Succeeded > 0 {
+		return
+	}
+	s.clearHolds(g)
+	s.unlinkQueueGang(g)
+	if g.stalePos >= 0 {
+		g.Bound = 0
+		s.syncGang(g)
+	}
+	delete(s.gangs, g.Key)
+	if q := g.Queue; q != nil {
+		q.gangs--
+		if q.gangs == 0 && (!q.Defined || len(q.Children) > 0) {
+			s.relink()
+		}
+	}
+}
+
+// UpsertPodGroup records a PodGroup; its spec overrides its pods' annotations.
+func (s *Snapshot) UpsertPodGroup(pg *v1alpha1.PodGroup) error {
+	if pg == nil || pg.Name == "" {
+		return fmt.Errorf("upsert pod group: %w", ErrInvalidObject)
+	}
+	spec := GangSpecFromPodGroup(pg)
+	key := types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}
+	if old := s.podGroups[key]; old != nil && gangSpecEqual(*old, spec) {
+		return nil
+	}
+	s.podGroups[key] = &spec
+	if g := s.gangs[GangKey{Namespace: pg.Namespace, Name: pg.Name, PodGroup: true}]; g != nil {
+		g.spec = &spec
+		s.refreshGang(g, nil)
+		s.syncGang(g)
+	}
+	return nil
+}
+
+// DeletePodGroup forgets a PodGroup; its pods' annotations apply again.
+func (s *Snapshot) DeletePodGroup(namespace, name string) {
+	delete(s.podGroups, types.NamespacedName{Namespace: namespace, Name: name})
+	if g := s.gangs[GangKey{Namespace: namespace, Name: name, PodGroup: true}]; g != nil {
+		g.spec = nil
+		s.refreshGang(g, nil)
+		s.syncGang(g)
+	}
+}
+
+func gangSpecEqual(a, b GangSpec) bool {
+	return a.MinMember == b.MinMember && a.Queue == b.Queue && a.Preemptibility == b.Preemptibility &&
+		a.Topology == b.Topology && slices.Equal(a.SubGroups, b.SubGroups) && a.Created.Equal(b.Created)
+}

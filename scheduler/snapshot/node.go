@@ -1,0 +1,452 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// GPUInventoryEntry is one GPU of a node, as the gpu-agent publishes it in the node annotation
+// fairway.dev/gpu-inventory (a JSON list of these).
+type GPUInventoryEntry struct {
+	Index     int    `json:"index"`
+	UUID      string `json:"uuid"`
+	MemoryMiB int64  `json:"memoryMiB"`
+}
+
+// ParseGPUInventory reads the fairway.dev/gpu-inventory annotation. Entries come back sorted by
+// index; duplicate or negative indexes are an error.
+func ParseGPUInventory(v string) ([]GPUInventoryEntry, error) {
+	var inv []GPUInventoryEntry
+	if err := json.Unmarshal([]byte(v), &inv); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
+	}
+	slices.SortFunc(inv, func(a, b GPUInventoryEntry) int { return a.Index - b.Index })
+	for i, e := range inv {
+		if e.Index < 0 || (i > 0 && inv[i-1].Index == e.Index) {
+			return nil, fmt.Errorf("parse %s: bad or duplicate GPU index %d", v1alpha1.GPUInventoryAnnotation, e.Index)
+		}
+	}
+	return inv, nil
+}
+
+// GPUSlot is one physical GPU of a node and what holds it. A slot is held either by one whole-GPU
+// pod (Owners 1) or shared by fractional pods (Sharers > 0), never both; within a simulation a
+// slot may transiently count a releasing holder and its successor together.
+type GPUSlot struct {
+	// Index is the GPU's index on its node; UUID is empty unless the node publishes an inventory.
+	Index     int
+	UUID      string
+	MemoryMiB int64
+
+	UsedMilli  int64
+	UsedMemMiB int64
+	Owners     int32
+	Sharers    int32
+
+	// The part of the above held by releasing pods.
+	RelMilli   int64
+	RelMemMiB  int64
+	RelOwners  int32
+	RelSharers int32
+}
+
+// Empty reports whether nothing holds the slot now.
+func (g *GPUSlot) Empty() bool { return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 }
+
+// EmptyAfterRelease reports whether the slot is empty once releasing pods are gone.
+func (g *GPUSlot) EmptyAfterRelease() bool {
+	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers
+}
+
+// NodeResources are a node's non-GPU resources.
+type NodeResources struct {
+	MilliCPU int64
+	Memory   int64
+	Pods     int64
+	Scalars  map[corev1.ResourceName]int64
+}
+
+func (r *NodeResources) add(req *Request, sign int64) {
+	r.MilliCPU += sign * req.MilliCPU
+	r.Memory += sign * req.Memory
+	r.Pods += sign
+	for _, s := range req.Scalars {
+		if r.Scalars == nil {
+			r.Scalars = make(map[corev1.ResourceName]int64)
+		}
+		r.Scalars[s.Name] += sign * s.Value
+		if r.Scalars[s.Name] == 0 {
+			delete(r.Scalars, s.Name)
+		}
+	}
+}
+
+// Node is one node and everything placed on it. Fields are read-only outside this package.
+type Node struct {
+	// ID is the node's dense index in the snapshot (bit ID in every node bitset). IDs of deleted
+	// nodes are reused.
+	ID   int
+	Name string
+	// Obj is the informer's node, kept for node-affinity matching. Never modified.
+	Obj *corev1.Node
+
+	Allocatable NodeResources
+	Used        NodeResources
+	Releasing   NodeResources
+	// UsedMilliGPU and RelMilliGPU sum the GPU slots.
+	UsedMilliGPU int64
+	RelMilliGPU  int64
+
+	// Slots are the node's GPUs, sorted by index.
+	Slots []GPUSlot
+	// Floating counts whole GPUs held by pods whose GPU indexes are unknown (pods found running
+	// after a restart without a fairway.dev/gpu-index annotation); FloatingRel the releasing part.
+	// They make that many empty-looking slots unavailable.
+	Floating    int64
+	FloatingRel int64
+
+	// GPUType is the node's fairway.dev/gpu-type label; TypeDim its queue dimension, or -1.
+	GPUType string
+	TypeDim int
+	// Unschedulable is spec.unschedulable (cordoned).
+	Unschedulable bool
+
+	// Tasks are the pods bound to the node, in no particular order.
+	Tasks []*Task
+	ports map[HostPort]int32
+
+	// Held sums the holds of gangs on this node (see Hold). HeldWhole are GPU slots held.
+	Held      NodeResources
+	HeldWhole int64
+	holds     []*Gang
+
+	// Unmanaged is what pods fairway does not account (other schedulers', daemons) take.
+	Unmanaged         NodeResources
+	UnmanagedMilliGPU int64
+
+	// PreemptibleMilliGPU is the GPU held by bound, not releasing, preemptible pods: an upper
+	// bound on what evicting could free, used to skip nodes quickly. Kept by Snapshot.victimRef.
+	PreemptibleMilliGPU int64
+
+	// Version changes whenever anything on the node changes; caches key on it.
+	Version uint64
+
+	bucket int
+}
+
+// FreeWholeSlots is the number of GPUs a whole-GPU pod could take now (ignoring holds).
+func (n *Node) FreeWholeSlots() int64 {
+	var empty int64
+	for i := range n.Slots {
+		if n.Slots[i].Empty() {
+			empty++
+		}
+	}
+	return max(empty-n.Floating, 0)
+}
+
+// FreeWholeSlotsAfterRelease is FreeWholeSlots once releasing pods are gone.
+func (n *Node) FreeWholeSlotsAfterRelease() int64 {
+	var empty int64
+	for i := range n.Slots {
+		if n.Slots[i].EmptyAfterRelease() {
+			empty++
+		}
+	}
+	return max(empty-(n.Floating-n.FloatingRel), 0)
+}
+
+// HasSharedRoom reports whether some GPU is shared by fractional pods and has share left.
+func (n *Node) HasSharedRoom() bool {
+	for i := range n.Slots {
+		g := &n.Slots[i]
+		if g.Owners == 0 && g.Sharers > 0 && g.UsedMilli < MilliPerGPU {
+			return true
+		}
+	}
+	return false
+}
+
+// HeldFor returns what gang g holds on this node.
+func (n *Node) HeldFor(g *Gang) (res NodeResources, whole int64) {
+	if g == nil {
+		return
+	}
+	for i := range g.holds {
+		h := &g.holds[i]
+		if h.Node == n {
+			res.MilliCPU += h.MilliCPU
+			res.Memory += h.Memory
+			res.Pods += h.Pods
+			whole += h.WholeGPUs
+		}
+	}
+	return
+}
+
+// PortFree reports whether no pod on the node binds a host port that conflicts with p.
+func (n *Node) PortFree(p HostPort) bool {
+	if len(n.ports) == 0 {
+		return true
+	}
+	if n.ports[p] > 0 {
+		return false
+	}
+	wild := p
+	if p.IP == "" || p.IP == "0.0.0.0" {
+		// A wildcard port conflicts with the same port on any address.
+		for q, c := range n.ports {
+			if c > 0 && q.Port == p.Port && q.Protocol == p.Protocol {
+				return false
+			}
+		}
+		return true
+	}
+	wild.IP = "0.0.0.0"
+	if n.ports[wild] > 0 {
+		return false
+	}
+	wild.IP = ""
+	return n.ports[wild] == 0
+}
+
+// NodeInfo is what the snapshot reads from a node object.
+type NodeInfo struct {
+	// Allocatable holds CPU, memory, pods and extended resources (GPUs excluded).
+	Allocatable NodeResources
+	// GPUs are the node's GPUs (nvidia.com/gpu allocatable), with index, UUID and memory from
+	// the fairway.dev/gpu-inventory annotation, or memory from the fairway.dev/gpu-memory label.
+	GPUs          []GPUSlot
+	GPUType       string
+	Unschedulable bool
+}
+
+// NodeInfoFromNode reads a node. A malformed GPU inventory is returned as an error together with
+// a usable NodeInfo (its GPUs without UUIDs).
+func NodeInfoFromNode(obj *corev1.Node) (NodeInfo, error) {
+	ns, err := readNode(obj)
+	return NodeInfo{Allocatable: ns.alloc, GPUs: ns.slots, GPUType: ns.gpuType, Unschedulable: ns.unschedulable}, err
+}
+
+// nodeSpec is what the snapshot reads from a corev1.Node.
+type nodeSpec struct {
+	alloc         NodeResources
+	slots         []GPUSlot
+	gpuType       string
+	unschedulable bool
+}
+
+func readNode(obj *corev1.Node) (nodeSpec, error) {
+	var ns nodeSpec
+	var err error
+	for name, q := range obj.Status.Allocatable {
+		switch name {
+		case corev1.ResourceCPU:
+			ns.alloc.MilliCPU = q.MilliValue()
+		case corev1.ResourceMemory:
+			ns.alloc.Memory = q.Value()
+		case corev1.ResourcePods:
+			ns.alloc.Pods = q.Value()
+		case v1alpha1.ResourceGPU:
+			// counted below
+		default:
+			if ns.alloc.Scalars == nil {
+				ns.alloc.Scalars = make(map[corev1.ResourceName]int64)
+			}
+			ns.alloc.Scalars[name] = q.Value()
+		}
+	}
+	gpus := int64(0)
+	if q, ok := obj.Status.Allocatable[v1alpha1.ResourceGPU]; ok {
+		gpus = max(q.Value(), 0)
+	}
+	gpus = min(gpus, 1024)
+	var inv []GPUInventoryEntry
+	if v, ok := obj.Annotations[v1alpha1.GPUInventoryAnnotation]; ok && v != "" {
+		inv, err = ParseGPUInventory(v)
+		// A bad inventory leaves the GPUs usable, without UUIDs; the error is reported.
+	}
+	labelMem := int64(0)
+	if v, ok := obj.Labels[v1alpha1.GPUMemoryLabel]; ok {
+		labelMem, _ = strconv.ParseInt(v, 10, 64)
+		labelMem = max(labelMem, 0)
+	}
+	ns.slots = make([]GPUSlot, gpus)
+	for i := range ns.slots {
+		ns.slots[i] = GPUSlot{Index: i, MemoryMiB: labelMem}
+		if i < len(inv) {
+			ns.slots[i].Index = inv[i].Index
+			ns.slots[i].UUID = inv[i].UUID
+			if inv[i].MemoryMiB > 0 {
+				ns.slots[i].MemoryMiB = inv[i].MemoryMiB
+			}
+		}
+	}
+	ns.gpuType = obj.Labels[v1alpha1.GPUTypeLabel]
+	ns.unschedulable = obj.Spec.Unschedulable
+	return ns, err
+}
+
+// slotPos returns the position in n.Slots of the GPU with the given index, or -1.
+func (n *Node) slotPos(index int) int {
+	if index >= 0 && index < len(n.Slots) && n.Slots[index].Index == index {
+		return index
+	}
+	for i := range n.Slots {
+		if n.Slots[i].Index == index {
+			return i
+		}
+	}
+	return -1
+}
+
+// attach adds t's usage to the node. t.GPUs must be set (see placeExisting for pods found running).
+func (n *Node) attach(t *Task) {
+	n.Used.add(&t.Req, 1)
+	for _, p := range t.Req.HostPorts {
+		if n.ports == nil {
+			n.ports = make(map[HostPort]int32)
+		}
+		n.ports[p]++
+	}
+	a := &t.GPUs
+	for _, pos := range a.Whole {
+		g := &n.Slots[pos]
+		g.UsedMilli += MilliPerGPU
+		g.UsedMemMiB += g.MemoryMiB
+		g.Owners++
+	}
+	n.Floating += a.Floating
+	if a.Shared >= 0 {
+		g := &n.Slots[a.Shared]
+		g.UsedMilli += a.Milli
+		g.UsedMemMiB += a.MemMiB
+		g.Sharers++
+	}
+	n.UsedMilliGPU += a.MilliGPU()
+	if t.Gang == nil {
+		n.Unmanaged.add(&t.Req, 1)
+		n.UnmanagedMilliGPU += a.MilliGPU()
+	}
+	t.nodePos = len(n.Tasks)
+	n.Tasks = append(n.Tasks, t)
+	if t.State == TaskReleasing {
+		n.release(t, 1)
+	}
+	n.Version++
+}
+
+// detach removes t's usage from the node.
+func (n *Node) detach(t *Task) {
+	if t.State == TaskReleasing {
+		n.release(t, -1)
+	}
+	n.Used.add(&t.Req, -1)
+	for _, p := range t.Req.HostPorts {
+		if n.ports[p]--; n.ports[p] <= 0 {
+			delete(n.ports, p)
+		}
+	}
+	a := &t.GPUs
+	for _, pos := range a.Whole {
+		g := &n.Slots[pos]
+		g.UsedMilli -= MilliPerGPU
+		g.UsedMemMiB -= g.MemoryMiB
+		g.Owners--
+	}
+	n.Floating -= a.Floating
+	if a.Shared >= 0 {
+		g := &n.Slots[a.Shared]
+		g.UsedMilli -= a.Milli
+		g.UsedMemMiB -= a.MemMiB
+		g.Sharers--
+	}
+	n.UsedMilliGPU -= a.MilliGPU()
+	if t.Gang == nil {
+		n.Unmanaged.add(&t.Req, -1)
+		n.UnmanagedMilliGPU -= a.MilliGPU()
+	}
+	last := n.Tasks[len(n.Tasks)-1]
+	n.Tasks[t.nodePos] = last
+	last.nodePos = t.nodePos
+	n.Tasks[len(n.Tasks)-1] = nil
+	n.Tasks = n.Tasks[:len(n.Tasks)-1]
+	t.nodePos = -1
+	n.Version++
+}
+
+// release moves t's usage into (sign 1) or out of (sign -1) the releasing part.
+func (n *Node) release(t *Task, sign int64) {
+	n.Releasing.add(&t.Req, sign)
+	a := &t.GPUs
+	for _, pos := range a.Whole {
+		g := &n.Slots[pos]
+		g.RelMilli += sign * MilliPerGPU
+		g.RelMemMiB += sign * g.MemoryMiB
+		g.RelOwners += int32(sign)
+	}
+	n.FloatingRel += sign * a.Floating
+	if a.Shared >= 0 {
+		g := &n.Slots[a.Shared]
+		g.RelMilli += sign * a.Milli
+		g.RelMemMiB += sign * a.MemMiB
+		g.RelSharers += int32(sign)
+	}
+	n.RelMilliGPU += sign * a.MilliGPU()
+	n.Version++
+}
+
+// placeExisting decides the GPU assignment of a pod found bound to the node (not placed by the
+// engine): the slots its fairway.dev/gpu-index annotation names when they are free, otherwise
+// floating whole GPUs, or for a shared pod the fullest GPU with room.
+func (n *Node) placeExisting(t *Task, indexes []int) {
+	a := Assignment{Shared: -1}
+	r := &t.Req
+	switch {
+	case r.WholeGPUs > 0:
+		for _, idx := range indexes {
+			pos := n.slotPos(idx)
+			if pos < 0 || !n.Slots[pos].Empty() || slices.Contains(a.Whole, int32(pos)) || int64(len(a.Whole)) == r.WholeGPUs {
+				continue
+			}
+			a.Whole = append(a.Whole, int32(pos))
+		}
+		a.Floating = r.WholeGPUs - int64(len(a.Whole))
+	case r.Shared():
+		pos := -1
+		if len(indexes) > 0 {
+			pos = n.slotPos(indexes[0])
+		}
+		if pos < 0 || n.Slots[pos].Owners > 0 {
+			pos = -1
+			best := int64(-1)
+			for i := range n.Slots {
+				g := &n.Slots[i]
+				m := r.SharedMilli(g.MemoryMiB)
+				if g.Owners > 0 || m < 0 || g.UsedMilli+m > MilliPerGPU {
+					continue
+				}
+				if g.UsedMilli > best {
+					pos, best = i, g.UsedMilli
+				}
+			}
+		}
+		if pos < 0 && len(n.Slots) > 0 {
+			// Nowhere with room: account it on the first GPU rather than lose it.
+			pos = 0
+		}
+		if pos >= 0 {
+			g := &n.Slots[pos]
+			a.Shared = int32(pos)
+			a.Milli = max(r.SharedMilli(g.MemoryMiB), r.FractionMilli, 1)
+			a.MemMiB = r.SharedMemMiB(g.MemoryMiB)
+		}
+	}
+	t.GPUs = a
+}

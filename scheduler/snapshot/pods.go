@@ -1,0 +1,556 @@
+package snapshot
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Lifecycle is what a pod object means to the snapshot.
+type Lifecycle uint8
+
+const (
+	// LifecycleIgnore: not fairway's to schedule and holding nothing (a pending pod of another
+	// scheduler or without a queue, a failed pod, a pending pod being deleted).
+	LifecycleIgnore Lifecycle = iota
+	// LifecyclePending waits for the engine.
+	LifecyclePending
+	// LifecycleBound is on a node.
+	LifecycleBound
+	// LifecycleTerminating is on a node and being deleted.
+	LifecycleTerminating
+	// LifecycleSucceeded finished well.
+	LifecycleSucceeded
+)
+
+// PodInfo is everything the engine reads from a pod object, validated.
+type PodInfo struct {
+	Key types.NamespacedName
+	UID types.UID
+	// Queue is the fairway.dev/queue label (or a Run:ai/KAI alias); "" for pods fairway does not
+	// account.
+	Queue string
+	// Gang is the pod's PodGroup (fairway.dev/pod-group) or the pod itself.
+	Gang           GangKey
+	MinMember      int32
+	SubGroup       string
+	Preemptibility string
+	Topology       Topology
+	Priority       int32
+	Created        time.Time
+	Lifecycle      Lifecycle
+	NodeName       string
+	Started        time.Time
+	Req            Request
+	// GPUIndexes are the fairway.dev/gpu-index annotation of a bound pod: the GPU of a fractional
+	// pod, or the GPUs of a whole-GPU pod when the runtime recorded them.
+	GPUIndexes []int
+	Gated      bool
+	Problem    *Problem
+}
+
+// PodInfoFromPod reads a pod. Malformed fairway annotations do not fail the conversion: they set
+// Problem, so the pod's gang is reported unschedulable with the reason instead of being dropped.
+func PodInfoFromPod(pod *corev1.Pod) PodInfo {
+	info := PodInfo{
+		Key:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
+		UID:      pod.UID,
+		Created:  pod.CreationTimestamp.Time,
+		NodeName: pod.Spec.NodeName,
+		Gated:    len(pod.Spec.SchedulingGates) > 0,
+	}
+	if pod.Spec.Priority != nil {
+		info.Priority = *pod.Spec.Priority
+	}
+	info.Queue = firstOf(pod.Labels, v1alpha1.QueueLabel, v1alpha1.RunAIQueueLabel, v1alpha1.KAIQueueLabel)
+	ann := pod.Annotations
+	info.Gang = GangKey{Namespace: pod.Namespace, Name: pod.Name}
+	if pg := ann[v1alpha1.PodGroupAnnotation]; pg != "" {
+		info.Gang = GangKey{Namespace: pod.Namespace, Name: pg, PodGroup: true}
+	}
+	info.SubGroup = ann[v1alpha1.SubGroupAnnotation]
+	info.Preemptibility = pod.Labels[v1alpha1.PreemptibilityLabel]
+	info.Topology = Topology{Required: ann[v1alpha1.TopologyRequiredAnnotation], Preferred: ann[v1alpha1.TopologyPreferredAnnotation]}
+
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded:
+		info.Lifecycle = LifecycleSucceeded
+	case pod.Status.Phase == corev1.PodFailed:
+		info.Lifecycle = LifecycleIgnore
+	case pod.Spec.NodeName != "" && pod.DeletionTimestamp != nil:
+		info.Lifecycle = LifecycleTerminating
+	case pod.Spec.NodeName != "":
+		info.Lifecycle = LifecycleBound
+	case pod.DeletionTimestamp != nil || info.Queue == "" || pod.Spec.SchedulerName != v1alpha1.SchedulerName:
+		info.Lifecycle = LifecycleIgnore
+	default:
+		info.Lifecycle = LifecyclePending
+	}
+	if info.Lifecycle == LifecycleBound || info.Lifecycle == LifecycleTerminating {
+		info.Started = pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			info.Started = pod.Status.StartTime.Time
+		}
+	}
+
+	problems := readRequest(pod, &info.Req)
+	if v, ok := ann[v1alpha1.MinMemberAnnotation]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || n < 1 {
+			problems = append(problems, fmt.Sprintf("annotation %s %q must be a positive integer", v1alpha1.MinMemberAnnotation, v))
+		} else {
+			info.MinMember = int32(n)
+		}
+	}
+	if v := ann[v1alpha1.GPUIndexAnnotation]; v != "" {
+		for _, f := range strings.Split(v, ",") {
+			if i, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && i >= 0 {
+				info.GPUIndexes = append(info.GPUIndexes, i)
+			}
+		}
+	}
+	switch info.Preemptibility {
+	case "", string(v1alpha1.Preemptible), string(v1alpha1.NonPreemptible):
+	default:
+		problems = append(problems, fmt.Sprintf("label %s %q must be %q or %q", v1alpha1.PreemptibilityLabel, info.Preemptibility, v1alpha1.Preemptible, v1alpha1.NonPreemptible))
+		info.Preemptibility = ""
+	}
+	if len(problems) > 0 {
+		info.Problem = &Problem{Code: ProblemInvalidRequest, Message: strings.Join(problems, "; ")}
+	}
+	return info
+}
+
+func firstOf(m map[string]string, keys ...string) string {
+	for _, k := range keys {
+		if v := m[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// readRequest fills r from the pod's effective requests (resource.PodRequests: containers, init
+// containers, overhead, pod-level resources) and GPU-share annotations, returning what is wrong.
+func readRequest(pod *corev1.Pod, r *Request) []string {
+	var problems []string
+	reqs := resource.PodRequests(pod, resource.PodResourcesOptions{})
+	for name, q := range reqs {
+		switch name {
+		case corev1.ResourceCPU:
+			r.MilliCPU = q.MilliValue()
+		case corev1.ResourceMemory:
+			r.Memory = q.Value()
+		case corev1.ResourcePods:
+		case v1alpha1.ResourceGPU:
+			r.WholeGPUs = q.Value()
+		default:
+			if v := q.Value(); v > 0 {
+				r.Scalars = append(r.Scalars, Scalar{Name: name, Value: v})
+			}
+		}
+	}
+	slices.SortFunc(r.Scalars, func(a, b Scalar) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	if r.WholeGPUs < 0 {
+		problems = append(problems, fmt.Sprintf("negative %s request", v1alpha1.ResourceGPU))
+		r.WholeGPUs = 0
+	}
+	ann := pod.Annotations
+	fracKey, frac := v1alpha1.GPUFractionAnnotation, ann[v1alpha1.GPUFractionAnnotation]
+	if frac == "" {
+		fracKey, frac = v1alpha1.GPUFractionAliasAnnotation, ann[v1alpha1.GPUFractionAliasAnnotation]
+	}
+	memKey, mem := v1alpha1.GPUMemoryAnnotation, ann[v1alpha1.GPUMemoryAnnotation]
+	if mem == "" {
+		memKey, mem = v1alpha1.GPUMemoryAliasAnnotation, ann[v1alpha1.GPUMemoryAliasAnnotation]
+	}
+	if frac != "" {
+		m, err := ParseGPUFraction(frac)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("annotation %s: %v", fracKey, err))
+		}
+		r.FractionMilli = m
+	}
+	if mem != "" {
+		m, err := ParseGPUMemory(mem)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("annotation %s: %v", memKey, err))
+		}
+		r.GPUMemoryMiB = m
+	}
+	if frac != "" && mem != "" {
+		problems = append(problems, fmt.Sprintf("annotations %s and %s are exclusive: ask for a fraction or for memory", fracKey, memKey))
+	}
+	if r.Shared() && r.WholeGPUs > 0 {
+		problems = append(problems, fmt.Sprintf("a pod asks for whole GPUs (%s) or for a share of one GPU, not both", v1alpha1.ResourceGPU))
+	}
+	for _, c := range pod.Spec.Containers {
+		r.HostPorts = appendPorts(r.HostPorts, c.Ports)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		r.HostPorts = appendPorts(r.HostPorts, c.Ports)
+	}
+	return problems
+}
+
+func appendPorts(out []HostPort, ports []corev1.ContainerPort) []HostPort {
+	for _, p := range ports {
+		if p.HostPort <= 0 {
+			continue
+		}
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		out = append(out, HostPort{Protocol: proto, IP: p.HostIP, Port: p.HostPort})
+	}
+	return out
+}
+
+// UpsertPod adds or updates a pod from its informer object. Updates that change nothing the
+// engine reads (most status updates) cost a comparison. While the engine's binding of a pod is in
+// flight (assumed, the informer still shows it pending) the assumed placement is kept; likewise a
+// pod the engine evicts stays releasing until it is deleted or CancelEviction is called.
+func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
+	if pod == nil || pod.Name == "" {
+		return fmt.Errorf("upsert pod: %w", ErrInvalidObject)
+	}
+	info := PodInfoFromPod(pod)
+	old := s.tasks[info.Key]
+	if old != nil && old.UID != "" && info.UID != "" && old.UID != info.UID {
+		s.removeTask(old) // a new pod with the name of a deleted one
+		old = nil
+	}
+	if info.Lifecycle == LifecycleIgnore {
+		if old != nil {
+			s.removeTask(old)
+		}
+		return nil
+	}
+	if old != nil {
+		switch {
+		case old.Assumed && info.Lifecycle == LifecyclePending:
+			return nil // our binding is in flight
+		case old.Assumed && info.Lifecycle == LifecycleBound && info.NodeName == old.NodeName:
+			old.Assumed = false
+			if old.Gang != nil {
+				old.Gang.Assumed--
+			}
+			if !info.Started.IsZero() && pod.Status.StartTime != nil {
+				old.Started = info.Started
+			}
+			return nil
+		case old.Evicted && info.Lifecycle == LifecycleBound && info.NodeName == old.NodeName:
+			info.Lifecycle = LifecycleTerminating // our eviction is in flight
+		}
+	}
+	if info.Queue == "" && info.Lifecycle == LifecycleSucceeded {
+		if old != nil {
+			s.removeTask(old)
+		}
+		return nil
+	}
+	t := s.newTask(pod, &info)
+	preset := false
+	if old != nil {
+		if sameTask(old, t) {
+			s.releaseClass(t.Class)
+			old.Priority = t.Priority
+			return nil
+		}
+		t.Evicted = old.Evicted && t.State == TaskReleasing
+		if old.State != TaskPending && old.State != TaskSucceeded && old.NodeName == t.NodeName &&
+			t.State != TaskSucceeded && len(info.GPUIndexes) == 0 && old.Req.WholeGPUs == t.Req.WholeGPUs &&
+			old.Req.FractionMilli == t.Req.FractionMilli && old.Req.GPUMemoryMiB == t.Req.GPUMemoryMiB {
+			t.GPUs = cloneAssignment(old.GPUs)
+			preset = old.Node != nil
+		}
+		s.removeTask(old)
+	}
+	s.addTask(t, &info, preset)
+	return nil
+}
+
+func cloneAssignment(a Assignment) Assignment {
+	a.Whole = slices.Clone(a.Whole)
+	return a
+}
+
+// DeletePod removes a pod.
+func (s *Snapshot) DeletePod(key types.NamespacedName) {
+	if t := s.tasks[key]; t != nil {
+		s.removeTask(t)
+	}
+}
+
+func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
+	t := &Task{
+		Key: info.Key, UID: info.UID, SubGroup: info.SubGroup, Req: info.Req, Priority: info.Priority,
+		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
+		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
+		GPUs: Assignment{Shared: -1},
+	}
+	switch info.Lifecycle {
+	case LifecyclePending:
+		t.State = TaskPending
+	case LifecycleBound:
+		t.State = TaskBound
+	case LifecycleTerminating:
+		t.State = TaskReleasing
+	case LifecycleSucceeded:
+		t.State = TaskSucceeded
+	}
+	if info.Queue != "" && t.State != TaskSucceeded {
+		t.Class = s.internClass(pod)
+		if t.State == TaskPending && t.Problem == nil && t.Class.Unsupported != nil {
+			t.Problem = t.Class.Unsupported
+		}
+	}
+	t.pendGPU = t.pendingGPUEstimate(s.refGPUMemMiB)
+	return t
+}
+
+// sameTask reports whether an update changes nothing the snapshot accounts (priority aside).
+func sameTask(a, b *Task) bool {
+	return a.State == b.State && a.NodeName == b.NodeName && a.SubGroup == b.SubGroup &&
+		a.Gated == b.Gated && a.Class == b.Class && samePending(a, b) &&
+		a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
+		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
+		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
+		slices.Equal(a.Req.HostPorts, b.Req.HostPorts) && (a.Problem == nil) == (b.Problem == nil) &&
+		(a.Problem == nil || *a.Problem == *b.Problem)
+}
+
+func samePending(a, b *Task) bool { return a.Priority == b.Priority || a.State != TaskPending }
+
+// addTask records a new task; info carries what the task's gang is made of.
+func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
+	s.tasks[t.Key] = t
+	if info.Queue == "" {
+		// Not fairway's: it only takes node capacity.
+		if t.State == TaskBound || t.State == TaskReleasing {
+			s.attachToNode(t, info.GPUIndexes, gpusPreset)
+		}
+		return
+	}
+	g := s.gangFor(info)
+	t.Gang = g
+	if t.State == TaskSucceeded {
+		g.Succeeded++
+		s.refreshGang(g, nil)
+		s.syncGang(g)
+		return
+	}
+	t.gangPos = len(g.Tasks)
+	g.Tasks = append(g.Tasks, t)
+	switch t.State {
+	case TaskPending:
+		t.pendPos = len(g.Pending)
+		g.Pending = append(g.Pending, t)
+	case TaskBound:
+		g.Bound++
+	case TaskReleasing:
+		g.Releasing++
+	}
+	if t.State != TaskPending && t.Started.After(g.LastStart) {
+		g.LastStart = t.Started
+	}
+	s.refreshGang(g, t)
+	if t.State == TaskBound || t.State == TaskReleasing {
+		s.attachToNode(t, info.GPUIndexes, gpusPreset)
+	}
+	s.account(t, 1)
+	s.syncGang(g)
+}
+
+// removeTask forgets a task entirely.
+func (s *Snapshot) removeTask(t *Task) {
+	delete(s.tasks, t.Key)
+	g := t.Gang
+	if g == nil {
+		if t.State == TaskBound || t.State == TaskReleasing {
+			s.detachFromNode(t)
+		}
+		return
+	}
+	if t.State == TaskSucceeded {
+		g.Succeeded--
+		s.syncGang(g)
+		s.maybeDropGang(g)
+		return
+	}
+	s.account(t, -1)
+	if t.State == TaskBound || t.State == TaskReleasing {
+		s.detachFromNode(t)
+	}
+	if t.Assumed {
+		g.Assumed--
+	}
+	switch t.State {
+	case TaskPending:
+		s.unlinkPending(t)
+	case TaskBound:
+		g.Bound--
+	case TaskReleasing:
+		g.Releasing--
+	}
+	last := g.Tasks[len(g.Tasks)-1]
+	g.Tasks[t.gangPos] = last
+	last.gangPos = t.gangPos
+	g.Tasks[len(g.Tasks)-1] = nil
+	g.Tasks = g.Tasks[:len(g.Tasks)-1]
+	t.gangPos = -1
+	s.releaseClass(t.Class)
+	s.refreshGang(g, nil)
+	s.syncGang(g)
+	s.maybeDropGang(g)
+}
+
+func (s *Snapshot) unlinkPending(t *Task) {
+	g := t.Gang
+	last := g.Pending[len(g.Pending)-1]
+	g.Pending[t.pendPos] = last
+	last.pendPos = t.pendPos
+	g.Pending[len(g.Pending)-1] = nil
+	g.Pending = g.Pending[:len(g.Pending)-1]
+	t.pendPos = -1
+}
+
+func (s *Snapshot) attachToNode(t *Task, indexes []int, preset bool) {
+	n := s.nodeByName[t.NodeName]
+	if n == nil {
+		s.orphans[t.NodeName] = append(s.orphans[t.NodeName], t)
+		return
+	}
+	if !preset {
+		n.placeExisting(t, indexes)
+	}
+	t.Node = n
+	n.attach(t)
+	s.victimRef(t, 1)
+	s.reindex(n)
+}
+
+func (s *Snapshot) detachFromNode(t *Task) {
+	n := t.Node
+	if n == nil {
+		list := s.orphans[t.NodeName]
+		if i := slices.Index(list, t); i >= 0 {
+			list = slices.Delete(list, i, i+1)
+		}
+		if len(list) == 0 {
+			delete(s.orphans, t.NodeName)
+		} else {
+			s.orphans[t.NodeName] = list
+		}
+		return
+	}
+	s.victimRef(t, -1)
+	n.detach(t)
+	t.Node = nil
+	s.reindex(n)
+}
+
+// victimRef adds (sign 1) or removes (sign -1) a bound preemptible pod from what its node and
+// its queue know of evictable work. Callers pair the calls around every change of the pod's
+// node, state, gang queue or preemptibility.
+func (s *Snapshot) victimRef(t *Task, sign int64) {
+	n := t.Node
+	g := t.Gang
+	if n == nil || g == nil || t.State != TaskBound || !g.Preemptible {
+		return
+	}
+	n.PreemptibleMilliGPU += sign * t.GPUs.MilliGPU()
+	q := g.Queue
+	if q == nil {
+		return
+	}
+	for len(q.victimCount) <= n.ID {
+		q.victimCount = append(q.victimCount, 0)
+		q.victimGPU = append(q.victimGPU, 0)
+		q.victimGPUs = append(q.victimGPUs, 0)
+	}
+	q.victimCount[n.ID] += int32(sign)
+	if gpu := t.GPUs.MilliGPU(); gpu > 0 {
+		q.victimGPU[n.ID] += sign * gpu
+		q.victimGPUs[n.ID] += int32(sign)
+	}
+	if q.victimPrio == nil {
+		q.victimPrio = map[int32]int32{}
+	}
+	if q.victimPrio[g.Priority] += int32(sign); q.victimPrio[g.Priority] == 0 {
+		delete(q.victimPrio, g.Priority)
+	}
+	if q.victimCount[n.ID] > 0 {
+		q.victimNodes.Add(n.ID)
+	} else {
+		q.victimNodes.Remove(n.ID)
+	}
+}
+
+// Contribution kinds of a task to queue totals.
+const (
+	kindPending uint8 = 1 << iota
+	kindAllocated
+	kindNP
+	kindReleasing
+)
+
+// account adds (sign 1) or removes (sign -1) a task's contribution to its queue's totals and its
+// ancestors'.
+func (s *Snapshot) account(t *Task, sign int64) {
+	g := t.Gang
+	if g == nil || g.Queue == nil {
+		return
+	}
+	var kinds uint8
+	switch t.State {
+	case TaskPending:
+		if !t.Placeable() || t.shadow {
+			return
+		}
+		kinds = kindPending
+	case TaskBound:
+		kinds = kindAllocated
+	case TaskReleasing:
+		kinds = kindAllocated | kindReleasing
+	default:
+		return
+	}
+	if kinds&kindAllocated != 0 && !g.Preemptible {
+		kinds |= kindNP
+	}
+	s.applyCharge(&g.Queue.own, t, kinds, sign)
+	for a := g.Queue; a != nil; a = a.Parent {
+		s.applyCharge(&a.Totals, t, kinds, sign)
+	}
+}
+
+func (s *Snapshot) applyCharge(tt *Totals, t *Task, kinds uint8, sign int64) {
+	if kinds&kindPending != 0 {
+		tt.PendingPods += int32(sign)
+	}
+	t.charge(s, func(d int, v int64) {
+		v *= sign
+		if kinds&kindPending != 0 {
+			tt.Pending.add(d, v)
+		}
+		if kinds&kindAllocated != 0 {
+			tt.Allocated.add(d, v)
+		}
+		if kinds&kindNP != 0 {
+			tt.AllocatedNP.add(d, v)
+		}
+		if kinds&kindReleasing != 0 {
+			tt.Releasing.add(d, v)
+		}
+	})
+}

@@ -1,0 +1,245 @@
+package snapshot
+
+import (
+	"time"
+
+	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// NoLimit marks a dimension without a limit in Queue.Limit.
+const NoLimit int64 = -1
+
+// QueueSpec is what the snapshot reads from a Queue object.
+type QueueSpec struct {
+	Name              string
+	Parent            string
+	Priority          int32
+	PreemptMinRuntime time.Duration
+	ReclaimMinRuntime time.Duration
+	// Base holds the gpu, cpu and memory terms (indexes DimGPU, DimCPU, DimMemory).
+	Base [NumBaseDims]QuotaTerms
+	// GPUTypes holds per-type GPU terms.
+	GPUTypes map[string]QuotaTerms
+}
+
+// QuotaTerms are one resource's quota, weight and limit in the dimension's unit.
+type QuotaTerms struct {
+	// Set is true when the Queue lists the resource; only then does non-preemptible work have to
+	// fit in its quota for CPU and memory (GPU always counts).
+	Set    bool
+	Quota  int64
+	Weight int64
+	Limit  int64
+}
+
+// QueueSpecFromQueue reads a Queue object. Quantities are converted to the engine's units.
+func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
+	qs := QueueSpec{Name: q.Name, Parent: q.Spec.Parent, Priority: q.Spec.Priority}
+	if d := q.Spec.PreemptMinRuntime; d != nil {
+		qs.PreemptMinRuntime = max(d.Duration, 0)
+	}
+	if d := q.Spec.ReclaimMinRuntime; d != nil {
+		qs.ReclaimMinRuntime = max(d.Duration, 0)
+	}
+	r := q.Spec.Resources
+	qs.Base[DimGPU] = terms(r.GPU, gpuMilli)
+	qs.Base[DimCPU] = terms(r.CPU, func(q *resource.Quantity) int64 { return q.MilliValue() })
+	qs.Base[DimMemory] = terms(r.Memory, func(q *resource.Quantity) int64 { return q.Value() })
+	for _, t := range q.Spec.GPUTypes {
+		if qs.GPUTypes == nil {
+			qs.GPUTypes = make(map[string]QuotaTerms)
+		}
+		qs.GPUTypes[t.Name] = terms(&v1alpha1.ResourceQuota{Quota: t.Quota, OverQuotaWeight: t.OverQuotaWeight, Limit: t.Limit}, gpuMilli)
+	}
+	return qs
+}
+
+func gpuMilli(q *resource.Quantity) int64 { return q.MilliValue() }
+
+func terms(rq *v1alpha1.ResourceQuota, unit func(*resource.Quantity) int64) QuotaTerms {
+	t := QuotaTerms{Weight: 1, Limit: NoLimit}
+	if rq == nil {
+		return t
+	}
+	t.Set = true
+	if rq.Quota != nil {
+		t.Quota = max(unit(rq.Quota), 0)
+	}
+	if rq.OverQuotaWeight != nil {
+		t.Weight = int64(max(*rq.OverQuotaWeight, 0))
+	}
+	if rq.Limit != nil {
+		t.Limit = max(unit(rq.Limit), 0)
+	}
+	return t
+}
+
+// Queue is a node of the quota tree with the live totals of everything under it. Fields are
+// read-only outside this package, except FairShare, which the engine writes every cycle.
+type Queue struct {
+	Name string
+	// Index is the queue's position in Snapshot.Queues, for callers that keep per-queue arrays.
+	// It changes when queues are added or removed.
+	Index int
+	Spec  QueueSpec
+	// Defined is false for a placeholder: a queue that pods or children name but that has no
+	// Queue object (yet).
+	Defined  bool
+	Parent   *Queue
+	Children []*Queue
+	// Depth is 0 at the top of the tree.
+	Depth int
+	// NotReady says why the queue takes no work ("" when it does): missing, a missing or cyclic
+	// parent, or children while pods name it.
+	NotReady string
+
+	// Quota, Weight and Limit per dimension (Limit NoLimit when none). GPU types the queue does
+	// not list get quota 0, the GPU weight and no limit.
+	Quota, Weight, Limit Amounts
+
+	// Totals of the whole subtree.
+	Totals
+
+	// FairShare is the engine's latest fair share per dimension.
+	FairShare Amounts
+
+	// own counts only the gangs accounted to this queue itself.
+	own Totals
+	// PendingGangs are the leaf's gangs with pods to place, in no particular order.
+	PendingGangs []*Gang
+	gangs        int
+	// listed[d] is true for the GPU-type dimensions the Queue lists.
+	listed []bool
+	// victimNodes are the nodes where the queue's own gangs have bound, not releasing,
+	// preemptible pods; victimCount counts them per node ID and victimGPU sums their milli-GPU.
+	victimNodes bitset.Set
+	victimCount []int32
+	victimGPU   []int64
+	victimGPUs  []int32
+	// victimPrio counts those pods per gang priority.
+	victimPrio map[int32]int32
+}
+
+// PreemptibleGPUPodsOn is the number of the queue's own bound, preemptible pods on a node that
+// hold a GPU or part of one.
+func (q *Queue) PreemptibleGPUPodsOn(nodeID int) int32 {
+	if nodeID < len(q.victimGPUs) {
+		return q.victimGPUs[nodeID]
+	}
+	return 0
+}
+
+// LowestPreemptiblePriority is the lowest priority of the queue's own bound, preemptible pods;
+// ok is false when there are none.
+func (q *Queue) LowestPreemptiblePriority() (prio int32, ok bool) {
+	for p, n := range q.victimPrio {
+		if n > 0 && (!ok || p < prio) {
+			prio, ok = p, true
+		}
+	}
+	return prio, ok
+}
+
+// PreemptibleMilliGPUOn is the GPU the queue's own bound, preemptible pods hold on a node.
+func (q *Queue) PreemptibleMilliGPUOn(nodeID int) int64 {
+	if nodeID < len(q.victimGPU) {
+		return q.victimGPU[nodeID]
+	}
+	return 0
+}
+
+// PreemptibleNodes is the set of nodes where the queue's own gangs run bound, preemptible pods
+// that are not already leaving: where evicting its work could make room. Owned by the snapshot.
+func (q *Queue) PreemptibleNodes() bitset.Set { return q.victimNodes }
+
+// Totals are a queue's aggregates, per dimension.
+type Totals struct {
+	// Allocated is what bound and releasing pods hold.
+	Allocated Amounts
+	// AllocatedNP is the non-preemptible part of Allocated.
+	AllocatedNP Amounts
+	// Releasing is the releasing part of Allocated.
+	Releasing Amounts
+	// Pending is what placeable pending pods ask for.
+	Pending Amounts
+	// Held is what holds reserve for pending gangs.
+	Held Amounts
+	// PendingPods counts placeable pending pods.
+	PendingPods int32
+}
+
+func (t *Totals) addTotals(o *Totals) {
+	for d := range o.Allocated {
+		t.Allocated.add(d, o.Allocated[d])
+	}
+	for d := range o.AllocatedNP {
+		t.AllocatedNP.add(d, o.AllocatedNP[d])
+	}
+	for d := range o.Releasing {
+		t.Releasing.add(d, o.Releasing[d])
+	}
+	for d := range o.Pending {
+		t.Pending.add(d, o.Pending[d])
+	}
+	for d := range o.Held {
+		t.Held.add(d, o.Held[d])
+	}
+	t.PendingPods += o.PendingPods
+}
+
+func (t Totals) clone() Totals {
+	return Totals{
+		Allocated: t.Allocated.Clone(), AllocatedNP: t.AllocatedNP.Clone(), Releasing: t.Releasing.Clone(),
+		Pending: t.Pending.Clone(), Held: t.Held.Clone(), PendingPods: t.PendingPods,
+	}
+}
+
+// Effective is what the queue holds for fairness: allocated, minus what is already being
+// released, plus what is held for its pending gangs.
+func (q *Queue) Effective(d int) int64 {
+	return q.Allocated.At(d) - q.Releasing.At(d) + q.Held.At(d)
+}
+
+// Demand is what the queue holds plus what its pending pods ask for.
+func (q *Queue) Demand(d int) int64 { return q.Allocated.At(d) + q.Pending.At(d) }
+
+// LimitAt returns the limit of dimension d, or NoLimit.
+func (q *Queue) LimitAt(d int) int64 {
+	if d < len(q.Limit) {
+		return q.Limit[d]
+	}
+	return NoLimit
+}
+
+// QuotaSet reports whether non-preemptible work must fit in the queue's quota of dimension d:
+// always for GPU, for CPU and memory only when the Queue lists them, for a GPU type when the Queue
+// lists that type.
+func (q *Queue) QuotaSet(d int) bool {
+	if d == DimGPU {
+		return true
+	}
+	if d < NumBaseDims {
+		return q.Spec.Base[d].Set
+	}
+	return d < len(q.listed) && q.listed[d]
+}
+
+// IsLeaf reports whether the queue has no children.
+func (q *Queue) IsLeaf() bool { return len(q.Children) == 0 }
+
+// IsAncestorOf reports whether q is o or one of o's ancestors.
+func (q *Queue) IsAncestorOf(o *Queue) bool {
+	for a := o; a != nil; a = a.Parent {
+		if a == q {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the queue name.
+func (q *Queue) String() string { return q.Name }

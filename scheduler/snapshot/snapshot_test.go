@@ -1,0 +1,443 @@
+package snapshot_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+func mustVerify(t *testing.T, s *snapshot.Snapshot) {
+	t.Helper()
+	if err := s.Verify(); err != nil {
+		t.Fatalf("snapshot inconsistent:\n%v", err)
+	}
+}
+
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+func TestPodInfoFromPod(t *testing.T) {
+	cases := map[string]struct {
+		pod         *corev1.Pod
+		wantReq     snapshot.Request
+		wantLife    snapshot.Lifecycle
+		wantProblem string
+		wantGang    snapshot.GangKey
+	}{
+		"whole GPUs": {
+			pod:      testutil.MakePod("a", "p").Queue("a").GPU(2).CPU("1").Memory("1Gi").Obj(),
+			wantReq:  snapshot.Request{WholeGPUs: 2, MilliCPU: 1000, Memory: 1 << 30},
+			wantLife: snapshot.LifecyclePending,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"fraction in a pod group": {
+			pod:      testutil.MakePod("a", "p").Queue("a").Fraction("0.3333").PodGroup("g").Obj(),
+			wantReq:  snapshot.Request{FractionMilli: 333},
+			wantLife: snapshot.LifecyclePending,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "g", PodGroup: true},
+		},
+		"Run:ai aliases": {
+			pod: testutil.MakePod("a", "p").Label(v1alpha1.RunAIQueueLabel, "a").
+				Annotation(v1alpha1.GPUMemoryAliasAnnotation, "20000").Obj(),
+			wantReq:  snapshot.Request{GPUMemoryMiB: 20000},
+			wantLife: snapshot.LifecyclePending,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"garbage fraction is a problem, not a crash": {
+			pod:         testutil.MakePod("a", "p").Queue("a").Fraction("1.5").Obj(),
+			wantLife:    snapshot.LifecyclePending,
+			wantProblem: "must be between 0 and 1",
+			wantGang:    snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"fraction and whole GPUs together": {
+			pod:         testutil.MakePod("a", "p").Queue("a").Fraction("0.5").GPU(1).Obj(),
+			wantReq:     snapshot.Request{FractionMilli: 500, WholeGPUs: 1},
+			wantLife:    snapshot.LifecyclePending,
+			wantProblem: "not both",
+			wantGang:    snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"bad min-member": {
+			pod:         testutil.MakePod("a", "p").Queue("a").MinMember(0).Obj(),
+			wantLife:    snapshot.LifecyclePending,
+			wantProblem: "positive integer",
+			wantGang:    snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"other scheduler's pending pod": {
+			pod:      testutil.MakePod("a", "p").Queue("a").SchedulerName("default-scheduler").Obj(),
+			wantLife: snapshot.LifecycleIgnore,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"bound pod of another scheduler still counts": {
+			pod:      testutil.MakePod("a", "p").SchedulerName("default-scheduler").CPU("2").Node("n1").Obj(),
+			wantReq:  snapshot.Request{MilliCPU: 2000},
+			wantLife: snapshot.LifecycleBound,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"terminating": {
+			pod:      testutil.MakePod("a", "p").Queue("a").Node("n1").Terminating().Obj(),
+			wantLife: snapshot.LifecycleTerminating,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"host port": {
+			pod:      testutil.MakePod("a", "p").Queue("a").HostPort(8080).Obj(),
+			wantReq:  snapshot.Request{HostPorts: []snapshot.HostPort{{Protocol: corev1.ProtocolTCP, Port: 8080}}},
+			wantLife: snapshot.LifecyclePending,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			info := snapshot.PodInfoFromPod(tc.pod)
+			if diff := cmp.Diff(tc.wantReq, info.Req); diff != "" {
+				t.Errorf("request (-want +got):\n%s", diff)
+			}
+			if info.Lifecycle != tc.wantLife {
+				t.Errorf("lifecycle = %v, want %v", info.Lifecycle, tc.wantLife)
+			}
+			if info.Gang != tc.wantGang {
+				t.Errorf("gang = %v, want %v", info.Gang, tc.wantGang)
+			}
+			switch {
+			case tc.wantProblem == "" && info.Problem != nil:
+				t.Errorf("unexpected problem %+v", info.Problem)
+			case tc.wantProblem != "" && (info.Problem == nil || !strings.Contains(info.Problem.Message, tc.wantProblem)):
+				t.Errorf("problem = %+v, want one containing %q", info.Problem, tc.wantProblem)
+			}
+		})
+	}
+}
+
+func TestUnsupportedConstraintIsAProblem(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertPod(testutil.MakePod("a", "p").Queue("a").PodAntiAffinity("app", "x").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	task := s.Task(key("a", "p"))
+	if task.Problem == nil || task.Problem.Code != snapshot.ProblemUnsupported || !strings.Contains(task.Problem.Message, "anti-affinity") {
+		t.Fatalf("problem = %+v, want unsupported anti-affinity", task.Problem)
+	}
+	if task.Placeable() {
+		t.Error("a pod with an unsupported constraint must not be placeable")
+	}
+}
+
+func TestNodeUsageAndGPUSlots(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(4, "H100").Inventory(81920).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	pods := []*corev1.Pod{
+		testutil.MakePod("a", "whole").Queue("a").GPU(2).CPU("2").Node("n1").GPUIndex(0, 1).Obj(),
+		testutil.MakePod("a", "half").Queue("a").Fraction("0.5").Node("n1").GPUIndex(3).Obj(),
+		testutil.MakePod("a", "quarter").Queue("a").Fraction("0.25").Node("n1").GPUIndex(3).Obj(),
+		testutil.MakePod("b", "lost").Queue("b").GPU(1).Node("n1").Obj(), // no index: floating
+	}
+	for _, p := range pods {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustVerify(t, s)
+	n := s.Node("n1")
+	if n.UsedMilliGPU != 3750 {
+		t.Errorf("used milli-GPU = %d, want 3750", n.UsedMilliGPU)
+	}
+	if g := n.Slots[3]; g.UsedMilli != 750 || g.Sharers != 2 || g.UsedMemMiB != 61440 || g.UUID != "GPU-n1-3" {
+		t.Errorf("shared GPU = %+v", g)
+	}
+	if n.Floating != 1 || n.FreeWholeSlots() != 0 {
+		t.Errorf("floating %d, free whole %d; want 1 and 0 (GPU 2 is taken by the pod without an index)", n.Floating, n.FreeWholeSlots())
+	}
+	if got := s.NodesWithFreeGPUs(0); !got.Has(n.ID) {
+		t.Error("node not indexed with 0 free GPUs")
+	}
+	if !s.NodesWithSharedRoom().Has(n.ID) {
+		t.Error("node with a 0.75-used shared GPU not indexed as having shared room")
+	}
+	a := s.Queue("a")
+	if got := a.Allocated.At(snapshot.DimGPU); got != 2750 {
+		t.Errorf("queue a allocated GPU = %d, want 2750", got)
+	}
+	if got := a.Allocated.At(snapshot.NumBaseDims); got != 2750 || s.DimName(snapshot.NumBaseDims) != "gpu/H100" {
+		t.Errorf("queue a allocated on %s = %d, want 2750", s.DimName(snapshot.NumBaseDims), got)
+	}
+	s.DeletePod(key("a", "whole"))
+	mustVerify(t, s)
+	if n.FreeWholeSlots() != 2 {
+		t.Errorf("free whole after delete = %d, want 2 (GPUs 0-2 look empty, one is the floating pod's)", n.FreeWholeSlots())
+	}
+}
+
+func TestPodsBeforeTheirNode(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertPod(testutil.MakePod("a", "p").Queue("a").GPU(1).Node("n1").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Queue("a").Allocated.At(snapshot.DimGPU); got != 1000 {
+		t.Errorf("orphan pod not accounted: %d", got)
+	}
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(2, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if n := s.Node("n1"); n.UsedMilliGPU != 1000 || len(n.Tasks) != 1 {
+		t.Errorf("pod not attached when its node arrived: used %d tasks %d", n.UsedMilliGPU, len(n.Tasks))
+	}
+	s.DeleteNode("n1")
+	mustVerify(t, s)
+	if got := s.Queue("a").Allocated.At(snapshot.DimGPU); got != 1000 {
+		t.Errorf("pod of a deleted node must stay accounted until deleted: %d", got)
+	}
+}
+
+func TestQueueTree(t *testing.T) {
+	s := snapshot.New()
+	for _, q := range []*v1alpha1.Queue{
+		testutil.MakeQueue("dept").GPU("4", 1, "").Obj(),
+		testutil.MakeQueue("p1").Parent("dept").GPU("2", 1, "").Obj(),
+		testutil.MakeQueue("p2").Parent("dept").Obj(),
+		testutil.MakeQueue("orphan").Parent("missing").Obj(),
+	} {
+		if err := s.UpsertQueue(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*corev1.Pod{
+		testutil.MakePod("x", "r1").Queue("p1").GPU(1).Node("n1").Obj(),
+		testutil.MakePod("x", "r2").Queue("p2").GPU(2).Node("n1").Obj(),
+		testutil.MakePod("x", "w").Queue("p2").GPU(4).Obj(),
+		testutil.MakePod("x", "lost").Queue("nowhere").GPU(1).Obj(),
+	} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustVerify(t, s)
+	dept := s.Queue("dept")
+	if got := dept.Allocated.At(snapshot.DimGPU); got != 3000 {
+		t.Errorf("dept allocated = %d, want 3000", got)
+	}
+	if got := dept.Demand(snapshot.DimGPU); got != 7000 {
+		t.Errorf("dept demand = %d, want 7000", got)
+	}
+	if q := s.Queue("orphan"); !strings.Contains(q.NotReady, "missing") {
+		t.Errorf("orphan queue NotReady = %q", q.NotReady)
+	}
+	if q := s.Queue("nowhere"); q == nil || q.Defined || q.NotReady == "" {
+		t.Errorf("placeholder queue = %+v", q)
+	}
+	// Moving p2 to the top of the tree moves its totals out of dept.
+	if err := s.UpsertQueue(testutil.MakeQueue("p2").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if got := dept.Allocated.At(snapshot.DimGPU); got != 1000 {
+		t.Errorf("dept allocated after p2 moved = %d, want 1000", got)
+	}
+	s.DeletePod(key("x", "lost"))
+	if s.Queue("nowhere") != nil {
+		t.Error("placeholder queue should disappear with its last pod")
+	}
+}
+
+func TestGangFromPodGroup(t *testing.T) {
+	s := snapshot.New()
+	for i := range 3 {
+		p := testutil.MakePod("a", "w-"+string(rune('0'+i))).Queue("a").PodGroup("g").MinMember(2).GPU(1).Priority(50)
+		if err := s.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := s.Gang(snapshot.GangKey{Namespace: "a", Name: "g", PodGroup: true})
+	if g.MinMember != 2 || !g.Preemptible || len(g.Pending) != 3 {
+		t.Fatalf("gang from annotations: min %d preemptible %v pending %d", g.MinMember, g.Preemptible, len(g.Pending))
+	}
+	pg := testutil.MakePodGroup("a", "g").MinMember(3).Queue("b").Preemptibility(v1alpha1.NonPreemptible).Obj()
+	if err := s.UpsertPodGroup(pg); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if g.MinMember != 3 || g.Preemptible || g.Queue.Name != "b" {
+		t.Errorf("pod group must override: min %d preemptible %v queue %s", g.MinMember, g.Preemptible, g.Queue.Name)
+	}
+	if s.Queue("a") != nil && s.Queue("a").PendingPods != 0 {
+		t.Errorf("queue a still counts the gang's pods")
+	}
+	if got := s.Queue("b").PendingPods; got != 3 {
+		t.Errorf("queue b pending pods = %d, want 3", got)
+	}
+}
+
+func TestAssumeUnassumeIsExact(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(2, "A100").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpsertPod(testutil.MakePod("a", "p").Queue("a").GPU(1).CPU("1").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpsertPod(testutil.MakePod("a", "r").Queue("a").Fraction("0.5").Node("n1").GPUIndex(1).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Summary()
+	task := s.Task(key("a", "p"))
+	n := s.Node("n1")
+	now := testutil.Epoch.Add(time.Hour)
+	s.Assume(task, n, snapshot.Assignment{Whole: []int32{0}, Shared: -1}, now)
+	mustVerify(t, s)
+	if task.State != snapshot.TaskBound || !task.Assumed || n.FreeWholeSlots() != 0 {
+		t.Fatalf("after Assume: state %v assumed %v free %d", task.State, task.Assumed, n.FreeWholeSlots())
+	}
+	r := s.Task(key("a", "r"))
+	s.SetReleasing(r, true)
+	g := r.Gang
+	s.AddHold(g, snapshot.Hold{Node: n, WholeGPUs: 1, MilliGPU: 1000, MilliCPU: 500})
+	mustVerify(t, s)
+	s.PopHold(g)
+	s.SetReleasing(r, false)
+	s.Unassume(task)
+	mustVerify(t, s)
+	if diff := cmp.Diff(before, s.Summary()); diff != "" {
+		t.Errorf("Assume+Unassume left a trace (-before +after):\n%s", diff)
+	}
+}
+
+func TestForgetAndConfirm(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(1, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	pod := testutil.MakePod("a", "p").Queue("a").GPU(1).Obj()
+	if err := s.UpsertPod(pod); err != nil {
+		t.Fatal(err)
+	}
+	task := s.Task(key("a", "p"))
+	s.Assume(task, s.Node("n1"), snapshot.Assignment{Whole: []int32{0}, Shared: -1}, testutil.Epoch)
+	// The informer still shows the pod pending: the assumption holds.
+	if err := s.UpsertPod(pod); err != nil {
+		t.Fatal(err)
+	}
+	if !task.Assumed || s.Task(key("a", "p")) != task {
+		t.Fatal("a stale pending update must not undo the assumption")
+	}
+	if err := s.Forget(key("a", "p")); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if task.State != snapshot.TaskPending || s.Node("n1").UsedMilliGPU != 0 {
+		t.Fatal("Forget did not free the node")
+	}
+	if err := s.Forget(key("a", "p")); !errors.Is(err, snapshot.ErrNotAssumed) {
+		t.Errorf("second Forget = %v, want ErrNotAssumed", err)
+	}
+	s.Assume(task, s.Node("n1"), snapshot.Assignment{Whole: []int32{0}, Shared: -1}, testutil.Epoch)
+	bound := testutil.MakePod("a", "p").Queue("a").GPU(1).Node("n1").Obj()
+	if err := s.UpsertPod(bound); err != nil {
+		t.Fatal(err)
+	}
+	if task.Assumed || task.GPUs.Whole[0] != 0 {
+		t.Errorf("confirmation must clear Assumed and keep the GPUs: %+v", task)
+	}
+	mustVerify(t, s)
+}
+
+func TestNodeHeartbeatIsNoop(t *testing.T) {
+	s := snapshot.New()
+	node := testutil.MakeNode("n1").GPUs(8, "H100").Obj()
+	if err := s.UpsertNode(node); err != nil {
+		t.Fatal(err)
+	}
+	v := s.Node("n1").Version
+	beat := node.DeepCopy()
+	beat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if err := s.UpsertNode(beat); err != nil {
+		t.Fatal(err)
+	}
+	if s.Node("n1").Version != v {
+		t.Error("a heartbeat must not touch the node")
+	}
+	tainted := beat.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+	if err := s.UpsertNode(tainted); err != nil {
+		t.Fatal(err)
+	}
+	if s.Node("n1").Version == v {
+		t.Error("a taint change must be applied")
+	}
+}
+
+func TestBadInventoryStillRecordsNode(t *testing.T) {
+	s := snapshot.New()
+	n := testutil.MakeNode("n1").GPUs(2, "").Obj()
+	n.Annotations[v1alpha1.GPUInventoryAnnotation] = "{not json"
+	if err := s.UpsertNode(n); err == nil {
+		t.Error("want an error for a malformed inventory")
+	}
+	if got := s.Node("n1"); got == nil || len(got.Slots) != 2 {
+		t.Errorf("node not recorded with its 2 GPUs: %+v", got)
+	}
+}
+
+func TestNodeChangeKeepsPodsOnTheirGPUs(t *testing.T) {
+	s := snapshot.New()
+	node := testutil.MakeNode("n1").GPUs(4, "A100").Obj()
+	if err := s.UpsertNode(node); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{
+		testutil.MakePod("a", "frac").Queue("a").Fraction("0.5").Node("n1").GPUIndex(2).Obj(),
+		testutil.MakePod("a", "whole").Queue("a").GPU(1).Node("n1").GPUIndex(3).Obj(),
+	} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabelled := node.DeepCopy()
+	relabelled.Labels["fairway.dev/gpu-type"] = "H100"
+	if err := s.UpsertNode(relabelled); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	n := s.Node("n1")
+	if n.Slots[2].Sharers != 1 || n.Slots[3].Owners != 1 || n.FreeWholeSlots() != 2 {
+		t.Errorf("pods moved off their GPUs: %+v", n.Slots)
+	}
+	a := s.Queue("a")
+	if got := a.Allocated.At(s.DimOfType("H100")); got != 1500 {
+		t.Errorf("queue a on H100 = %d, want 1500", got)
+	}
+	if got := a.Allocated.At(s.DimOfType("A100")); got != 0 {
+		t.Errorf("queue a still charged on A100: %d", got)
+	}
+}
+
+func TestPodRecreatedWithTheSameName(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(2, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	old := testutil.MakePod("a", "p").Queue("a").GPU(1).Node("n1").GPUIndex(0).Obj()
+	if err := s.UpsertPod(old); err != nil {
+		t.Fatal(err)
+	}
+	fresh := testutil.MakePod("a", "p").Queue("a").GPU(1).Obj()
+	fresh.UID = "new-uid"
+	if err := s.UpsertPod(fresh); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	task := s.Task(key("a", "p"))
+	if task.State != snapshot.TaskPending || task.UID != "new-uid" || s.Node("n1").UsedMilliGPU != 0 {
+		t.Errorf("the new pod must replace the old one: %+v", task)
+	}
+}

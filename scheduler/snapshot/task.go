@@ -1,0 +1,174 @@
+package snapshot
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TaskState is where a pod is in the snapshot.
+type TaskState uint8
+
+const (
+	// TaskPending waits for the engine to place it.
+	TaskPending TaskState = iota
+	// TaskBound is on a node: running, bound, or assumed by the engine.
+	TaskBound
+	// TaskReleasing is on a node and leaving it (evicted or terminating).
+	TaskReleasing
+	// TaskSucceeded finished well; it holds nothing and counts towards its gang's minimum.
+	TaskSucceeded
+)
+
+// String is the state's name.
+func (s TaskState) String() string {
+	switch s {
+	case TaskPending:
+		return "Pending"
+	case TaskBound:
+		return "Bound"
+	case TaskReleasing:
+		return "Releasing"
+	case TaskSucceeded:
+		return "Succeeded"
+	}
+	return "Unknown"
+}
+
+// Assignment is which GPUs of its node a pod holds.
+type Assignment struct {
+	// Whole are positions in Node.Slots of the whole GPUs the pod holds.
+	Whole []int32
+	// Floating counts whole GPUs held at unknown positions.
+	Floating int64
+	// Shared is the position of the GPU a fractional pod shares, or -1.
+	Shared int32
+	// Milli and MemMiB are what the fractional pod takes of that GPU.
+	Milli  int64
+	MemMiB int64
+}
+
+// MilliGPU is the total GPU the assignment holds.
+func (a *Assignment) MilliGPU() int64 {
+	m := (int64(len(a.Whole)) + a.Floating) * MilliPerGPU
+	if a.Shared >= 0 {
+		m += a.Milli
+	}
+	return m
+}
+
+// Problem is why a pod cannot be scheduled whatever the cluster looks like: a malformed request
+// or a constraint the engine does not evaluate.
+type Problem struct {
+	// Code is ProblemInvalidRequest or ProblemUnsupported.
+	Code    string
+	Message string
+}
+
+// Problem codes.
+const (
+	ProblemInvalidRequest = "InvalidRequest"
+	ProblemUnsupported    = "UnsupportedConstraint"
+)
+
+// Task is one pod. Fields are read-only outside this package; change them through Snapshot.
+type Task struct {
+	Key types.NamespacedName
+	UID types.UID
+	// Gang is never nil for a managed pod (a pod without a pod group is a gang of one). Pods
+	// without a queue (not fairway's, or bound by another scheduler) have a nil Gang: they only
+	// take node capacity.
+	Gang     *Gang
+	SubGroup string
+	Req      Request
+	// Class holds the pod's node constraints (selector, affinity, tolerations), shared by every
+	// pod with the same ones.
+	Class    *FilterClass
+	Priority int32
+	Created  time.Time
+
+	State TaskState
+	// Assumed is true from the engine's binding until the API server confirms it (UpsertPod with
+	// the node name set) or the runtime calls Forget.
+	Assumed bool
+	// Node is the node of a bound or releasing pod; NodeName is kept even while the node object
+	// is missing.
+	Node     *Node
+	NodeName string
+	GPUs     Assignment
+	// Started is when the pod started running (or was assumed).
+	Started time.Time
+	// Gated pods have scheduling gates and are not placed.
+	Gated bool
+	// Problem is set on a pending pod the engine must not place; its gang reports it.
+	Problem *Problem
+	// Evicted is true when the engine chose the pod as a victim (as opposed to a pod that
+	// terminates on its own); CancelEviction undoes it.
+	Evicted bool
+
+	// pendGPU is the milli-GPU a pending pod is charged as demand; fixed when the pod is
+	// recorded so that charging and uncharging always agree.
+	pendGPU int64
+
+	// shadow marks a what-if copy (see Snapshot.Shadow).
+	shadow bool
+
+	nodePos int
+	pendPos int
+	gangPos int
+}
+
+// IsShadow reports whether the task is a what-if copy made by Snapshot.Shadow.
+func (t *Task) IsShadow() bool { return t.shadow }
+
+// PendingGPU is the milli-GPU the pod is charged as pending demand (see the package units).
+func (t *Task) PendingGPU() int64 { return t.pendGPU }
+
+// Managed reports whether the pod is accounted to a queue.
+func (t *Task) Managed() bool { return t.Gang != nil }
+
+// Placeable reports whether the engine may try to place the pending pod.
+func (t *Task) Placeable() bool {
+	return t.State == TaskPending && !t.Gated && t.Problem == nil
+}
+
+// pendingGPUEstimate is the milli-GPU a pending pod will likely take: a GPU-memory request is
+// converted with the largest GPU memory in the cluster (or counted as a whole GPU when none is
+// known).
+func (t *Task) pendingGPUEstimate(refMemMiB int64) int64 {
+	gpu := t.Req.WholeGPUs * MilliPerGPU
+	if t.Req.Shared() {
+		m := t.Req.SharedMilli(refMemMiB)
+		if m < 0 {
+			m = MilliPerGPU
+		}
+		gpu += m
+	}
+	return gpu
+}
+
+// charge calls f for each queue dimension the pod is charged in, with its amount. Bound pods are
+// charged their actual GPU (and their node's GPU type); pending pods their estimate and the GPU
+// type their node selector pins, if any.
+func (t *Task) charge(s *Snapshot, f func(d int, v int64)) {
+	var gpu int64
+	typeDim := -1
+	if t.State == TaskPending || t.Node == nil {
+		// Pending, or bound to a node the snapshot does not know yet: the estimate.
+		gpu = t.pendGPU
+		if t.Class != nil && t.Class.PinnedType != "" {
+			typeDim = s.typeDim(t.Class.PinnedType)
+		}
+	} else {
+		gpu = t.GPUs.MilliGPU()
+		if t.Node != nil {
+			typeDim = t.Node.TypeDim
+		}
+	}
+	f(DimGPU, gpu)
+	f(DimCPU, t.Req.MilliCPU)
+	f(DimMemory, t.Req.Memory)
+	if typeDim >= 0 && gpu > 0 {
+		f(typeDim, gpu)
+	}
+}

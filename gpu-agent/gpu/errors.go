@@ -39,10 +39,16 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Device >= 0 {
-		return fmt.Sprintf("%s on GPU %d: %s (%s)", e.Op, e.Device, e.Message, e.Code)
+	what := e.Message
+	if what == "" {
+		what = e.Code
+	} else if e.Code != "" && e.Code != e.Message {
+		what += " (" + e.Code + ")"
 	}
-	return fmt.Sprintf("%s: %s (%s)", e.Op, e.Message, e.Code)
+	if e.Device >= 0 {
+		return fmt.Sprintf("%s on GPU %d: %s", e.Op, e.Device, what)
+	}
+	return fmt.Sprintf("%s: %s", e.Op, what)
 }
 
 // Unwrap makes errors.Is(err, ErrGPULost) and friends work.

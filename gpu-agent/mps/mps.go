@@ -31,7 +31,10 @@ type Options struct {
 	LogDir string
 	// MaxBackoff caps the delay between restarts of a dying daemon; 30s when zero.
 	MaxBackoff time.Duration
-	Log        logr.Logger
+	// OnChange, if set, is called after every change of Status (the agent re-publishes the
+	// inventory's mps field). It must not block.
+	OnChange func(Status)
+	Log      logr.Logger
 }
 
 // Status is whether fractional pods on this node get hard limits, and why not.
@@ -74,6 +77,9 @@ func (d *Daemon) set(enabled bool, reason string) {
 	d.mu.Unlock()
 	if !changed {
 		return
+	}
+	if d.opts.OnChange != nil {
+		d.opts.OnChange(Status{Enabled: enabled, Reason: reason})
 	}
 	if enabled {
 		d.opts.Log.Info("MPS enabled: fractional pods get hard GPU memory limits", "pipeDirectory", d.opts.PipeDir)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -22,7 +23,7 @@ import (
 // fieldOwner is the server-side apply field manager of everything the cluster applies.
 const fieldOwner = "fairway-test-cluster"
 
-// ApplyCRDs server-side applies every CustomResourceDefinition in the YAML files of dirs
+// ApplyCRDs creates or replaces every CustomResourceDefinition in the YAML files of dirs
 // (kustomization.yaml and non-CRD documents are skipped) and waits until each is Established,
 // so custom resources can be created as soon as it returns. The API server compiles CRD CEL
 // rules on apply, so a rule that does not compile fails here with the API server's message.
@@ -52,12 +53,14 @@ func (c *Cluster) Apply(ctx context.Context, objs ...*unstructured.Unstructured)
 	return nil
 }
 
-// applyAndWait applies CRDs in parallel, then waits for all to be Established.
+// applyAndWait creates (or replaces) CRDs in parallel, then waits for all to be Established.
+// Create/update rather than server-side apply: tracking field ownership of a megabyte of schema
+// (KubeRay's CRDs) costs the API server seconds per CRD, which tests do not need.
 func (c *Cluster) applyAndWait(ctx context.Context, crds []*unstructured.Unstructured) error {
 	errs := make([]error, len(crds))
 	var wg sync.WaitGroup
 	for i, crd := range crds {
-		wg.Go(func() { errs[i] = c.Apply(ctx, crd) })
+		wg.Go(func() { errs[i] = c.createOrReplace(ctx, crd.DeepCopy()) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -83,6 +86,23 @@ func (c *Cluster) applyAndWait(ctx context.Context, crds []*unstructured.Unstruc
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// createOrReplace creates obj, or replaces the existing object of that name.
+func (c *Cluster) createOrReplace(ctx context.Context, obj *unstructured.Unstructured) error {
+	err := c.client.Create(ctx, obj)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(obj.GroupVersionKind())
+		if err = c.client.Get(ctx, client.ObjectKeyFromObject(obj), existing); err == nil {
+			obj.SetResourceVersion(existing.GetResourceVersion())
+			err = c.client.Update(ctx, obj)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return nil
 }

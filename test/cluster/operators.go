@@ -95,9 +95,11 @@ func (c *Cluster) StartKubeRay(ctx context.Context, opts KubeRayOptions) (*Proce
 	if err != nil {
 		return nil, err
 	}
+	begin := time.Now()
 	if err := c.ApplyCRDs(ctx, filepath.Join(mod, "config", "crd", "bases")); err != nil {
 		return nil, fmt.Errorf("installing KubeRay's CRDs: %w", err)
 	}
+	c.log.Info("KubeRay CRDs established", "after", time.Since(begin).Round(time.Millisecond))
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -47,6 +48,7 @@ func TestLocalCluster(t *testing.T) {
 	t.Run("GPUNodes", func(t *testing.T) { testGPUNodes(t, c) })
 	t.Run("CRDValidation", func(t *testing.T) { testCRDValidation(t, c) })
 	t.Run("PodRunsToCompletion", func(t *testing.T) { testPodRunsToCompletion(t, c) })
+	t.Run("JobCompletes", func(t *testing.T) { testJobCompletes(t, c) })
 	t.Run("ArgoWorkflow", func(t *testing.T) { testArgoWorkflow(t, c) })
 	t.Run("KubeRayCluster", func(t *testing.T) { testKubeRayCluster(t, c) })
 }
@@ -178,6 +180,51 @@ func testPodRunsToCompletion(t *testing.T, c *cluster.Cluster) {
 	}
 	waitPodPhase(t, c, pod, corev1.PodSucceeded)
 	t.Logf("pod %s Succeeded after %v", pod.Name, time.Since(begin).Round(time.Millisecond))
+
+	// Without a kubelet, kwok's pod-delete stage is what removes a deleted pod.
+	if err := c.Client().Delete(ctx, pod); err != nil {
+		t.Fatalf("deleting pod %s: %v", pod.Name, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Client().Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})), nil
+	})
+	if err != nil {
+		t.Fatalf("deleted pod %s is still there: %v", pod.Name, err)
+	}
+}
+
+// testJobCompletes: a Job's pod finishes through kwok's Job stage without any annotation, and the
+// Job controller in kube-controller-manager marks the Job complete.
+func testJobCompletes(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"},
+		Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"true"}}},
+			}},
+		},
+	}
+	begin := time.Now()
+	if err := c.Client().Create(ctx, job); err != nil {
+		t.Fatalf("creating a Job: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, nil
+		}
+		for _, cond := range job.Status.Conditions {
+			if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("Job did not complete (status %+v): %v", job.Status, err)
+	}
+	t.Logf("Job %s complete after %v", job.Name, time.Since(begin).Round(time.Millisecond))
 }
 
 // waitPodPhase waits for a pod to reach a phase, refreshing pod.

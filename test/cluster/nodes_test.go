@@ -137,3 +137,14 @@ func TestStagesAreKwokStages(t *testing.T) {
 		t.Errorf("missing essential stages; have %v", names)
 	}
 }
+
+// TestDemoNodesFile keeps the demo's example node description valid.
+func TestDemoNodesFile(t *testing.T) {
+	pools, err := LoadNodePools("../demo/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pools) != 1 || pools[0].Count != 4 || pools[0].GPUsPerNode != 8 {
+		t.Errorf("unexpected demo pools: %+v", pools)
+	}
+}

@@ -1,11 +1,13 @@
 // Command demo is what `make demo` runs: it starts fairway's local cluster with four fake nodes
-// of eight H100 GPUs each, prints them, and keeps the cluster up until Ctrl-C, so that you can
-// point kubectl at it. Later steps of the product story build on it.
+// of eight H100 GPUs each (or the node pools of -nodes FILE), prints them, and keeps the cluster
+// up until Ctrl-C, so that you can point kubectl at it. Later steps of the product story build
+// on it.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +38,16 @@ func main() {
 }
 
 func run() error {
+	nodesFile := flag.String("nodes", "", "YAML file of node pools (see test/demo/nodes.yaml); default: 4 nodes of 8 H100 GPUs")
+	flag.Parse()
+	pools := []cluster.NodePool{cluster.H100Pool(4)}
+	if *nodesFile != "" {
+		var err error
+		if pools, err = cluster.LoadNodePools(*nodesFile); err != nil {
+			return err
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, "demo:", args) }, funcr.Options{})
@@ -46,7 +58,7 @@ func run() error {
 	fmt.Println("Starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok...")
 	begin := time.Now()
 	c, err := cluster.Start(ctx, cluster.Config{
-		NodePools:     []cluster.NodePool{cluster.H100Pool(4)},
+		NodePools:     pools,
 		KubeScheduler: true,
 		SkipCRDs:      true, // applied below, so a CRD problem is a warning, not a dead demo
 		Logger:        log,

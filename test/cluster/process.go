@@ -132,8 +132,10 @@ func (p *Process) Tail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// Stop sends SIGTERM to the process group, waits up to the stop timeout, then sends SIGKILL.
-// It returns nil when the process exits on its own accord or because of the signal.
+// Stop sends SIGTERM to the process group, waits up to the stop timeout, then sends SIGKILL to
+// the group. It returns nil when the process exits on its own accord or because of the signal.
+// The group is only signalled while its leader is known to be unreaped, so a recycled process id
+// is never hit.
 func (p *Process) Stop() error {
 	if exited, _ := p.Exited(); exited {
 		return nil
@@ -146,8 +148,6 @@ func (p *Process) Stop() error {
 		signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
-	// Whatever is left of the group (helpers that ignored SIGTERM) goes too.
-	signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 	p.log.V(1).Info("stopped")
 	return nil
 }

@@ -5,10 +5,12 @@ package e2e
 import (
 	"testing"
 
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fairway-sched/fairway/test/cluster"
 )
@@ -22,6 +24,9 @@ func TestEnvtest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("KUBEBUILDER_ASSETS", bin)
+	// envtest logs through controller-runtime's global logger, which otherwise prints a stack
+	// trace to complain that it was never set.
+	ctrllog.SetLogger(testr.New(t))
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {

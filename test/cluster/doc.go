@@ -13,7 +13,10 @@
 // run side by side. Children run in their own process group with a parent-death signal, so they
 // die with the test binary even when it is killed. Typical use in a test:
 //
-//	c := cluster.StartT(t, cluster.Config{NodePools: cluster.H100Pool(4), KubeScheduler: true})
+//	c := cluster.StartT(t, cluster.Config{
+//		NodePools:     []cluster.NodePool{cluster.H100Pool(4)},
+//		KubeScheduler: true,
+//	})
 //	cl := c.Client()
 //
 // StartT stops the cluster when the test ends and, when the test failed, copies every

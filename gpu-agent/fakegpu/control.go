@@ -13,43 +13,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// DeviceStatus is one fake GPU as the control endpoint reports it.
-type DeviceStatus struct {
-	Index int    `json:"index"`
-	UUID  string `json:"uuid"`
-	Name  string `json:"name"`
-	State
-	// Failure is the injected NVML failure ("ERROR_GPU_IS_LOST", ...), empty when healthy.
-	Failure string `json:"failure,omitempty"`
-}
-
-// DeviceUpdate changes some of a fake GPU's state; absent fields keep their value.
-type DeviceUpdate struct {
-	UtilizationPercent *uint32 `json:"utilizationPercent,omitempty"`
-	MemoryUsedMiB      *uint64 `json:"memoryUsedMiB,omitempty"`
-	// Processes replaces the process list when present ([] clears it).
-	Processes *[]Process `json:"processes,omitempty"`
-	// ClearOverrides drops UtilizationPercent and MemoryUsedMiB overrides, so both follow the
-	// processes again.
-	ClearOverrides bool `json:"clearOverrides,omitempty"`
-	// Failure injects an NVML failure by name ("ERROR_GPU_IS_LOST", "ERROR_UNKNOWN"); ""
-	// heals the device.
-	Failure *string `json:"failure,omitempty"`
-}
-
-// LibraryUpdate injects a library-wide failure (driver gone) or clears it ("").
-type LibraryUpdate struct {
-	Failure string `json:"failure"`
-}
-
-// TopologyUpdate sets NVLink islands and the fabric clique of the node.
-type TopologyUpdate struct {
-	// NVLinkGroups partitions GPU indexes into NVLink islands; null means all-to-all.
-	NVLinkGroups [][]int `json:"nvlinkGroups"`
-	// Fabric puts the node's GPUs in a multi-node clique; null removes it.
-	Fabric *Fabric `json:"fabric"`
-}
-
 // Handler is the fake node's HTTP control endpoint, served by the agent only in mock mode
 // (--mock-control-address), so the e2e tests and the demo can drive a fake node's GPUs from
 // outside the agent process:

@@ -11,36 +11,6 @@ import (
 
 const mib = 1 << 20
 
-// Fabric is a multi-node NVLink fabric membership to report for every GPU of a node.
-type Fabric struct {
-	ClusterUUID [16]byte `json:"-"`
-	// ClusterUUIDString is ClusterUUID in its usual text form, for the control endpoint.
-	ClusterUUIDString string `json:"clusterUUID"`
-	CliqueID          uint32 `json:"cliqueID"`
-}
-
-// Process is a fake GPU process and the pod it belongs to.
-type Process struct {
-	PID uint32 `json:"pid"`
-	// PodUID is the pod the process runs in; the agent attributes the process to it.
-	PodUID string `json:"podUID,omitempty"`
-	// UsedMiB is the device memory the process holds.
-	UsedMiB uint64 `json:"usedMiB,omitempty"`
-	// SMPercent is the process's kernel time share, reported through per-process
-	// utilization samples.
-	SMPercent uint32 `json:"smPercent,omitempty"`
-}
-
-// State is what a test sets on a fake GPU. Zero values mean an idle, healthy GPU.
-type State struct {
-	// UtilizationPercent overrides the device utilization; nil sums the processes' SMPercent.
-	UtilizationPercent *uint32 `json:"utilizationPercent,omitempty"`
-	// MemoryUsedMiB overrides the used memory; nil sums the processes' UsedMiB.
-	MemoryUsedMiB *uint64 `json:"memoryUsedMiB,omitempty"`
-	// Processes run on the device.
-	Processes []Process `json:"processes,omitempty"`
-}
-
 // Device is one fake GPU: a go-nvml mock device, whose identity answers come from the mock (and
 // its overridable funcs), with usage and failures from State.
 type Device struct {

@@ -1,5 +1,3 @@
-//go:build cgo
-
 // Package fakegpu makes fake GPU nodes out of go-nvml's mock servers (dgxh100, dgxh200,
 // dgxa100, dgxb200), for unit tests and for the gpu-agents that back kwok nodes in the local
 // cluster.

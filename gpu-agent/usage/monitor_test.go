@@ -271,3 +271,25 @@ func TestMonitorSurvivesLostGPUAndDriverError(t *testing.T) {
 		t.Fatal("library failure not in snapshot")
 	}
 }
+
+func TestMonitorReassertsRemovedCondition(t *testing.T) {
+	f := newFixture(t, true, pod("notebook", "uid-nb", 100, 0))
+	f.poll(t, 0)
+	f.poll(t, 31*time.Second)
+	if got := f.condition(t, "notebook"); got != corev1.ConditionTrue {
+		t.Fatalf("condition = %q, want True", got)
+	}
+	// Someone (a status writer that replaces the list) drops our condition.
+	var p corev1.Pod
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "notebook"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = nil
+	if err := f.client.Status().Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	f.poll(t, 11*time.Second)
+	if got := f.condition(t, "notebook"); got != corev1.ConditionTrue {
+		t.Fatalf("removed condition not re-asserted: %q", got)
+	}
+}

@@ -48,6 +48,9 @@ type Agent struct {
 	mps    *mps.Daemon
 	kick   chan struct{}
 
+	// lastDeviceErrors is what the previous discovery reported, owned by the discovery loop.
+	lastDeviceErrors string
+
 	mu          sync.RWMutex
 	initialized bool
 	nvmlUp      bool
@@ -261,8 +264,19 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 		return
 	}
 	a.errors.Add(res.DeviceErrors...)
-	for _, err := range res.DeviceErrors {
-		a.log.Error(err, "GPU query failed", "code", gpu.Code(err))
+	// Log device failures when they change, not at every pass while a GPU stays lost.
+	msg := ""
+	if err := errors.Join(res.DeviceErrors...); err != nil {
+		msg = err.Error()
+	}
+	if msg != a.lastDeviceErrors {
+		if msg == "" {
+			a.log.Info("Every GPU answers NVML again")
+		}
+		a.lastDeviceErrors = msg
+		for _, err := range res.DeviceErrors {
+			a.log.Error(err, "GPU query failed", "code", gpu.Code(err))
+		}
 	}
 	inv := res.Inventory
 	inv.MPS = a.mps.Status().Enabled

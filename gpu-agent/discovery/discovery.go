@@ -83,6 +83,9 @@ func describe(lib gpu.Library, i int, prev *fairwayv1alpha1.GPUInventory) (gpu.D
 		fail("reading UUID", err)
 		dev.Healthy = false
 		dev.UUID = previousUUID(prev, i)
+		if errors.Is(err, gpu.ErrGPULost) {
+			return nil, dev, errs // a lost GPU answers nothing else
+		}
 	}
 	if m, err := d.Memory(); err != nil {
 		fail("reading memory", err)

@@ -74,6 +74,7 @@ func TestGPUAgent(t *testing.T) {
 	t.Run("ReservationPodGetsGPUFromAssignmentPath", func(t *testing.T) { testReservationAssignment(t, c, fleet) })
 	t.Run("MetricsAndIdleness", func(t *testing.T) { testMetricsAndIdleness(t, c, fleet.Agent("h100-1")) })
 	t.Run("LostGPUIsReported", func(t *testing.T) { testLostGPU(t, c, fleet.Agent("h100-0")) })
+	t.Run("DriverFailureIsReported", func(t *testing.T) { testDriverFailure(t, c, fleet.Agent("h200-0")) })
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
@@ -339,6 +340,46 @@ func testLostGPU(t *testing.T, c *cluster.Cluster, agent *gpuagents.Agent) {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "the GPU back after reset", func(ctx context.Context) (bool, error) {
+		n, _, err := nodeInventory(ctx, c, agent.Node)
+		return err == nil && n.Labels[fairwayv1.GPUCountLabel] == "8", err
+	})
+}
+
+func testDriverFailure(t *testing.T, c *cluster.Cluster, agent *gpuagents.Agent) {
+	if err := agent.FailLibrary(t.Context(), "ERROR_DRIVER_NOT_LOADED"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "every GPU unhealthy while the driver is gone", func(ctx context.Context) (bool, error) {
+		n, inv, err := nodeInventory(ctx, c, agent.Node)
+		if err != nil || inv == nil {
+			return false, err
+		}
+		for _, g := range inv.GPUs {
+			if g.Healthy {
+				return false, nil
+			}
+		}
+		return n.Labels[fairwayv1.GPUCountLabel] == "0", nil
+	})
+	fams, err := scrape(t.Context(), agent.MetricsURL)
+	if err != nil {
+		t.Fatalf("the agent must keep serving metrics without a driver: %v", err)
+	}
+	if v, ok := value(fams, "fairway_gpu_nvml_up", nil); !ok || v != 0 {
+		t.Errorf("fairway_gpu_nvml_up = %v, %v; want 0", v, ok)
+	}
+	if v, ok := value(fams, "fairway_gpu_nvml_errors_total", map[string]string{"code": "ERROR_DRIVER_NOT_LOADED"}); !ok || v == 0 {
+		t.Errorf("fairway_gpu_nvml_errors_total{code=ERROR_DRIVER_NOT_LOADED} = %v, %v", v, ok)
+	}
+	if resp, err := http.Get(agent.ReadyURL); err != nil || resp.StatusCode == http.StatusOK {
+		t.Errorf("/readyz while NVML is down: %v %v", resp.Status, err)
+	} else {
+		resp.Body.Close()
+	}
+	if err := agent.FailLibrary(t.Context(), ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the GPUs back with the driver", func(ctx context.Context) (bool, error) {
 		n, _, err := nodeInventory(ctx, c, agent.Node)
 		return err == nil && n.Labels[fairwayv1.GPUCountLabel] == "8", err
 	})

@@ -259,6 +259,12 @@ func (a *Agent) SetGPU(ctx context.Context, index int, u fakegpu.DeviceUpdate) (
 	return &out, nil
 }
 
+// FailLibrary makes every NVML library call of the agent's node fail with the named error
+// ("ERROR_DRIVER_NOT_LOADED", ...), as when the driver goes away; "" heals it.
+func (a *Agent) FailLibrary(ctx context.Context, failure string) error {
+	return a.put(ctx, "/library", fakegpu.LibraryUpdate{Failure: failure}, nil)
+}
+
 // GPUs returns the state of the node's fake GPUs.
 func (a *Agent) GPUs(ctx context.Context) ([]fakegpu.DeviceStatus, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.ControlURL+"/gpus", nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +27,8 @@ func newAgentCommand() *cobra.Command {
 	opts := agent.DefaultOptions()
 	opts.NodeName = os.Getenv("NODE_NAME")
 	var kubeconfig string
-	zapOpts := zap.Options{}
+	// GPU and API failures are operating conditions, not bugs: no stack traces below panic.
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -116,7 +118,7 @@ func newAgentDiscoverCommand() *cobra.Command {
 
 func newAgentMPSCommand() *cobra.Command {
 	o := mps.Options{Enabled: true, PipeDir: "/run/fairway/mps/pipe", LogDir: "/run/fairway/mps/log"}
-	zapOpts := zap.Options{}
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 	cmd := &cobra.Command{
 		Use:   "mps",
 		Short: "Run only the agent's MPS daemon supervision, in the foreground, until interrupted",

@@ -48,8 +48,10 @@ type Agent struct {
 	mps    *mps.Daemon
 	kick   chan struct{}
 
-	// lastDeviceErrors is what the previous discovery reported, owned by the discovery loop.
+	// lastDeviceErrors is what the previous discovery reported, and downLogged whether the
+	// current NVML outage was logged; both owned by the discovery loop.
 	lastDeviceErrors string
+	downLogged       bool
 
 	mu          sync.RWMutex
 	initialized bool
@@ -133,6 +135,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		NodeName:    opts.NodeName,
 		Refresh:     opts.RefreshInterval,
 		OwnedLabels: discovery.OwnedLabels,
+		Reader:      mgr.GetAPIReader(),
 		Log:         log.WithName("publish"),
 	})
 	collector := metrics.NewCollector(func() metrics.State { return a.metricsState(monitor) })
@@ -281,6 +284,7 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 	inv := res.Inventory
 	inv.MPS = a.mps.Status().Enabled
 	inv.RefreshSeconds = int32(a.opts.RefreshInterval / time.Second)
+	a.downLogged = false
 	a.mu.Lock()
 	if !a.nvmlUp {
 		a.log.Info("NVML up", "driver", inv.Driver, "gpus", len(inv.GPUs))
@@ -296,11 +300,11 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 func (a *Agent) nvmlDown(ctx context.Context, p *publish.Publisher, err error) {
 	a.errors.Add(err)
 	a.mu.Lock()
-	wasUp, prev := a.nvmlUp, a.nvmlErr
 	a.nvmlUp, a.nvmlErr = false, err
 	inv := a.inventory
 	a.mu.Unlock()
-	if wasUp || prev == nil || prev.Error() != err.Error() {
+	if !a.downLogged {
+		a.downLogged = true
 		a.log.Error(err, "NVML unavailable; GPUs reported unhealthy until it recovers", "code", gpu.Code(err))
 	}
 	if inv == nil {
@@ -322,7 +326,9 @@ func (a *Agent) nvmlDown(ctx context.Context, p *publish.Publisher, err error) {
 func (a *Agent) publish(ctx context.Context, p *publish.Publisher, labels map[string]string, inv fairwayv1alpha1.GPUInventory) {
 	res, err := p.Publish(ctx, labels, inv)
 	if err != nil {
-		a.log.Error(err, "Publishing GPU inventory")
+		if ctx.Err() == nil {
+			a.log.Error(err, "Publishing GPU inventory")
+		}
 		return
 	}
 	if res.Patched {

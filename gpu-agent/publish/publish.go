@@ -24,8 +24,12 @@ type Options struct {
 	Refresh time.Duration
 	// OwnedLabels are the label keys the publisher manages: it removes those not wanted.
 	OwnedLabels []string
-	Clock       clock.PassiveClock
-	Log         logr.Logger
+	// Reader reads the node; the client given to New when nil. The agent passes an uncached
+	// reader, so a publish right after another never compares against a stale cache and
+	// patches twice.
+	Reader client.Reader
+	Clock  clock.PassiveClock
+	Log    logr.Logger
 }
 
 // Publisher writes labels and inventory onto one Node.
@@ -38,6 +42,9 @@ type Publisher struct {
 func New(c client.Client, opts Options) *Publisher {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Reader == nil {
+		opts.Reader = c
 	}
 	return &Publisher{client: c, opts: opts}
 }
@@ -56,7 +63,7 @@ type Result struct {
 // than about one refresh period ago; inv.ObservedAt is set to now then.
 func (p *Publisher) Publish(ctx context.Context, labels map[string]string, inv fairwayv1alpha1.GPUInventory) (Result, error) {
 	var node corev1.Node
-	if err := p.client.Get(ctx, client.ObjectKey{Name: p.opts.NodeName}, &node); err != nil {
+	if err := p.opts.Reader.Get(ctx, client.ObjectKey{Name: p.opts.NodeName}, &node); err != nil {
 		return Result{}, fmt.Errorf("getting node %s: %w", p.opts.NodeName, err)
 	}
 	var res Result

@@ -1,0 +1,141 @@
+//go:build cgo
+
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fairway-sched/fairway/gpu-agent/agent"
+	"github.com/fairway-sched/fairway/gpu-agent/mps"
+)
+
+func newAgentCommand() *cobra.Command {
+	opts := agent.DefaultOptions()
+	opts.NodeName = os.Getenv("NODE_NAME")
+	var kubeconfig string
+	// GPU and API failures are operating conditions, not bugs: no stack traces below panic.
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
+
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the gpu-agent on a GPU node (a DaemonSet), or on a fake node with --nvml=mock:<system>",
+		Long: `The gpu-agent discovers the node's GPUs through NVML and publishes them as node labels and the
+fairway.dev/gpu-inventory annotation, tells reservation pods which GPU the kubelet gave them
+(kubelet PodResources API), runs the MPS control daemon for shared GPUs (--mps), tracks per-pod GPU
+usage and marks idle interactive pods (condition fairway.dev/GPUIdle), and serves fairway_gpu_*
+metrics.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := setupLogging(&zapOpts)
+			if kubeconfig == "" {
+				kubeconfig = os.Getenv("KUBECONFIG")
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("loading kubeconfig: %w", err)
+			}
+			cfg.UserAgent = "fairway-gpu-agent"
+			return agent.Run(ctrl.SetupSignalHandler(), cfg, opts, log.WithName("gpu-agent"))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.NodeName, "node-name", opts.NodeName, "Node the agent runs on (default $NODE_NAME).")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; in-cluster configuration when empty (and $KUBECONFIG unset).")
+	addNVMLFlag(cmd, &opts)
+	f.StringVar(&opts.PodResourcesSocket, "pod-resources-socket", opts.PodResourcesSocket, "The kubelet's PodResources API socket.")
+	f.BoolVar(&opts.MPS, "mps", opts.MPS, "Run the MPS control daemon so fractional pods get hard GPU memory limits; without it (or without the binary) the node runs in soft mode.")
+	f.StringVar(&opts.MPSPipeDir, "mps-pipe-directory", opts.MPSPipeDir, "CUDA_MPS_PIPE_DIRECTORY: a host directory fractional pods mount at the same path.")
+	f.StringVar(&opts.MPSLogDir, "mps-log-directory", opts.MPSLogDir, "CUDA_MPS_LOG_DIRECTORY.")
+	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
+	f.DurationVar(&opts.UsageInterval, "usage-interval", opts.UsageInterval, "GPU usage poll period; an idle pod's condition changes within about one period of the change.")
+	f.Float64Var(&opts.IdleThreshold, "idle-threshold", opts.IdleThreshold, "GPU utilization in percent at or below which an interactive pod is not working.")
+	f.DurationVar(&opts.IdleAfter, "idle-after", opts.IdleAfter, "How long an interactive pod must not work on its GPU before it is marked idle.")
+	f.DurationVar(&opts.RefreshInterval, "refresh-interval", opts.RefreshInterval, "Discovery period, and how often an unchanged inventory is re-confirmed on the node.")
+	f.StringVar(&opts.MockControlAddress, "mock-control-address", "", "With --nvml=mock:*, serve the fake node's control endpoint (GPU usage, processes, failures) here.")
+	f.StringVar(&opts.ProcRoot, "proc-root", opts.ProcRoot, "The host's /proc (the agent runs with hostPID), to attribute GPU processes to pods.")
+	bindZap(cmd, &zapOpts)
+
+	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand())
+	return cmd
+}
+
+func addNVMLFlag(cmd *cobra.Command, opts *agent.Options) {
+	cmd.Flags().StringVar(&opts.NVML, "nvml", opts.NVML, "GPU library: real (libnvidia-ml.so.1), or mock:dgxh100|dgxh200|dgxa100|dgxb200 for a fake node.")
+}
+
+func bindZap(cmd *cobra.Command, o *zap.Options) {
+	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.BindFlags(gfs)
+	cmd.Flags().AddGoFlagSet(gfs)
+}
+
+func setupLogging(o *zap.Options) logr.Logger {
+	log := zap.New(zap.UseFlagOptions(o))
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
+	return log
+}
+
+func newAgentDiscoverCommand() *cobra.Command {
+	opts := agent.DefaultOptions()
+	opts.NodeName = os.Getenv("NODE_NAME")
+	if opts.NodeName == "" {
+		opts.NodeName, _ = os.Hostname()
+	}
+	cmd := &cobra.Command{
+		Use:   "discover",
+		Short: "Discover this machine's GPUs once and print what the agent would publish, as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := agent.Discover(opts)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(r)
+		},
+	}
+	cmd.Flags().StringVar(&opts.NodeName, "node-name", opts.NodeName, "Node name (for mock UUIDs and the NVLink domain).")
+	addNVMLFlag(cmd, &opts)
+	return cmd
+}
+
+func newAgentMPSCommand() *cobra.Command {
+	o := mps.Options{Enabled: true, PipeDir: "/run/fairway/mps/pipe", LogDir: "/run/fairway/mps/log"}
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
+	cmd := &cobra.Command{
+		Use:   "mps",
+		Short: "Run only the agent's MPS daemon supervision, in the foreground, until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := setupLogging(&zapOpts)
+			if _, err := exec.LookPath(mps.DefaultBinary); err != nil {
+				return fmt.Errorf("%s not found in PATH: MPS is unavailable here (soft mode)", mps.DefaultBinary)
+			}
+			o.Log = log.WithName("mps")
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return mps.New(o).Start(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&o.PipeDir, "mps-pipe-directory", o.PipeDir, "CUDA_MPS_PIPE_DIRECTORY.")
+	cmd.Flags().StringVar(&o.LogDir, "mps-log-directory", o.LogDir, "CUDA_MPS_LOG_DIRECTORY.")
+	bindZap(cmd, &zapOpts)
+	return cmd
+}

@@ -1,0 +1,106 @@
+//go:build cgo
+
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fairway-sched/fairway/gpu-agent/assign"
+	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
+)
+
+// Options are the agent's settings, one per command-line flag.
+type Options struct {
+	// NodeName is the node the agent runs on (the downward API's spec.nodeName).
+	NodeName string
+	// NVML is "real" for libnvidia-ml.so, or "mock:<system>" (dgxh100, dgxh200, dgxa100,
+	// dgxb200) for a fake node backed by go-nvml's mock server.
+	NVML string
+	// PodResourcesSocket is the kubelet's PodResources API socket.
+	PodResourcesSocket string
+	// MPS runs the MPS control daemon; without it (or without the binary) the node is in soft
+	// mode.
+	MPS        bool
+	MPSPipeDir string
+	MPSLogDir  string
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string
+	// UsageInterval is the usage poll period; idleness changes reach the API within about one.
+	UsageInterval time.Duration
+	// IdleThreshold is the utilization (percent) at or below which a pod is not working.
+	IdleThreshold float64
+	// IdleAfter is how long an interactive pod must not work before it is marked idle.
+	IdleAfter time.Duration
+	// RefreshInterval is the discovery period, and how often an unchanged inventory is
+	// re-confirmed on the Node.
+	RefreshInterval time.Duration
+	// MockControlAddress serves the fake node's control endpoint; mock mode only.
+	MockControlAddress string
+	// ProcRoot is the host's /proc (the agent runs with hostPID), for process -> pod.
+	ProcRoot string
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		NVML:                   "real",
+		PodResourcesSocket:     assign.DefaultSocket,
+		MPSPipeDir:             "/run/fairway/mps/pipe",
+		MPSLogDir:              "/run/fairway/mps/log",
+		MetricsBindAddress:     ":9400",
+		HealthProbeBindAddress: ":9401",
+		UsageInterval:          500 * time.Millisecond,
+		IdleThreshold:          5,
+		IdleAfter:              5 * time.Minute,
+		RefreshInterval:        30 * time.Second,
+		ProcRoot:               "/proc",
+	}
+}
+
+// MockSystem returns the mock system named by NVML ("mock:dgxh100" -> "dgxh100"), or "" in
+// real mode.
+func (o *Options) MockSystem() string {
+	s, ok := strings.CutPrefix(o.NVML, "mock:")
+	if !ok {
+		return ""
+	}
+	return s
+}
+
+// Validate reports every invalid setting at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("--node-name (or NODE_NAME) is required"))
+	}
+	switch sys := o.MockSystem(); {
+	case o.NVML == "real":
+	case sys != "":
+		if _, ok := fakegpu.Systems[sys]; !ok {
+			errs = append(errs, fmt.Errorf("--nvml=mock:%s: unknown mock system (have %v)", sys, fakegpu.SystemNames()))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--nvml=%q: want real or mock:<%s>", o.NVML, strings.Join(fakegpu.SystemNames(), "|")))
+	}
+	if o.MockControlAddress != "" && o.MockSystem() == "" {
+		errs = append(errs, errors.New("--mock-control-address needs --nvml=mock:<system>"))
+	}
+	if o.UsageInterval < 50*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--usage-interval=%s: at least 50ms", o.UsageInterval))
+	}
+	if o.RefreshInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--refresh-interval=%s: at least 1s", o.RefreshInterval))
+	}
+	if o.IdleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--idle-after=%s: must be positive", o.IdleAfter))
+	}
+	if o.IdleThreshold < 0 || o.IdleThreshold >= 100 {
+		errs = append(errs, fmt.Errorf("--idle-threshold=%g: a percentage in [0, 100)", o.IdleThreshold))
+	}
+	return errors.Join(errs...)
+}

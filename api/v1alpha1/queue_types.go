@@ -61,11 +61,13 @@ type QueueSpec struct {
 	// GPUTypes refines the GPU quota per GPU type (node pool). A node's GPU type is its
 	// fairway.dev/gpu-type label (set by the gpu-agent from the product name unless an
 	// administrator sets it). GPUs used on a type listed here count against that entry as well as
-	// against resources.gpu; types not listed count against resources.gpu only.
+	// against resources.gpu; types not listed count against resources.gpu only. At most 7 types:
+	// the API server checks limit >= quota on every entry, and its CEL cost budget allows that
+	// check on no more entries than this.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=7
 	GPUTypes []GPUTypeQuota `json:"gpuTypes,omitempty"`
 
 	// Priority orders sibling queues when capacity above their guarantees is divided: higher
@@ -101,11 +103,11 @@ type QueueResources struct {
 
 // ResourceQuota is one resource's share of the cluster for a queue.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.limit) || quantity(string(self.limit)).compareTo(has(self.quota) ? quantity(string(self.quota)) : quantity('0')) >= 0",message="limit must be at least quota (leave limit out for no limit)",fieldPath=".limit"
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || !has(self.quota) || !quantity(string(self.limit)).isLessThan(quantity(string(self.quota)))",message="limit must be at least quota (leave limit out for no limit)",fieldPath=".limit"
 type ResourceQuota struct {
 	// Quota is the guaranteed amount, given on demand. Defaults to 0.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="quota must be at least 0"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="quota must be at least 0"
 	Quota *resource.Quantity `json:"quota,omitempty"`
 
 	// OverQuotaWeight divides capacity above the guarantees among queues that want more: a queue
@@ -119,13 +121,13 @@ type ResourceQuota struct {
 	// Limit caps what the queue may hold, guaranteed and borrowed together. Leave it out for no
 	// limit. It must be at least Quota.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="limit must be at least 0"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="limit must be at least 0"
 	Limit *resource.Quantity `json:"limit,omitempty"`
 }
 
 // GPUTypeQuota is a queue's GPU quota on one GPU type (node pool).
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.limit) || quantity(string(self.limit)).compareTo(has(self.quota) ? quantity(string(self.quota)) : quantity('0')) >= 0",message="limit must be at least quota (leave limit out for no limit)",fieldPath=".limit"
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || !has(self.quota) || !quantity(string(self.limit)).isLessThan(quantity(string(self.quota)))",message="limit must be at least quota (leave limit out for no limit)",fieldPath=".limit"
 type GPUTypeQuota struct {
 	// Name is the GPU type, matched against the node label fairway.dev/gpu-type (for example
 	// H100, A100, L4).
@@ -135,7 +137,7 @@ type GPUTypeQuota struct {
 
 	// Quota is the guaranteed number of GPUs of this type. Defaults to 0.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="quota must be at least 0"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="quota must be at least 0"
 	Quota *resource.Quantity `json:"quota,omitempty"`
 
 	// OverQuotaWeight divides spare GPUs of this type; see ResourceQuota. Defaults to 1.
@@ -146,7 +148,7 @@ type GPUTypeQuota struct {
 
 	// Limit caps the GPUs of this type the queue may hold. Leave it out for no limit.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="limit must be at least 0"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="limit must be at least 0"
 	Limit *resource.Quantity `json:"limit,omitempty"`
 }
 

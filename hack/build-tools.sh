@@ -37,6 +37,7 @@ TOOLS=(
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|"
   "helm|helm|helm.sh/helm/v3/cmd/helm|"
   "controller-gen|dev|sigs.k8s.io/controller-tools/cmd/controller-gen|"
+  "golangci-lint|lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|"
 )
 
 # -s -w drops the symbol tables: the binaries are a third smaller and link faster. -trimpath is

@@ -40,10 +40,9 @@ if [ -x hack/verify-generated-extra.sh ]; then
   hack/verify-generated-extra.sh || fail "generated files are stale (run: make generate)"
 fi
 
-if [ -x "$bin/golangci-lint" ]; then
-  step "golangci-lint"
-  "$bin/golangci-lint" run ./... || fail "golangci-lint"
-fi
+step "golangci-lint"
+hack/build-tools.sh golangci-lint >/dev/null
+"$bin/golangci-lint" run ./... || fail "golangci-lint"
 
 [ "$failed" = 0 ] || exit 1
 echo "verify: all checks passed"

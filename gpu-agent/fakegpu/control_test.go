@@ -22,7 +22,11 @@ func TestControlEndpoint(t *testing.T) {
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
 
-	put := func(path, body string) *http.Response {
+	type reply struct {
+		StatusCode int
+		Status     string
+	}
+	put := func(path, body string) reply {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPut, srv.URL+path, strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
@@ -30,7 +34,7 @@ func TestControlEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp
+		return reply{StatusCode: resp.StatusCode, Status: resp.Status}
 	}
 
 	if r := put("/gpus/2", `{"processes":[{"pid":4242,"podUID":"pod-a","usedMiB":2048,"smPercent":35}]}`); r.StatusCode != http.StatusOK {

@@ -161,18 +161,19 @@ func (d *Daemon) run(ctx context.Context, bin string) error {
 	for up := false; ; {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("daemon exited (%v): %s", err, strings.TrimSpace(out.String()))
+			return fmt.Errorf("daemon exited (%w): %s", err, strings.TrimSpace(out.String()))
 		case <-ctx.Done():
 			quitCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := d.control(quitCtx, bin, "quit"); err != nil {
 				d.opts.Log.Error(err, "Asking the MPS control daemon to quit")
 			}
 			cancel()
+			// The daemon was asked to quit: its exit status says nothing we act on.
 			select {
-			case <-exited:
+			case <-exited: //nolint:errcheck // exit status of a daemon told to quit
 			case <-time.After(10 * time.Second):
 				_ = cmd.Process.Kill()
-				<-exited
+				<-exited //nolint:errcheck // killed on purpose
 			}
 			return nil
 		case <-deadline:

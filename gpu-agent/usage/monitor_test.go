@@ -70,7 +70,7 @@ func newFixture(t *testing.T, perProcess bool, pods ...*corev1.Pod) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lib gpu.Library = nvmllib.New(n)
+	lib := nvmllib.New(n)
 	if err := lib.Init(); err != nil {
 		t.Fatal(err)
 	}

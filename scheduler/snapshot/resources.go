@@ -41,10 +41,10 @@ func (s *Snapshot) DimName(d int) string {
 // FormatAmount prints an amount of dimension d in its natural unit: GPUs with up to three
 // decimals, CPU cores, memory in Gi/Mi.
 func FormatAmount(d int, v int64) string {
-	switch {
-	case d == DimCPU:
+	switch d {
+	case DimCPU:
 		return trimDecimal(v, 1000)
-	case d == DimMemory:
+	case DimMemory:
 		switch {
 		case v%(1<<30) == 0:
 			return fmt.Sprintf("%dGi", v>>30)

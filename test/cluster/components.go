@@ -27,14 +27,6 @@ func (c *Cluster) startEtcd(clientPort, peerPort int) (*Process, error) {
 	}, nil)
 }
 
-// waitEtcd polls etcd's /health until it answers healthy.
-func (c *Cluster) waitEtcd(ctx context.Context, etcd *Process, clientPort int) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/health", clientPort)
-	return poll(ctx, 50*time.Millisecond, "etcd to be healthy", []*Process{etcd}, func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, url), nil
-	})
-}
-
 // httpOK reports whether a GET of url answers 200.
 func httpOK(ctx context.Context, url string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

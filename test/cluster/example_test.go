@@ -20,7 +20,7 @@ func ExampleStart() {
 	if err != nil {
 		panic(err)
 	}
-	defer c.Stop()
+	defer func() { _ = c.Stop() }()
 
 	a100 := cluster.NodePool{Name: "a100", Count: 2, GPUType: "A100", GPUsPerNode: 8, GPUMemoryMiB: 81920}
 	if _, err := c.AddNodes(ctx, a100); err != nil {

@@ -38,7 +38,7 @@ func ModuleDir(ctx context.Context, toolsModule, modulePath string) (string, err
 		return "", err
 	}
 	if modDir == "" { // listed in go.mod but not downloaded yet
-		if modDir, err = run("mod", "download", "-json", modulePath); err != nil {
+		if _, err = run("mod", "download", "-json", modulePath); err != nil {
 			return "", err
 		}
 		if modDir, err = run("list", "-m", "-f", "{{.Dir}}", modulePath); err != nil {

@@ -116,7 +116,7 @@ func (p *Process) Exited() (bool, error) {
 // exitError describes an unexpected exit with the tail of the process's log, so a failing
 // start says why without opening files.
 func (p *Process) exitError() error {
-	return fmt.Errorf("%s exited early (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, p.Tail(20))
+	return fmt.Errorf("%s exited early (%w); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, p.Tail(20))
 }
 
 // Tail returns up to n last lines of the process's log.

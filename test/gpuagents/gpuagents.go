@@ -209,7 +209,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Fleet, error
 func (a *Agent) waitReady(ctx context.Context) error {
 	for {
 		if exited, err := a.Process.Exited(); exited {
-			return fmt.Errorf("agent of %s exited (%v):\n%s", a.Node, err, a.Process.Tail(20))
+			return fmt.Errorf("agent of %s exited (%w):\n%s", a.Node, err, a.Process.Tail(20))
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.ReadyURL, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {

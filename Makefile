@@ -9,8 +9,12 @@ ROOT := $(CURDIR)
 BIN  := $(ROOT)/bin
 GO   ?= go
 export PATH := $(BIN):$(PATH)
-# Tests, benchmarks and the demo find the control-plane binaries here.
+# Tests, benchmarks and the demo find the control-plane binaries here, and e2e tests run the
+# fairway binary `make build` made instead of building their own.
 export FAIRWAY_BIN := $(BIN)
+export FAIRWAY_AGENT_BINARY := $(BIN)/fairway
+# go-nvml's cgo preamble uses deprecated NVML declarations; keep cold builds readable.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 GOTEST_FLAGS ?= -count=1
 E2E_TIMEOUT  ?= 40m
@@ -58,6 +62,10 @@ demo: tools build ## Start a local cluster with 4 fake nodes of 8 H100 GPUs and 
 	$(GO) run ./test/demo
 
 ##@ Measure
+
+.PHONY: gpu-check
+gpu-check: ## Build the real-GPU check into _output/gpu-check (run test/gpu/run.sh on a GPU machine).
+	test/gpu/build.sh
 
 .PHONY: bench
 bench: ## Engine benchmarks (median of 5 runs with benchstat-friendly output).

@@ -287,7 +287,9 @@ func TestSchedulerNames(t *testing.T) {
 }
 
 func TestPriority(t *testing.T) {
-	notebook := func() *corev1.Pod { return adaptertest.LoadPod(t, "../adapters/jupyterhub/testdata/z2jh-notebook.yaml") }
+	notebook := func() *corev1.Pod {
+		return adaptertest.LoadPod(t, "../adapters/jupyterhub/testdata/z2jh-notebook.yaml")
+	}
 	cases := map[string]struct {
 		pod       *corev1.Pod
 		state     func(*staticState)

@@ -31,11 +31,11 @@ func TestParse(t *testing.T) {
 		"spaces are trimmed":    {ann: map[string]string{frac: " 0.2 "}, want: gpurequest.Request{Milli: 200, Key: frac}},
 		"half of the smallest step rounds up": {
 			ann: map[string]string{frac: "0.0005"}, want: gpurequest.Request{Milli: 1, Key: frac}},
-		"Run:ai alias":           {ann: map[string]string{aliasF: "0.25"}, want: gpurequest.Request{Milli: 250, Key: aliasF}},
-		"alias agrees":           {ann: map[string]string{frac: "0.50", aliasF: "0.5"}, want: gpurequest.Request{Milli: 500, Key: frac}},
-		"memory MiB":             {ann: map[string]string{mem: "20000"}, want: gpurequest.Request{MemoryMiB: 20000, Key: mem}},
-		"memory alias":           {ann: map[string]string{aliasMem: "4096"}, want: gpurequest.Request{MemoryMiB: 4096, Key: aliasMem}},
-		"memory quantity Gi":     {ann: map[string]string{mem: "20Gi"}, want: gpurequest.Request{MemoryMiB: 20480, Key: mem}},
+		"Run:ai alias":       {ann: map[string]string{aliasF: "0.25"}, want: gpurequest.Request{Milli: 250, Key: aliasF}},
+		"alias agrees":       {ann: map[string]string{frac: "0.50", aliasF: "0.5"}, want: gpurequest.Request{Milli: 500, Key: frac}},
+		"memory MiB":         {ann: map[string]string{mem: "20000"}, want: gpurequest.Request{MemoryMiB: 20000, Key: mem}},
+		"memory alias":       {ann: map[string]string{aliasMem: "4096"}, want: gpurequest.Request{MemoryMiB: 4096, Key: aliasMem}},
+		"memory quantity Gi": {ann: map[string]string{mem: "20Gi"}, want: gpurequest.Request{MemoryMiB: 20480, Key: mem}},
 		"memory quantity G rounds up to MiB": {
 			ann: map[string]string{mem: "1G"}, want: gpurequest.Request{MemoryMiB: 954, Key: mem}},
 

@@ -26,5 +26,6 @@ func newRootCommand() *cobra.Command {
 			return err
 		},
 	})
+	root.AddCommand(newWebhookCommand())
 	return root
 }

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# build-tools.sh builds the local control plane and the developer tools into bin/ from the small
+# Go modules under hack/tools/, so that tests, benchmarks and the demo need nothing but Go and
+# the module proxy.
+#
+#   hack/build-tools.sh                 # every tool
+#   hack/build-tools.sh controller-gen  # a subset, by binary name
+#   hack/build-tools.sh --list          # the names this script knows
+#
+# A binary is skipped when it exists and its stamp matches: the stamp is a hash of the tools
+# module's go.mod and go.sum, the main package, the build flags and the Go version, so bumping a
+# version in hack/tools/*/go.mod (or upgrading Go) rebuilds exactly the binaries it affects.
+# FORCE=1 rebuilds anyway. BIN overrides the output directory (default: <repo>/bin).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${BIN:-${ROOT}/bin}"
+GO="${GO:-go}"
+
+# name|tools module (under hack/tools)|main package|extra -ldflags
+KUBE_VERSION_LDFLAGS=""
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+  # Without these the binaries report v0.0.0-master, which breaks kubectl's skew check and
+  # helm's kubeVersion constraints. Keep in sync with hack/tools/kubernetes/go.mod.
+  KUBE_VERSION_LDFLAGS+=" -X ${pkg}.gitVersion=v1.37.2 -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=37"
+  KUBE_VERSION_LDFLAGS+=" -X ${pkg}.gitTreeState=clean"
+done
+TOOLS=(
+  "etcd|etcd|go.etcd.io/etcd/server/v3|"
+  "kube-apiserver|kubernetes|k8s.io/kubernetes/cmd/kube-apiserver|${KUBE_VERSION_LDFLAGS}"
+  "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager|${KUBE_VERSION_LDFLAGS}"
+  "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler|${KUBE_VERSION_LDFLAGS}"
+  "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl|${KUBE_VERSION_LDFLAGS}"
+  "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|"
+  "workflow-controller|argo|github.com/argoproj/argo-workflows/v3/cmd/workflow-controller|"
+  "ray-operator|kuberay|github.com/ray-project/kuberay/ray-operator|"
+  "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|"
+  "helm|helm|helm.sh/helm/v3/cmd/helm|"
+  "controller-gen|dev|sigs.k8s.io/controller-tools/cmd/controller-gen|"
+)
+
+# -s -w drops the symbol tables: the binaries are a third smaller and link faster. -trimpath is
+# left out on purpose: it changes every compile cache key, so it would not share the build cache
+# with plain `go build` runs of the same modules.
+BASE_LDFLAGS="-s -w"
+
+fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+list_names() { for t in "${TOOLS[@]}"; do echo "${t%%|*}"; done; }
+
+lookup() {
+  local t
+  for t in "${TOOLS[@]}"; do
+    if [[ "${t%%|*}" == "$1" ]]; then echo "$t"; return 0; fi
+  done
+  return 1
+}
+
+stamp_of() { # module pkg ldflags
+  local moddir="${ROOT}/hack/tools/$1"
+  {
+    cat "${moddir}/go.mod" "${moddir}/go.sum"
+    echo "$2" "$3" "${BASE_LDFLAGS}"
+    "${GO}" env GOVERSION GOOS GOARCH CGO_ENABLED
+  } | sha256sum | cut -d' ' -f1
+}
+
+build_one() { # name module pkg ldflags
+  local name="$1" module="$2" pkg="$3" ldflags="$4"
+  local out="${BIN}/${name}" stampfile="${BIN}/.stamps/${name}"
+  local stamp
+  stamp="$(stamp_of "${module}" "${pkg}" "${ldflags}")"
+  if [[ -x "${out}" && -f "${stampfile}" && "$(cat "${stampfile}")" == "${stamp}" && -z "${FORCE:-}" ]]; then
+    echo "build-tools: ${name} is up to date"
+    return 0
+  fi
+  echo "build-tools: building ${name} (${pkg}, module hack/tools/${module})..."
+  local start=${SECONDS}
+  # Build next to the target and rename, so a concurrent reader (another worktree sharing bin/)
+  # never runs a half-written binary.
+  local tmp="${BIN}/.${name}.tmp.$$"
+  (cd "${ROOT}/hack/tools/${module}" &&
+    "${GO}" build -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}" "${pkg}")
+  mv -f "${tmp}" "${out}"
+  echo "${stamp}" >"${stampfile}"
+  echo "build-tools: built ${name} in $(fmt_secs $((SECONDS - start)))"
+}
+
+main() {
+  if [[ "${1:-}" == "--list" ]]; then list_names; return 0; fi
+  local names=("$@")
+  if [[ ${#names[@]} -eq 0 ]]; then mapfile -t names < <(list_names); fi
+  local n t
+  for n in "${names[@]}"; do
+    lookup "$n" >/dev/null || { echo "build-tools: unknown tool '$n' (known: $(list_names | tr '\n' ' '))" >&2; return 2; }
+  done
+
+  mkdir -p "${BIN}/.stamps"
+  # One builder at a time per bin/: the worktrees of this repository share it, and two cold
+  # builds of kube-apiserver on two cores only slow each other down.
+  exec 9>"${BIN}/.stamps/.lock"
+  if command -v flock >/dev/null; then
+    flock -n 9 || { echo "build-tools: waiting for another build-tools.sh using ${BIN}..."; flock 9; }
+  fi
+
+  local start=${SECONDS} module pkg ldflags
+  for n in "${names[@]}"; do
+    t="$(lookup "$n")"
+    IFS='|' read -r _ module pkg ldflags <<<"$t"
+    build_one "$n" "$module" "$pkg" "$ldflags"
+  done
+  echo "build-tools: done in $(fmt_secs $((SECONDS - start)))"
+}
+
+main "$@"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# test-summary.sh reads `go test -v` output on stdin, passes it through unchanged, and ends with a
+# short table: tests (subtests included) passed, failed and skipped per package. It exits 1 when
+# it saw a failure, else 0; with `set -o pipefail` (the Makefile's shell) a go test failure that
+# printed nothing recognisable still fails the pipeline.
+#
+#   go test -v -tags e2e ./test/e2e/... 2>&1 | hack/test-summary.sh
+set -euo pipefail
+
+awk '
+function flush(pkg, result, took) {
+  n++
+  pkgs[n] = pkg; res[n] = result; dur[n] = took
+  p[n] = pass; f[n] = fail; s[n] = skip
+  tp += pass; tf += fail; ts += skip
+  pass = fail = skip = 0
+}
+{ print; fflush() }
+/^[[:space:]]*--- PASS: / { pass++; next }
+/^[[:space:]]*--- FAIL: / { fail++; failed = 1; next }
+/^[[:space:]]*--- SKIP: / { skip++; next }
+/^ok  \t/                 { flush($2, "ok", $3); next }
+/^FAIL\t/                 { failed = 1; flush($2, "FAIL", $3 " " $4); next }
+/^\?   \t/                { flush($2, "no tests", ""); next }
+END {
+  if (pass + fail + skip > 0) flush("(unattributed)", fail ? "FAIL" : "?", "")
+  printf "\n==== test summary ====\n"
+  printf "%-58s %5s %5s %5s  %s\n", "PACKAGE", "PASS", "FAIL", "SKIP", "RESULT"
+  for (i = 1; i <= n; i++) printf "%-58s %5d %5d %5d  %s %s\n", pkgs[i], p[i], f[i], s[i], res[i], dur[i]
+  printf "%-58s %5d %5d %5d  %s\n", "TOTAL", tp, tf, ts, failed ? "FAIL" : "ok"
+  exit failed ? 1 : 0
+}
+'

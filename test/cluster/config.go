@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Config says what cluster Start brings up. The zero value is a control plane with no nodes, no
+// scheduler, and fairway's CRDs applied.
+type Config struct {
+	// NodePools are the fake nodes created at start; Start returns once they are all Ready and
+	// schedulable (the node.kubernetes.io/not-ready taint removed).
+	NodePools []NodePool
+
+	// KubeScheduler also starts the real kube-scheduler, so pods with the default scheduler name
+	// get bound. Off by default: fairway's own scheduler binds its pods.
+	KubeScheduler bool
+
+	// CRDDirs are directories of CRD manifests applied after start, and waited for until
+	// Established. Nil means fairway's own, <repo root>/charts/fairway/crds; use SkipCRDs for none.
+	CRDDirs []string
+	// SkipCRDs applies no CRDs at start.
+	SkipCRDs bool
+
+	// BinDir holds the binaries; BinDir() (FAIRWAY_BIN or <repo root>/bin) when empty.
+	BinDir string
+	// WorkDir holds certificates, kubeconfig, etcd data and logs. A new temporary directory,
+	// removed on Stop, when empty; a given directory is kept.
+	WorkDir string
+
+	// Logger receives progress and component events; discarded when unset.
+	Logger logr.Logger
+
+	// Extra flags for the components, appended after the defaults (a repeated flag wins).
+	APIServerFlags, ControllerManagerFlags, KwokFlags, SchedulerFlags []string
+
+	// StartTimeout bounds Start, from the first process to Ready nodes; 2 minutes when zero.
+	StartTimeout time.Duration
+}
+
+// Network ranges of the cluster. They are never routed: kwok only writes pod IPs into status.
+const (
+	ServiceCIDR = "10.96.0.0/16"
+	PodCIDR     = "10.64.0.0/12"
+)

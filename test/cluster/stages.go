@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+)
+
+// CompleteDelayAnnotation is kwok's pod annotation for "finish this pod after a delay" (a Go
+// duration such as "30s"). The cluster's stages honour it on every pod, not only on Job pods as
+// kwok's stock stages do, and finish the pod Succeeded with all containers exit code 0.
+const CompleteDelayAnnotation = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+// stageFiles are the kwok Stages the cluster's kwok plays; see the comment at the top of each.
+//
+//go:embed stages/*.yaml
+var stageFiles embed.FS
+
+// writeKwokConfig concatenates the embedded stages into one multi-document file for kwok's -c.
+func writeKwokConfig(path string) error {
+	names, err := fs.Glob(stageFiles, "stages/*.yaml")
+	if err != nil {
+		return fmt.Errorf("listing kwok stages: %w", err)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	for _, name := range names {
+		b, err := stageFiles.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("reading kwok stage %s: %w", name, err)
+		}
+		buf.WriteString("---\n")
+		buf.Write(bytes.TrimSpace(b))
+		buf.WriteString("\n")
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing the kwok config: %w", err)
+	}
+	return nil
+}

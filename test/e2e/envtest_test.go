@@ -1,0 +1,43 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/fairway-sched/fairway/test/cluster"
+)
+
+// TestEnvtest proves that controller-runtime's envtest runs on the binaries `make tools` builds
+// (KUBEBUILDER_ASSETS=bin needs etcd, kube-apiserver and kubectl there), so controller tests
+// can use envtest where a whole cluster is more than they need.
+func TestEnvtest(t *testing.T) {
+	bin, err := cluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBEBUILDER_ASSETS", bin)
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest with KUBEBUILDER_ASSETS=%s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	cl, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "envtest"}}
+	if err := cl.Create(t.Context(), ns); err != nil {
+		t.Fatalf("creating a namespace through envtest: %v", err)
+	}
+}

@@ -1,0 +1,385 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fairway-sched/fairway/adapters/adaptertest"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/test/cluster"
+)
+
+// fairwayNamespace is where the webhook keeps its certificate Secret; its pods are never touched.
+const fairwayNamespace = "fairway-system"
+
+var (
+	buildOnce   sync.Once
+	fairwayPath string
+	buildErr    error
+)
+
+// fairwayBinary builds cmd/fairway from this tree into a temporary directory once per test
+// binary: bin/ is shared by every worktree, and the test must run the code it tests.
+func fairwayBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := cluster.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "fairway-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		fairwayPath = filepath.Join(dir, "fairway")
+		cmd := exec.Command("go", "build", "-o", fairwayPath, "./cmd/fairway")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/fairway: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return fairwayPath
+}
+
+// hasSubcommand reports whether the fairway binary has a subcommand (fairway scheduler is built
+// after the webhook; tests that need it skip until then).
+func hasSubcommand(t *testing.T, name string) bool {
+	return exec.Command(fairwayBinary(t), name, "--help").Run() == nil
+}
+
+// applyFairwayCRDs installs fairway's CRDs. Should the API server refuse one (kube-apiserver 1.37
+// refuses CEL rules that do not compile), the test installs it without its CEL rules and says so:
+// the webhook reads Queues, it does not depend on their validation.
+func applyFairwayCRDs(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "charts", "fairway", "crds")
+	err = c.ApplyCRDs(t.Context(), dir)
+	if err == nil {
+		return
+	}
+	t.Logf("the API server refused fairway's CRDs as generated (%v); installing them without their x-kubernetes-validations rules", err)
+	stripped := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range files {
+		for _, o := range adaptertest.LoadObjects(t, f) {
+			dropKey(o.Object, "x-kubernetes-validations")
+			out, err := yaml.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(stripped, filepath.Base(f)), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.ApplyCRDs(t.Context(), stripped); err != nil {
+		t.Fatalf("installing fairway's CRDs: %v", err)
+	}
+}
+
+func dropKey(v any, key string) {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, key)
+		for _, e := range x {
+			dropKey(e, key)
+		}
+	case []any:
+		for _, e := range x {
+			dropKey(e, key)
+		}
+	}
+}
+
+// createNamespace creates a namespace and waits for its default ServiceAccount, without which
+// the API server refuses pods there.
+func createNamespace(t *testing.T, c *cluster.Cluster, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := c.Client().Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.Client().Get(ctx, client.ObjectKey{Namespace: name, Name: "default"}, &corev1.ServiceAccount{}) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("namespace %s has no default ServiceAccount: %v", name, err)
+	}
+}
+
+// createQueue creates a leaf queue serving namespaces.
+func createQueue(t *testing.T, c *cluster.Cluster, name string, namespaces ...string) {
+	t.Helper()
+	q := &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fairwayv1.QueueSpec{Namespaces: namespaces}}
+	if err := c.Client().Create(t.Context(), q); err != nil {
+		t.Fatalf("creating queue %s: %v", name, err)
+	}
+}
+
+// createPriorityClasses installs fairway's priority classes, as the Helm chart does.
+func createPriorityClasses(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	for name, value := range map[string]int32{
+		fairwayv1.PriorityClassTraining:    50,
+		fairwayv1.PriorityClassInteractive: fairwayv1.NonPreemptiblePriority,
+		fairwayv1.PriorityClassInference:   125,
+	} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if err := c.Client().Create(t.Context(), pc); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating priority class %s: %v", name, err)
+		}
+	}
+}
+
+// webhook is a running `fairway webhook` process.
+type webhook struct {
+	proc *cluster.Process
+	url  string
+}
+
+// startWebhook runs `fairway webhook` against the cluster, outside it, the way a developer does:
+// the API server calls it at https://localhost:<port> over TLS with the certificate the webhook
+// made itself (cert-controller), which the webhook also copies to its certificate directory. It
+// returns once the API server sends pods of a served namespace through it.
+func startWebhook(t *testing.T, c *cluster.Cluster, probeNamespace string, extraArgs ...string) *webhook {
+	t.Helper()
+	ports := make([]int, 2)
+	for i := range ports {
+		p, err := cluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	url := "https://localhost:" + strconv.Itoa(ports[0])
+	args := append([]string{
+		"webhook",
+		"--kubeconfig=" + c.Kubeconfig(),
+		"--namespace=" + fairwayNamespace,
+		"--host=127.0.0.1",
+		"--port=" + strconv.Itoa(ports[0]),
+		"--webhook-url=" + url,
+		"--write-cert-files",
+		"--cert-dir=" + filepath.Join(c.WorkDir(), "webhook-certs"),
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--v=2",
+	}, extraArgs...)
+	p, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-webhook", Path: fairwayBinary(t), Args: args})
+	if err != nil {
+		t.Fatalf("starting fairway webhook: %v", err)
+	}
+	begin := time.Now()
+	// Ready when a dry-run pod in a served namespace comes back rewritten: the configuration
+	// exists, names the namespace, carries the CA bundle, and the server answers.
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if exited, _ := p.Exited(); exited {
+			return false, fmt.Errorf("fairway webhook exited:\n%s", p.Tail(30))
+		}
+		pod := plainPod("probe")
+		pod.Namespace = probeNamespace
+		if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
+			return false, nil
+		}
+		return pod.Spec.SchedulerName == fairwayv1.SchedulerName, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server does not call the webhook: %v\n%s", err, p.Tail(40))
+	}
+	t.Logf("fairway webhook serving the API server after %v", time.Since(begin).Round(time.Millisecond))
+	return &webhook{proc: p, url: url}
+}
+
+// plainPod is a minimal pod of one container.
+func plainPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "c", Image: "busybox", Command: []string{"sleep", "3600"},
+		}}},
+	}
+}
+
+// webhookConfiguration reads fairway's MutatingWebhookConfiguration.
+func webhookConfiguration(t *testing.T, c *cluster.Cluster) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.Client().Get(t.Context(), client.ObjectKey{Name: "fairway-webhook"}, mwc); err != nil {
+		t.Fatalf("reading the webhook configuration: %v", err)
+	}
+	return mwc
+}
+
+// standInScheduler starts the real kube-scheduler with a second profile named "fairway", so that
+// pods the webhook handed to fairway get bound and kwok runs them, which workflows need to reach
+// their later steps. It binds like kube-scheduler: no gangs, no GPU shares, no queues. It is used
+// only while fairway's own scheduler does not exist; startScheduler prefers the real one.
+func standInScheduler(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	conf := filepath.Join(c.WorkDir(), "stand-in-scheduler.yaml")
+	data := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: %s
+`, c.Kubeconfig(), fairwayv1.SchedulerName)
+	if err := os.WriteFile(conf, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartKubeScheduler(t.Context(), "--config="+conf); err != nil {
+		t.Fatalf("starting kube-scheduler as a stand-in for fairway: %v", err)
+	}
+}
+
+// startScheduler starts what binds fairway's pods: fairway's scheduler when the binary has it,
+// else the kube-scheduler stand-in. It reports which.
+func startScheduler(t *testing.T, c *cluster.Cluster) (real bool) {
+	t.Helper()
+	if hasSubcommand(t, "scheduler") {
+		if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-scheduler", Path: fairwayBinary(t),
+			Args: []string{"scheduler", "--kubeconfig=" + c.Kubeconfig()}}); err != nil {
+			t.Fatalf("starting fairway scheduler: %v", err)
+		}
+		return true
+	}
+	t.Log("fairway scheduler is not built yet: kube-scheduler with a profile named fairway binds fairway's pods (no gangs, no GPU shares)")
+	standInScheduler(t, c)
+	return false
+}
+
+// podsOf lists the pods in namespace with the given labels.
+func podsOf(t *testing.T, c *cluster.Cluster, namespace string, labels map[string]string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.Client().List(t.Context(), &pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+		t.Fatalf("listing pods: %v", err)
+	}
+	return pods.Items
+}
+
+// waitPods waits until at least n pods match and returns them.
+func waitPods(t *testing.T, c *cluster.Cluster, namespace string, labels map[string]string, n int, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		pods = podsOf(t, c, namespace, labels)
+		return len(pods) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("want %d pods with labels %v in %s, got %d: %s", n, labels, namespace, len(pods), describePods(pods))
+	}
+	return pods
+}
+
+// expectPod is what a pod handed to fairway must carry.
+type expectPod struct {
+	queue, framework, kind, podGroup, subGroup, priorityClass string
+	minMember                                                 int
+	priority                                                  *int32
+	gpuFraction, gpuContainer                                 string // "" for no share
+}
+
+// checkPod compares a pod the API server stored with what the webhook must have written.
+func checkPod(t *testing.T, pod *corev1.Pod, want expectPod) {
+	t.Helper()
+	name := pod.Name
+	errorf := func(format string, args ...any) { t.Errorf("pod %s: "+format, append([]any{name}, args...)...) }
+	if pod.Spec.SchedulerName != fairwayv1.SchedulerName {
+		errorf("schedulerName %q, want %q", pod.Spec.SchedulerName, fairwayv1.SchedulerName)
+	}
+	for k, v := range map[string]string{
+		fairwayv1.QueueLabel: want.queue, fairwayv1.FrameworkLabel: want.framework, fairwayv1.ManagedLabel: "true",
+	} {
+		if pod.Labels[k] != v {
+			errorf("label %s = %q, want %q", k, pod.Labels[k], v)
+		}
+	}
+	ann := map[string]string{
+		fairwayv1.WorkloadKindAnnotation: want.kind,
+		fairwayv1.MinMemberAnnotation:    strconv.Itoa(want.minMember),
+		fairwayv1.SubGroupAnnotation:     want.subGroup,
+		fairwayv1.GPUFractionAnnotation:  want.gpuFraction,
+		fairwayv1.GPUContainerAnnotation: want.gpuContainer,
+	}
+	if want.podGroup != "" {
+		ann[fairwayv1.PodGroupAnnotation] = want.podGroup
+	}
+	for k, v := range ann {
+		if pod.Annotations[k] != v {
+			errorf("annotation %s = %q, want %q", k, pod.Annotations[k], v)
+		}
+	}
+	if pod.Spec.PriorityClassName != want.priorityClass {
+		errorf("priorityClassName %q, want %q", pod.Spec.PriorityClassName, want.priorityClass)
+	}
+	if want.priority != nil && (pod.Spec.Priority == nil || *pod.Spec.Priority != *want.priority) {
+		errorf("priority %v, want %d (resolved by the API server from the class the webhook set)", ptr.Deref(pod.Spec.Priority, -1), *want.priority)
+	}
+	cm := pod.Annotations[fairwayv1.GPUConfigMapAnnotation]
+	if want.gpuFraction == "" {
+		if cm != "" {
+			errorf("has GPU ConfigMap %q but asks for no GPU share", cm)
+		}
+		return
+	}
+	if !strings.HasPrefix(cm, "fairway-gpu-") {
+		errorf("GPU ConfigMap annotation %q", cm)
+	}
+	for _, ctr := range pod.Spec.Containers {
+		found := false
+		for _, e := range ctr.Env {
+			if e.Name == "NVIDIA_VISIBLE_DEVICES" && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == cm {
+				found = true
+			}
+		}
+		if found != (ctr.Name == want.gpuContainer) {
+			errorf("container %s: NVIDIA_VISIBLE_DEVICES from %s = %v, want it only on %s", ctr.Name, cm, found, want.gpuContainer)
+		}
+	}
+}
+
+// unstructuredList lists objects of a kind, for framework objects in failure messages.
+func unstructuredList(t *testing.T, c *cluster.Cluster, apiVersion, kind, namespace string) []unstructured.Unstructured {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion(apiVersion)
+	l.SetKind(kind + "List")
+	if err := c.Client().List(t.Context(), l, client.InNamespace(namespace)); err != nil {
+		t.Logf("listing %s: %v", kind, err)
+	}
+	return l.Items
+}

@@ -2,18 +2,15 @@ package mutatingwebhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/go-logr/logr"
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/mutating-webhook/gpurequest"
@@ -32,19 +29,17 @@ const (
 // rewrite it and answers with one JSON patch from the pod as it came to the pod as rewritten.
 //
 // Unlike controller-runtime's defaulter webhook, it returns the defaulter's warnings to the
-// client. Like it, the patch is computed against the object exactly as sent, so it always applies,
-// and operations that only reflect decoding the object into Go (fields the Go type does not know,
-// quantities written differently) are dropped, so the patch holds the defaulter's changes only.
+// client, and it builds the patch from the fields the defaulter changes rather than by diffing
+// JSON documents (see patchFor).
 type Handler struct {
 	defaulter *PodDefaulter
-	decoder   admission.Decoder
 }
 
 var _ admission.Handler = (*Handler)(nil)
 
 // NewHandler returns the handler for defaulter.
-func NewHandler(scheme *runtime.Scheme, defaulter *PodDefaulter) *Handler {
-	return &Handler{defaulter: defaulter, decoder: admission.NewDecoder(scheme)}
+func NewHandler(defaulter *PodDefaulter) *Handler {
+	return &Handler{defaulter: defaulter}
 }
 
 // Webhook wraps h for a webhook server, with controller-runtime's panic recovery on: a panic
@@ -58,9 +53,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return admission.Allowed("")
 	}
-	pod := &corev1.Pod{}
-	if err := h.decoder.Decode(req, pod); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	pod, err := decodePod(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if pod.Namespace == "" {
 		// The API server sends pods as the client wrote them; the namespace is in the request.
@@ -68,54 +63,19 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	original := pod.DeepCopy()
 
-	warnings, err := h.defaulter.Default(ctx, req, pod)
+	var warnings []string
+	warnings, err = h.defaulter.Default(ctx, req, pod)
 	if err != nil {
 		return refusal(ctx, err).WithWarnings(warnings...)
-	}
-	if equality.Semantic.DeepEqual(original, pod) {
-		return admission.Allowed("").WithWarnings(warnings...)
 	}
 	ops, err := patchFor(req.Object.Raw, original, pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if len(ops) == 0 {
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
 	return admission.Patched("", ops...).WithWarnings(warnings...)
-}
-
-// patchFor returns the JSON patch from raw, the object as the API server sent it, to mutated.
-// Operations that also appear in the patch from raw to original (the same object decoded and
-// encoded again, unchanged) are artefacts of the Go round trip, not changes, and are left out.
-func patchFor(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
-	before, err := json.Marshal(original)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the pod: %w", err)
-	}
-	after, err := json.Marshal(mutated)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the rewritten pod: %w", err)
-	}
-	ops, err := jsonpatch.CreatePatch(raw, after)
-	if err != nil {
-		return nil, fmt.Errorf("computing the patch: %w", err)
-	}
-	artefacts, err := jsonpatch.CreatePatch(raw, before)
-	if err != nil {
-		return nil, fmt.Errorf("computing the patch: %w", err)
-	}
-	if len(artefacts) == 0 {
-		return ops, nil
-	}
-	skip := make(map[string]bool, len(artefacts))
-	for _, op := range artefacts {
-		skip[op.Json()] = true
-	}
-	kept := ops[:0]
-	for _, op := range ops {
-		if !skip[op.Json()] {
-			kept = append(kept, op)
-		}
-	}
-	return kept, nil
 }
 
 // refusal turns a defaulter error into a response: a user error is denied (403) with its message,
@@ -136,16 +96,15 @@ func refusal(ctx context.Context, err error) admission.Response {
 // a pod would bypass the defaulter and reach fairway's scheduler with whatever queue label it
 // carries. It changes nothing.
 type GuardHandler struct {
-	state   ClusterState
-	decoder admission.Decoder
-	opts    Options
+	state ClusterState
+	opts  Options
 }
 
 var _ admission.Handler = (*GuardHandler)(nil)
 
 // NewGuardHandler returns the guard.
-func NewGuardHandler(scheme *runtime.Scheme, state ClusterState, opts Options) *GuardHandler {
-	return &GuardHandler{state: state, decoder: admission.NewDecoder(scheme), opts: opts}
+func NewGuardHandler(state ClusterState, opts Options) *GuardHandler {
+	return &GuardHandler{state: state, opts: opts}
 }
 
 // Webhook wraps g for a webhook server, with panic recovery on.
@@ -158,9 +117,9 @@ func (g *GuardHandler) Handle(ctx context.Context, req admission.Request) admiss
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return admission.Allowed("")
 	}
-	pod := &corev1.Pod{}
-	if err := g.decoder.Decode(req, pod); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	pod, err := decodePod(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
 	}
 	ns := pod.Namespace
 	if ns == "" {
@@ -180,6 +139,20 @@ func (g *GuardHandler) Handle(ctx context.Context, req admission.Request) admiss
 		return admission.Denied(notServed(ns).Error())
 	}
 	return admission.Allowed("")
+}
+
+// decodePod decodes the pod of a request the way the API machinery's JSON serializer does
+// (case-sensitive, integers kept), without its first pass over the body to find the kind, which
+// the request already names. The API server sends webhooks JSON.
+func decodePod(req admission.Request) (*corev1.Pod, error) {
+	if len(req.Object.Raw) == 0 {
+		return nil, errors.New("the request has no object")
+	}
+	pod := &corev1.Pod{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
+		return nil, fmt.Errorf("decoding the pod: %w", err)
+	}
+	return pod, nil
 }
 
 func ptrTrue() *bool { t := true; return &t }

@@ -429,7 +429,7 @@ func TestDryRunIsTheSame(t *testing.T) {
 }
 
 func TestGuard(t *testing.T) {
-	g := mutatingwebhook.NewGuardHandler(testScheme, defaultState(), mutatingwebhook.Options{ProtectedNamespaces: []string{"kube-system"}})
+	g := mutatingwebhook.NewGuardHandler(defaultState(), mutatingwebhook.Options{ProtectedNamespaces: []string{"kube-system"}})
 	cases := map[string]struct {
 		pod     *corev1.Pod
 		ns      string

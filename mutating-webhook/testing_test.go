@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fairway-sched/fairway/adapters"
@@ -72,14 +71,6 @@ func defaultState() *staticState {
 	}
 }
 
-var testScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}()
-
 func newHandler(state mutatingwebhook.ClusterState, objects adapters.ObjectReader, opts mutatingwebhook.Options) *mutatingwebhook.Handler {
 	if opts.ProtectedNamespaces == nil {
 		opts.ProtectedNamespaces = []string{"kube-system", "fairway-system"}
@@ -90,7 +81,7 @@ func newHandler(state mutatingwebhook.ClusterState, objects adapters.ObjectReade
 	if objects == nil {
 		objects = adaptertest.NewReader()
 	}
-	return mutatingwebhook.NewHandler(testScheme, mutatingwebhook.NewPodDefaulter(registry.All(), state, objects, opts))
+	return mutatingwebhook.NewHandler(mutatingwebhook.NewPodDefaulter(registry.All(), state, objects, opts))
 }
 
 // createRequest is the AdmissionRequest the API server sends for creating pod. The pod body is

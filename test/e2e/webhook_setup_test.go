@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,11 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 )
 
 // fairwayNamespace is where the webhook keeps its certificate Secret; its pods are never touched.
@@ -39,27 +37,17 @@ var (
 	buildErr    error
 )
 
-// fairwayBinary builds cmd/fairway from this tree into a temporary directory once per test
-// binary: bin/ is shared by every worktree, and the test must run the code it tests.
+// fairwayBinary builds cmd/fairway from this tree once per test binary, into a temporary
+// directory: bin/ is shared by every worktree, and the test must run the code it tests.
 func fairwayBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := cluster.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
 		dir, err := os.MkdirTemp("", "fairway-e2e-bin-")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		fairwayPath = filepath.Join(dir, "fairway")
-		cmd := exec.Command("go", "build", "-o", fairwayPath, "./cmd/fairway")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/fairway: %v\n%s", err, out)
-		}
+		fairwayPath, buildErr = fairwayproc.Build(context.Background(), dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -67,57 +55,15 @@ func fairwayBinary(t *testing.T) string {
 	return fairwayPath
 }
 
-// hasSubcommand reports whether the fairway binary has a subcommand (fairway scheduler is built
-// after the webhook; tests that need it skip until then).
-func hasSubcommand(t *testing.T, name string) bool {
-	return exec.Command(fairwayBinary(t), name, "--help").Run() == nil
-}
-
-// applyFairwayCRDs installs fairway's CRDs. Should the API server refuse one (kube-apiserver 1.37
-// refuses CEL rules that do not compile), the test installs it without its CEL rules and says so:
-// the webhook reads Queues, it does not depend on their validation.
+// applyFairwayCRDs installs fairway's CRDs (see fairwayproc.ApplyFairwayCRDs).
 func applyFairwayCRDs(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	root, err := cluster.RepoRoot()
+	stripped, err := fairwayproc.ApplyFairwayCRDs(t.Context(), c, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "charts", "fairway", "crds")
-	err = c.ApplyCRDs(t.Context(), dir)
-	if err == nil {
-		return
-	}
-	t.Logf("the API server refused fairway's CRDs as generated (%v); installing them without their x-kubernetes-validations rules", err)
-	stripped := t.TempDir()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	for _, f := range files {
-		for _, o := range adaptertest.LoadObjects(t, f) {
-			dropKey(o.Object, "x-kubernetes-validations")
-			out, err := yaml.Marshal(o.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(stripped, filepath.Base(f)), out, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := c.ApplyCRDs(t.Context(), stripped); err != nil {
-		t.Fatalf("installing fairway's CRDs: %v", err)
-	}
-}
-
-func dropKey(v any, key string) {
-	switch x := v.(type) {
-	case map[string]any:
-		delete(x, key)
-		for _, e := range x {
-			dropKey(e, key)
-		}
-	case []any:
-		for _, e := range x {
-			dropKey(e, key)
-		}
+	if stripped != nil {
+		t.Logf("the API server refused fairway's CRDs as generated; installed them without their CEL rules: %v", stripped)
 	}
 }
 
@@ -161,63 +107,19 @@ func createPriorityClasses(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// webhook is a running `fairway webhook` process.
-type webhook struct {
-	proc *cluster.Process
-	url  string
-}
-
-// startWebhook runs `fairway webhook` against the cluster, outside it, the way a developer does:
-// the API server calls it at https://localhost:<port> over TLS with the certificate the webhook
-// made itself (cert-controller), which the webhook also copies to its certificate directory. It
-// returns once the API server sends pods of a served namespace through it.
-func startWebhook(t *testing.T, c *cluster.Cluster, probeNamespace string, extraArgs ...string) *webhook {
+// startWebhook runs `fairway webhook` against the cluster (see fairwayproc.StartWebhook).
+func startWebhook(t *testing.T, c *cluster.Cluster, probeNamespace string, extraArgs ...string) *fairwayproc.Webhook {
 	t.Helper()
-	ports := make([]int, 2)
-	for i := range ports {
-		p, err := cluster.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = p
-	}
-	url := "https://localhost:" + strconv.Itoa(ports[0])
-	args := append([]string{
-		"webhook",
-		"--kubeconfig=" + c.Kubeconfig(),
-		"--namespace=" + fairwayNamespace,
-		"--host=127.0.0.1",
-		"--port=" + strconv.Itoa(ports[0]),
-		"--webhook-url=" + url,
-		"--write-cert-files",
-		"--cert-dir=" + filepath.Join(c.WorkDir(), "webhook-certs"),
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
-		"--v=2",
-	}, extraArgs...)
-	p, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-webhook", Path: fairwayBinary(t), Args: args})
-	if err != nil {
-		t.Fatalf("starting fairway webhook: %v", err)
-	}
 	begin := time.Now()
-	// Ready when a dry-run pod in a served namespace comes back rewritten: the configuration
-	// exists, names the namespace, carries the CA bundle, and the server answers.
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		if exited, _ := p.Exited(); exited {
-			return false, fmt.Errorf("fairway webhook exited:\n%s", p.Tail(30))
-		}
-		pod := plainPod("probe")
-		pod.Namespace = probeNamespace
-		if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
-			return false, nil
-		}
-		return pod.Spec.SchedulerName == fairwayv1.SchedulerName, nil
+	wh, err := fairwayproc.StartWebhook(t.Context(), c, fairwayproc.WebhookOptions{
+		Binary: fairwayBinary(t), Namespace: fairwayNamespace, ProbeNamespace: probeNamespace,
+		Args: append([]string{"--v=2"}, extraArgs...),
 	})
 	if err != nil {
-		t.Fatalf("the API server does not call the webhook: %v\n%s", err, p.Tail(40))
+		t.Fatal(err)
 	}
 	t.Logf("fairway webhook serving the API server after %v", time.Since(begin).Round(time.Millisecond))
-	return &webhook{proc: p, url: url}
+	return wh
 }
 
 // plainPod is a minimal pod of one container.
@@ -269,7 +171,7 @@ profiles:
 // else the kube-scheduler stand-in. It reports which.
 func startScheduler(t *testing.T, c *cluster.Cluster) (real bool) {
 	t.Helper()
-	if hasSubcommand(t, "scheduler") {
+	if fairwayproc.HasSubcommand(fairwayBinary(t), "scheduler") {
 		if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-scheduler", Path: fairwayBinary(t),
 			Args: []string{"scheduler", "--kubeconfig=" + c.Kubeconfig()}}); err != nil {
 			t.Fatalf("starting fairway scheduler: %v", err)

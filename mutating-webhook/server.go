@@ -44,8 +44,9 @@ type Config struct {
 	// EnableHTTP2 serves HTTP/2 as well; off by default, as in Kubebuilder projects, against
 	// HTTP/2 stream-reset floods (CVE-2023-44487). The API server then uses HTTP/1.1.
 	EnableHTTP2 bool
-	// MetricsAddr and ProbeAddr are the metrics and health-probe listeners; "0" turns one off.
-	MetricsAddr, ProbeAddr string
+	// MetricsAddr, ProbeAddr and PprofAddr are the metrics, health-probe and pprof listeners;
+	// "0" or empty turns one off.
+	MetricsAddr, ProbeAddr, PprofAddr string
 	// ObjectTimeout bounds the wait for a framework object in the cache.
 	ObjectTimeout time.Duration
 }
@@ -78,6 +79,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress: cfg.ProbeAddr,
+		PprofBindAddress:       cfg.PprofAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

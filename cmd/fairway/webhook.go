@@ -38,6 +38,7 @@ type webhookFlags struct {
 	enableHTTP2         bool
 	metricsAddr         string
 	probeAddr           string
+	pprofAddr           string
 	objectTimeout       time.Duration
 	verbosity           int
 }
@@ -79,6 +80,7 @@ local API server with --webhook-url=https://localhost:<port> --write-cert-files.
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "Serve HTTP/2 too.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `Metrics listener; "0" turns it off.`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", `Health probe listener (/healthz, /readyz); "0" turns it off.`)
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `pprof listener for profiling (e.g. 127.0.0.1:6060); "0" turns it off.`)
 	fs.DurationVar(&f.objectTimeout, "object-timeout", 2*time.Second, "Longest wait for a framework object (a RayCluster) before admitting its pod without a gang size.")
 	fs.IntVarP(&f.verbosity, "v", "v", 0, "Log verbosity (2: one line per admitted pod).")
 	return cmd
@@ -119,6 +121,7 @@ func runWebhook(cmd *cobra.Command, f *webhookFlags) error {
 		EnableHTTP2:   f.enableHTTP2,
 		MetricsAddr:   f.metricsAddr,
 		ProbeAddr:     f.probeAddr,
+		PprofAddr:     f.pprofAddr,
 		ObjectTimeout: f.objectTimeout,
 	}
 	if f.webhookURL != "" {

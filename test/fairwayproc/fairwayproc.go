@@ -57,6 +57,8 @@ type WebhookOptions struct {
 	ProbeNamespace string
 	// Args are appended to the webhook's flags.
 	Args []string
+	// Env is added to the webhook's environment (GOGC=..., GODEBUG=...).
+	Env []string
 	// Timeout bounds the wait; 90 s when zero.
 	Timeout time.Duration
 }
@@ -101,7 +103,7 @@ func StartWebhook(ctx context.Context, c *cluster.Cluster, o WebhookOptions) (*W
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
 		"--configuration-name=" + ConfigurationName,
 	}, o.Args...)
-	p, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-webhook", Path: o.Binary, Args: args})
+	p, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-webhook", Path: o.Binary, Args: args, Env: o.Env})
 	if err != nil {
 		return nil, fmt.Errorf("starting fairway webhook: %w", err)
 	}

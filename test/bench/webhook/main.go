@@ -37,6 +37,12 @@ func main() {
 	flag.IntVar(&o.apiServerPods, "apiserver-pods", 0, "also create this many real pods through the API server at -rps (0: skip)")
 	flag.IntVar(&o.repeat, "repeat", 1, "run the burst this many times on the same webhook and print a line for each")
 	flag.BoolVar(&o.verbose, "v", false, "log the cluster's progress")
+	flag.StringVar(&o.workDir, "workdir", "", "keep the cluster's certificates, data and logs in this directory")
+	flag.BoolVar(&o.baseline, "baseline", false, "with -apiserver-pods, first create the same pods in a namespace no queue serves (no webhook call), as a baseline for the API server alone")
+	flag.BoolVar(&o.noKeepAlive, "no-keepalive", false, "a new TLS connection per request, as the API server makes once more requests are in flight than it keeps idle connections (25)")
+	flag.BoolVar(&o.ecdsa, "ecdsa", false, "serve a P-256 certificate made by the benchmark (--cert-mode=files) instead of the rotator's RSA one")
+	flag.StringVar(&o.webhookArgs, "webhook-args", "", "comma-separated flags added to fairway webhook's (e.g. --enable-http2)")
+	flag.StringVar(&o.webhookEnv, "webhook-env", "", "comma-separated KEY=VALUE added to the webhook's environment (e.g. GOGC=400)")
 	flag.Parse()
 
 	log := logr.Discard()
@@ -54,11 +60,13 @@ func main() {
 type options struct {
 	rps, pods, warmup, apiServerPods, repeat int
 	verbose                                  bool
+	webhookEnv, webhookArgs, workDir         string
+	baseline, ecdsa, noKeepAlive             bool
 }
 
 func run(ctx context.Context, o options, log logr.Logger) error {
 	begin := time.Now()
-	env, err := setUp(ctx, log)
+	env, err := setUp(ctx, o, log)
 	if err != nil {
 		return err
 	}
@@ -66,7 +74,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	fmt.Fprintf(os.Stderr, "bench-webhook: cluster and webhook ready in %v; %d warm-up requests, then %d at %d/s\n",
 		time.Since(begin).Round(time.Millisecond), o.warmup, o.pods, o.rps)
 
-	direct, err := newDirectClient(env)
+	direct, err := newDirectClient(env, o.noKeepAlive)
 	if err != nil {
 		return err
 	}
@@ -79,9 +87,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	failed := false
 	for r := range o.repeat {
 		bodies := direct.requests(ctx, fmt.Sprintf("run%d", r), o.pods)
+		cpu := cpuTimes(env.cluster)
 		s := summarize(openLoop(ctx, o.rps, o.pods, func(ctx context.Context, i int) error { return direct.send(ctx, bodies[i]) }))
 		fmt.Printf("bench-webhook: rps=%d p50=%s ms p99=%s ms errors=%d\n", o.rps, ms(s.p50), ms(s.p99), s.errors)
-		fmt.Fprintf(os.Stderr, "bench-webhook: %d requests, max %s ms", s.n, ms(s.max))
+		fmt.Fprintf(os.Stderr, "bench-webhook: %d requests, max %s ms; %s", s.n, ms(s.max), cpuReport(cpu, cpuTimes(env.cluster), s.n))
 		if s.firstErr != nil {
 			fmt.Fprintf(os.Stderr, ", first error: %v", s.firstErr)
 		}
@@ -90,16 +99,28 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	if o.apiServerPods > 0 {
-		create, err := newPodCreator(env, o.rps)
-		if err != nil {
-			return err
+		namespaces := []string{benchNamespace}
+		if o.baseline {
+			namespaces = []string{unservedNamespace, benchNamespace}
 		}
-		s := summarize(openLoop(ctx, o.rps, o.apiServerPods, create))
-		fmt.Printf("bench-webhook-apiserver: rps=%d pods=%d p50=%s ms p99=%s ms errors=%d\n", o.rps, s.n, ms(s.p50), ms(s.p99), s.errors)
-		if s.firstErr != nil {
-			fmt.Fprintf(os.Stderr, "bench-webhook-apiserver: first error: %v\n", s.firstErr)
+		for _, ns := range namespaces {
+			create, err := newPodCreator(env, ns, o.rps)
+			if err != nil {
+				return err
+			}
+			cpu := cpuTimes(env.cluster)
+			s := summarize(openLoop(ctx, o.rps, o.apiServerPods, create))
+			name := "bench-webhook-apiserver"
+			if ns == unservedNamespace {
+				name = "bench-apiserver-baseline"
+			}
+			fmt.Printf("%s: rps=%d pods=%d p50=%s ms p99=%s ms errors=%d\n", name, o.rps, s.n, ms(s.p50), ms(s.p99), s.errors)
+			fmt.Fprintf(os.Stderr, "%s: %s\n", name, cpuReport(cpu, cpuTimes(env.cluster), s.n))
+			if s.firstErr != nil {
+				fmt.Fprintf(os.Stderr, "%s: first error: %v\n", name, s.firstErr)
+			}
+			failed = failed || s.errors > 0
 		}
-		failed = failed || s.errors > 0
 	}
 	if failed {
 		return fmt.Errorf("some requests failed; the webhook's log is %s", env.webhook.Process.LogPath())

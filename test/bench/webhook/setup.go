@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
@@ -34,8 +36,9 @@ import (
 )
 
 const (
-	benchNamespace   = "bench"
-	fairwayNamespace = "fairway-system"
+	benchNamespace    = "bench"
+	unservedNamespace = "bench-plain"
+	fairwayNamespace  = "fairway-system"
 )
 
 // env is the running cluster and webhook.
@@ -53,7 +56,7 @@ func (e *env) tearDown() {
 
 // setUp starts the cluster and the webhook, with a queue serving the bench namespace, fairway's
 // priority classes, KubeRay's CRDs and the RayCluster the Ray worker pods belong to.
-func setUp(ctx context.Context, log logr.Logger) (*env, error) {
+func setUp(ctx context.Context, o options, log logr.Logger) (*env, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -66,7 +69,7 @@ func setUp(ctx context.Context, log logr.Logger) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}, SkipCRDs: true, Logger: log})
+	c, err := cluster.Start(ctx, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}, SkipCRDs: true, Logger: log, WorkDir: o.workDir})
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +78,17 @@ func setUp(ctx context.Context, log logr.Logger) (*env, error) {
 		e.tearDown()
 		return nil, err
 	}
+	args := splitEnv(o.webhookArgs)
+	if o.ecdsa {
+		dir := filepath.Join(tmp, "ecdsa-certs")
+		if err := writeECDSACerts(dir); err != nil {
+			e.tearDown()
+			return nil, err
+		}
+		args = append(args, "--cert-mode=files", "--cert-dir="+dir)
+	}
 	e.webhook, err = fairwayproc.StartWebhook(ctx, c, fairwayproc.WebhookOptions{
-		Binary: binary, Namespace: fairwayNamespace, ProbeNamespace: benchNamespace,
+		Binary: binary, Namespace: fairwayNamespace, ProbeNamespace: benchNamespace, Env: splitEnv(o.webhookEnv), Args: args,
 	})
 	if err != nil {
 		e.tearDown()
@@ -98,7 +110,7 @@ func (e *env) populate(ctx context.Context) error {
 		return fmt.Errorf("installing KubeRay's CRDs: %w", err)
 	}
 	cl := c.Client()
-	for _, ns := range []string{fairwayNamespace, benchNamespace} {
+	for _, ns := range []string{fairwayNamespace, benchNamespace, unservedNamespace} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
@@ -123,7 +135,8 @@ func (e *env) populate(ctx context.Context) error {
 	}
 	// Pods need the namespace's default ServiceAccount.
 	deadline := time.Now().Add(30 * time.Second)
-	for cl.Get(ctx, types.NamespacedName{Namespace: benchNamespace, Name: "default"}, &corev1.ServiceAccount{}) != nil {
+	for cl.Get(ctx, types.NamespacedName{Namespace: benchNamespace, Name: "default"}, &corev1.ServiceAccount{}) != nil ||
+		cl.Get(ctx, types.NamespacedName{Namespace: unservedNamespace, Name: "default"}, &corev1.ServiceAccount{}) != nil {
 		if time.Now().After(deadline) {
 			return errors.New("no default ServiceAccount in the bench namespace")
 		}
@@ -192,7 +205,7 @@ type directClient struct {
 	templates []*corev1.Pod
 }
 
-func newDirectClient(e *env) (*directClient, error) {
+func newDirectClient(e *env, noKeepAlive bool) (*directClient, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(e.webhook.CABundle) {
 		return nil, errors.New("the webhook's CA bundle holds no certificate")
@@ -206,6 +219,7 @@ func newDirectClient(e *env) (*directClient, error) {
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     90 * time.Second,
+		DisableKeepAlives:   noKeepAlive,
 	}
 	return &directClient{
 		http:      &http.Client{Transport: transport, Timeout: 10 * time.Second},
@@ -274,11 +288,13 @@ func (d *directClient) send(ctx context.Context, body []byte) error {
 	return nil
 }
 
-// newPodCreator returns a function that creates pod i through the API server, cycling through
-// the same pod shapes, and checks that it was handed to fairway.
-func newPodCreator(e *env, rps int) (func(ctx context.Context, i int) error, error) {
+// newPodCreator returns a function that creates pod i in namespace through the API server,
+// cycling through the same pod shapes, and checks that it was handed to fairway (in the bench
+// namespace) or left alone (in the unserved one).
+func newPodCreator(e *env, namespace string, rps int) (func(ctx context.Context, i int) error, error) {
 	cfg := e.cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = float32(4*rps), 8*rps
+	cfg.WarningHandler = rest.NoWarnings{} // the webhook's degraded-gang warnings, once per pod
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -295,13 +311,21 @@ func newPodCreator(e *env, rps int) (func(ctx context.Context, i int) error, err
 		// The ownerReferences point at objects that do not exist; the garbage collector would
 		// delete the pods while the benchmark runs.
 		pod.OwnerReferences = nil
-		got, err := cs.CoreV1().Pods(benchNamespace).Create(ctx, pod, metav1.CreateOptions{})
+		pod.Spec.ServiceAccountName = "" // the namespace's default
+		got, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
-		if got.Spec.SchedulerName != fairwayv1.SchedulerName {
+		if (got.Spec.SchedulerName == fairwayv1.SchedulerName) != (namespace == benchNamespace) {
 			return fmt.Errorf("pod %s not handed to fairway (scheduler %q)", got.Name, got.Spec.SchedulerName)
 		}
 		return nil
 	}, nil
+}
+
+func splitEnv(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -80,6 +80,11 @@ func testConfiguration(t *testing.T, c *cluster.Cluster) {
 	if served.Key != mutatingwebhook.NamespaceNameLabel || strings.Join(served.Values, ",") != "jhub,team-a,team-b,team-ray" {
 		t.Errorf("served namespaces selector %+v", served)
 	}
+	// The API server's defaulting must not make the webhook rewrite its configuration forever.
+	time.Sleep(2 * time.Second)
+	if again := webhookConfiguration(t, c); again.ResourceVersion != mwc.ResourceVersion {
+		t.Errorf("the webhook configuration keeps changing: resourceVersion %s, then %s", mwc.ResourceVersion, again.ResourceVersion)
+	}
 }
 
 // testPlainPod: a bare pod asking for half a GPU through the Run:ai annotation.

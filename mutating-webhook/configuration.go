@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -15,10 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
@@ -54,8 +58,7 @@ type ConfigurationOptions struct {
 	URL string
 	// TimeoutSeconds bounds each call; the API server default of 10 s is too long for pod bursts.
 	TimeoutSeconds int32
-	// CABundle, when set, is written into both webhooks. When empty, the bundle the configuration
-	// already has is kept: the certificate rotator (or cert-manager's CA injector) owns it.
+	// CABundle is written into both webhooks; the reconciler fills it from the certificate.
 	CABundle []byte
 }
 
@@ -141,83 +144,116 @@ func (o ConfigurationOptions) clientConfig(path string) admissionregistrationv1.
 }
 
 // configurationReconciler keeps the MutatingWebhookConfiguration equal to DesiredConfiguration
-// for the current Queues: it creates it, follows Queue changes, and undoes edits. Every replica
-// runs it; they compute the same object, and the API server's optimistic concurrency settles
-// races with the certificate rotator, which writes the CA bundle.
+// for the current Queues and CA bundle: it creates it, follows Queue changes, undoes edits, and
+// writes the CA bundle. With manage false it only writes the CA bundle into a configuration made
+// by someone else (the Helm chart). Every replica runs it; they compute the same object, and the
+// API server's optimistic concurrency settles races.
 type configurationReconciler struct {
 	client client.Client
 	opts   ConfigurationOptions
+	bundle caBundleSource
+	manage bool
 	log    logr.Logger
+	// injected is set once the configuration carries the current CA bundle: the server starts
+	// serving only then.
+	injected atomic.Bool
 }
 
 func (r *configurationReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	bundle, err := r.bundle.CABundle(ctx)
+	if err != nil {
+		r.log.V(1).Info("No CA bundle yet; waiting for the certificate", "reason", err.Error())
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	opts := r.opts
+	opts.CABundle = bundle
+	current := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	err = r.client.Get(ctx, types.NamespacedName{Name: opts.Name}, current)
+	if apierrors.IsNotFound(err) {
+		if !r.manage {
+			r.log.Info("Waiting for the webhook configuration to be created", "name", opts.Name)
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+		desired, err := r.desired(ctx, opts)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		r.log.Info("Creating the webhook configuration", "name", opts.Name)
+		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, fmt.Errorf("creating MutatingWebhookConfiguration %s: %w", opts.Name, err)
+		}
+		r.injected.Store(true)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", opts.Name, err)
+	}
+
+	updated := current.DeepCopy()
+	if r.manage {
+		desired, err := r.desired(ctx, opts)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		for k, v := range desired.Labels {
+			updated.Labels[k] = v
+		}
+		updated.Webhooks = desired.Webhooks
+	}
+	for i := range updated.Webhooks {
+		w := &updated.Webhooks[i]
+		switch {
+		case len(bundle) > 0:
+			w.ClientConfig.CABundle = bundle
+		default: // left to cert-manager's CA injector
+			for _, cur := range current.Webhooks {
+				if cur.Name == w.Name {
+					w.ClientConfig.CABundle = cur.ClientConfig.CABundle
+				}
+			}
+		}
+	}
+	if !equality.Semantic.DeepEqual(current.Labels, updated.Labels) || !equality.Semantic.DeepEqual(current.Webhooks, updated.Webhooks) {
+		r.log.Info("Updating the webhook configuration", "name", opts.Name)
+		if err := r.client.Update(ctx, updated); err != nil {
+			return reconcile.Result{}, fmt.Errorf("updating MutatingWebhookConfiguration %s: %w", opts.Name, err)
+		}
+	}
+	r.injected.Store(true)
+	return reconcile.Result{}, nil
+}
+
+// desired is DesiredConfiguration for the namespaces the Queues list now.
+func (r *configurationReconciler) desired(ctx context.Context, opts ConfigurationOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	var queues fairwayv1.QueueList
 	if err := r.client.List(ctx, &queues); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing queues: %w", err)
+		return nil, fmt.Errorf("listing queues: %w", err)
 	}
 	var served []string
 	for _, q := range queues.Items {
 		served = append(served, q.Spec.Namespaces...)
 	}
-	desired := DesiredConfiguration(r.opts, served)
-
-	current := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	err := r.client.Get(ctx, types.NamespacedName{Name: r.opts.Name}, current)
-	if apierrors.IsNotFound(err) {
-		r.log.Info("Creating the webhook configuration", "name", r.opts.Name, "namespaces", len(served))
-		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
-			return reconcile.Result{}, fmt.Errorf("creating MutatingWebhookConfiguration %s: %w", r.opts.Name, err)
-		}
-		return reconcile.Result{}, nil
-	}
-	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", r.opts.Name, err)
-	}
-	if len(r.opts.CABundle) == 0 {
-		for i := range desired.Webhooks {
-			for _, cur := range current.Webhooks {
-				if cur.Name == desired.Webhooks[i].Name {
-					desired.Webhooks[i].ClientConfig.CABundle = cur.ClientConfig.CABundle
-				}
-			}
-		}
-	}
-	labelsOK := true
-	for k, v := range desired.Labels {
-		labelsOK = labelsOK && current.Labels[k] == v
-	}
-	if labelsOK && equality.Semantic.DeepEqual(current.Webhooks, desired.Webhooks) {
-		return reconcile.Result{}, nil
-	}
-	if current.Labels == nil {
-		current.Labels = map[string]string{}
-	}
-	for k, v := range desired.Labels {
-		current.Labels[k] = v
-	}
-	current.Webhooks = desired.Webhooks
-	r.log.Info("Updating the webhook configuration", "name", r.opts.Name, "namespaces", len(served))
-	if err := r.client.Update(ctx, current); err != nil {
-		return reconcile.Result{}, fmt.Errorf("updating MutatingWebhookConfiguration %s: %w", r.opts.Name, err)
-	}
-	return reconcile.Result{}, nil
+	return DesiredConfiguration(opts, served), nil
 }
 
-// setupConfigurationReconciler registers the reconciler: one key, woken by any Queue change and
-// by changes to the configuration itself.
-func setupConfigurationReconciler(mgr manager.Manager, opts ConfigurationOptions, log logr.Logger) error {
-	r := &configurationReconciler{client: mgr.GetClient(), opts: opts, log: log}
+// setupConfigurationReconciler registers the reconciler: one key, woken by any Queue change, by
+// changes to the configuration itself, and by wake (the certificate rotator's new CA bundle).
+func setupConfigurationReconciler(mgr manager.Manager, r *configurationReconciler, wake <-chan event.GenericEvent) error {
 	only := func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: opts.Name}}}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.opts.Name}}}
 	}
 	err := builder.ControllerManagedBy(mgr).
 		Named("webhook-configuration").
 		For(&admissionregistrationv1.MutatingWebhookConfiguration{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetName() == opts.Name
+			return o.GetName() == r.opts.Name
 		}))).
 		Watches(&fairwayv1.Queue{}, handler.EnqueueRequestsFromMapFunc(only)).
+		WatchesRawSource(source.Channel(wake, handler.EnqueueRequestsFromMapFunc(only))).
 		// Several webhooks may run in one process (tests, benchmarks).
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the webhook configuration controller: %w", err)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -13,10 +15,12 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -114,19 +118,33 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	defaulter := NewPodDefaulter(adapters, state, objects, cfg.Options)
 
 	// Certificates and the webhook configuration.
-	ready, err := setupCertificates(ctx, mgr, direct, cfg.Certs, cfg.Configuration.Name, log)
-	if err != nil {
-		return err
-	}
-	if cfg.Certs.Mode == CertFiles && len(cfg.Configuration.CABundle) == 0 {
-		if cfg.Configuration.CABundle, err = readCABundle(cfg.Certs.Dir); err != nil {
-			return fmt.Errorf("reading the CA bundle: %w", err)
+	wake := make(chan event.GenericEvent, 1)
+	reconciler := &configurationReconciler{client: mgr.GetClient(), opts: cfg.Configuration, manage: cfg.ManageConfiguration,
+		log: log.WithName("configuration")}
+	switch cfg.Certs.Mode {
+	case CertRotate:
+		if len(cfg.Certs.DNSNames) == 0 {
+			return errors.New("the certificate needs at least one DNS name")
 		}
-	}
-	if cfg.ManageConfiguration {
-		if err := setupConfigurationReconciler(mgr, cfg.Configuration, log.WithName("configuration")); err != nil {
+		key := types.NamespacedName{Namespace: cfg.Certs.SecretNamespace, Name: cfg.Certs.SecretName}
+		rotator := &certRotator{client: direct, key: key, dnsNames: cfg.Certs.DNSNames, now: time.Now, log: log.WithName("certificates")}
+		events := make(chan struct{}, 1)
+		go forward(ctx, events, wake, cfg.Configuration.Name)
+		if err := mgr.Add(&certManager{rotator: rotator, dir: cfg.Certs.Dir, writeFiles: cfg.Certs.WriteFiles, wake: events, log: log.WithName("certificates")}); err != nil {
 			return err
 		}
+		reconciler.bundle = secretBundle{client: direct, key: key}
+	case CertFiles:
+		reconciler.bundle = fileBundle{dir: cfg.Certs.Dir}
+	default:
+		return fmt.Errorf("unknown certificate mode %q (want %q or %q)", cfg.Certs.Mode, CertRotate, CertFiles)
+	}
+	if err := setupConfigurationReconciler(mgr, reconciler, wake); err != nil {
+		return err
+	}
+	ready := func() bool {
+		_, err := os.Stat(filepath.Join(cfg.Certs.Dir, certFile))
+		return err == nil && reconciler.injected.Load()
 	}
 
 	// The server.
@@ -151,22 +169,26 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	return mgr.Start(ctx)
 }
 
-// gatedServer starts the webhook server once the certificate is ready and the caches have
-// synced. Until then the API server cannot reach it (connection refused), which with
+// gatedServer starts the webhook server once the certificate is in the certificate directory,
+// the webhook configuration carries its CA, and the caches have synced. Until then the API server cannot reach it (connection refused), which with
 // failurePolicy Fail refuses pods in served namespaces rather than admitting them unchanged.
 type gatedServer struct {
 	server  webhook.Server
-	ready   <-chan struct{}
+	ready   func() bool
 	cache   cache.Cache
 	log     logr.Logger
 	started atomic.Bool
 }
 
 func (g *gatedServer) Start(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-g.ready:
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !g.ready() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
 	}
 	if !g.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
@@ -184,4 +206,21 @@ func (g *gatedServer) readyz(req *http.Request) error {
 		return errors.New("waiting for the certificate and the caches")
 	}
 	return g.server.StartedChecker()(req)
+}
+
+// forward turns the certificate manager's "CA bundle changed" signals into reconcile events.
+func forward(ctx context.Context, in <-chan struct{}, out chan<- event.GenericEvent, name string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in:
+			obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			select {
+			case out <- event.GenericEvent{Object: obj}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }

@@ -40,7 +40,6 @@ func main() {
 	flag.StringVar(&o.workDir, "workdir", "", "keep the cluster's certificates, data and logs in this directory")
 	flag.BoolVar(&o.baseline, "baseline", false, "with -apiserver-pods, first create the same pods in a namespace no queue serves (no webhook call), as a baseline for the API server alone")
 	flag.BoolVar(&o.noKeepAlive, "no-keepalive", false, "a new TLS connection per request, as the API server makes once more requests are in flight than it keeps idle connections (25)")
-	flag.BoolVar(&o.ecdsa, "ecdsa", false, "serve a P-256 certificate made by the benchmark (--cert-mode=files) instead of the rotator's RSA one")
 	flag.StringVar(&o.webhookArgs, "webhook-args", "", "comma-separated flags added to fairway webhook's (e.g. --enable-http2)")
 	flag.StringVar(&o.webhookEnv, "webhook-env", "", "comma-separated KEY=VALUE added to the webhook's environment (e.g. GOGC=400)")
 	flag.Parse()
@@ -61,7 +60,7 @@ type options struct {
 	rps, pods, warmup, apiServerPods, repeat int
 	verbose                                  bool
 	webhookEnv, webhookArgs, workDir         string
-	baseline, ecdsa, noKeepAlive             bool
+	baseline, noKeepAlive                    bool
 }
 
 func run(ctx context.Context, o options, log logr.Logger) error {

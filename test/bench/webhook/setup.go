@@ -79,14 +79,6 @@ func setUp(ctx context.Context, o options, log logr.Logger) (*env, error) {
 		return nil, err
 	}
 	args := splitEnv(o.webhookArgs)
-	if o.ecdsa {
-		dir := filepath.Join(tmp, "ecdsa-certs")
-		if err := writeECDSACerts(dir); err != nil {
-			e.tearDown()
-			return nil, err
-		}
-		args = append(args, "--cert-mode=files", "--cert-dir="+dir)
-	}
 	e.webhook, err = fairwayproc.StartWebhook(ctx, c, fairwayproc.WebhookOptions{
 		Binary: binary, Namespace: fairwayNamespace, ProbeNamespace: benchNamespace, Env: splitEnv(o.webhookEnv), Args: args,
 	})

@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
@@ -44,7 +46,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add([]byte(`{"kind":"AdmissionReview"}`))
 	f.Add([]byte(`not json`))
 
-	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{MPSPipeDirectory: "/tmp/nvidia-mps"}).Webhook()
+	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{MPSPipeDirectory: "/tmp/nvidia-mps"}).HTTPHandler(logr.Discard())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, mutatingwebhook.MutatePath, bytes.NewReader(body))
@@ -63,7 +65,7 @@ func FuzzAdmissionReview(f *testing.F) {
 			t.Fatalf("no response in %s", rec.Body)
 		}
 		var sent admissionv1.AdmissionReview
-		if json.Unmarshal(body, &sent) == nil && sent.Request != nil && resp.UID != sent.Request.UID {
+		if sigsjson.UnmarshalCaseSensitivePreserveInts(body, &sent) == nil && sent.Request != nil && resp.UID != sent.Request.UID {
 			t.Fatalf("response UID %q, request UID %q", resp.UID, sent.Request.UID)
 		}
 		if resp.Result != nil && resp.Result.Code == http.StatusInternalServerError {

@@ -42,10 +42,10 @@ func NewHandler(defaulter *PodDefaulter) *Handler {
 	return &Handler{defaulter: defaulter}
 }
 
-// Webhook wraps h for a webhook server, with controller-runtime's panic recovery on: a panic
-// becomes a 500 answer to that one request.
-func (h *Handler) Webhook() *admission.Webhook {
-	return &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}
+// HTTPHandler serves h over HTTP for a webhook server, with controller-runtime's panic recovery
+// on: a panic becomes a 500 answer to that one request.
+func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
+	return reviewHandler{webhook: &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}, log: log}
 }
 
 // Handle implements admission.Handler.
@@ -107,9 +107,9 @@ func NewGuardHandler(state ClusterState, opts Options) *GuardHandler {
 	return &GuardHandler{state: state, opts: opts}
 }
 
-// Webhook wraps g for a webhook server, with panic recovery on.
-func (g *GuardHandler) Webhook() *admission.Webhook {
-	return &admission.Webhook{Handler: g, RecoverPanic: ptrTrue()}
+// HTTPHandler serves g over HTTP for a webhook server, with panic recovery on.
+func (g *GuardHandler) HTTPHandler(log logr.Logger) http.Handler {
+	return reviewHandler{webhook: &admission.Webhook{Handler: g, RecoverPanic: ptrTrue()}, log: log}
 }
 
 // Handle implements admission.Handler.

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
@@ -16,7 +17,7 @@ import (
 // response body, for realistic pods of each framework.
 func BenchmarkServeHTTP(b *testing.B) {
 	rayObjects := adaptertest.LoadObjects(b, "../adapters/kuberay/testdata/raycluster.yaml")
-	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{}).Webhook()
+	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{}).HTTPHandler(logr.Discard())
 	for name, fixture := range map[string]string{
 		"argo":     "../adapters/argo/testdata/step-gpu.yaml",
 		"ray":      "../adapters/kuberay/testdata/worker-gpu.yaml",

@@ -153,8 +153,8 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	srv := webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.Certs.Dir, TLSOpts: tlsOpts})
-	srv.Register(MutatePath, NewHandler(defaulter).Webhook())
-	srv.Register(GuardPath, NewGuardHandler(state, cfg.Options).Webhook())
+	srv.Register(MutatePath, NewHandler(defaulter).HTTPHandler(log.WithName("admission")))
+	srv.Register(GuardPath, NewGuardHandler(state, cfg.Options).HTTPHandler(log.WithName("guard")))
 	gated := &gatedServer{server: srv, ready: ready, cache: mgr.GetCache(), log: log}
 	if err := mgr.Add(gated); err != nil {
 		return err

@@ -35,6 +35,7 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 10000, "admission requests in the burst")
 	flag.IntVar(&o.warmup, "warmup", 500, "requests sent first, not measured (TLS handshakes, caches)")
 	flag.IntVar(&o.apiServerPods, "apiserver-pods", 0, "also create this many real pods through the API server at -rps (0: skip)")
+	flag.IntVar(&o.apiServerRPS, "apiserver-rps", 0, "rate of the API server creations; -rps when 0")
 	flag.IntVar(&o.repeat, "repeat", 1, "run the burst this many times on the same webhook and print a line for each")
 	flag.BoolVar(&o.verbose, "v", false, "log the cluster's progress")
 	flag.StringVar(&o.workDir, "workdir", "", "keep the cluster's certificates, data and logs in this directory")
@@ -58,6 +59,7 @@ func main() {
 
 type options struct {
 	rps, pods, warmup, apiServerPods, repeat int
+	apiServerRPS                             int
 	verbose                                  bool
 	webhookEnv, webhookArgs, workDir         string
 	baseline, noKeepAlive                    bool
@@ -98,22 +100,26 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	if o.apiServerPods > 0 {
+		rps := o.apiServerRPS
+		if rps == 0 {
+			rps = o.rps
+		}
 		namespaces := []string{benchNamespace}
 		if o.baseline {
 			namespaces = []string{unservedNamespace, benchNamespace}
 		}
 		for _, ns := range namespaces {
-			create, err := newPodCreator(env, ns, o.rps)
+			create, err := newPodCreator(env, ns, rps)
 			if err != nil {
 				return err
 			}
 			cpu := cpuTimes(env.cluster)
-			s := summarize(openLoop(ctx, o.rps, o.apiServerPods, create))
+			s := summarize(openLoop(ctx, rps, o.apiServerPods, create))
 			name := "bench-webhook-apiserver"
 			if ns == unservedNamespace {
 				name = "bench-apiserver-baseline"
 			}
-			fmt.Printf("%s: rps=%d pods=%d p50=%s ms p99=%s ms errors=%d\n", name, o.rps, s.n, ms(s.p50), ms(s.p99), s.errors)
+			fmt.Printf("%s: rps=%d pods=%d p50=%s ms p99=%s ms errors=%d\n", name, rps, s.n, ms(s.p50), ms(s.p99), s.errors)
 			fmt.Fprintf(os.Stderr, "%s: %s\n", name, cpuReport(cpu, cpuTimes(env.cluster), s.n))
 			if s.firstErr != nil {
 				fmt.Fprintf(os.Stderr, "%s: first error: %v\n", name, s.firstErr)

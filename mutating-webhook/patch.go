@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // patchFor returns the JSON patch that turns raw, the pod as the API server sent it, into
@@ -53,7 +53,9 @@ func directPatch(original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool) {
 		cmp.Spec.Containers[i].Env = mutated.Spec.Containers[i].Env
 		cmp.Spec.Containers[i].VolumeMounts = mutated.Spec.Containers[i].VolumeMounts
 	}
-	if !equality.Semantic.DeepEqual(&cmp, mutated) {
+	// Both sides come from one decoded pod (mutated is a deep copy of original, then changed),
+	// so plain reflection is exact here and cheaper than equality.Semantic.
+	if !reflect.DeepEqual(&cmp, mutated) {
 		return nil, false
 	}
 
@@ -136,7 +138,7 @@ func listOps[T any](ops []jsonpatch.Operation, path string, before, after []T) (
 		return ops, true
 	}
 	for i := range before {
-		if !equality.Semantic.DeepEqual(before[i], after[i]) {
+		if !reflect.DeepEqual(before[i], after[i]) {
 			ops = append(ops, jsonpatch.NewOperation("replace", path+"/"+strconv.Itoa(i), after[i]))
 		}
 	}

@@ -78,7 +78,7 @@ const ConfigurationName = "fairway-webhook"
 
 // StartWebhook runs `fairway webhook` outside the cluster, the way a developer does: the API
 // server calls it at https://localhost:<port> over TLS, with the certificate the webhook made
-// itself (cert-controller) and copies to its certificate directory. It returns once the API
+// itself (see mutating-webhook/certs.go) and copies to its certificate directory. It returns once the API
 // server sends pods of the probe namespace through it.
 func StartWebhook(ctx context.Context, c *cluster.Cluster, o WebhookOptions) (*Webhook, error) {
 	port, err := cluster.FreePort()

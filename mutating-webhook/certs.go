@@ -340,7 +340,7 @@ func (s secretBundle) CABundle(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("reading Secret %s: %w", s.key, err)
 	}
 	if len(secret.Data[caBundleFile]) == 0 {
-		return nil, fmt.Errorf("Secret %s has no %s yet", s.key, caBundleFile)
+		return nil, fmt.Errorf("the Secret %s has no %s yet", s.key, caBundleFile)
 	}
 	return secret.Data[caBundleFile], nil
 }

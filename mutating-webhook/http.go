@@ -48,7 +48,7 @@ func readReview(r *http.Request) (*admissionv1.AdmissionReview, int32, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, http.StatusBadRequest, errors.New("request body is empty")
 	}
-	defer r.Body.Close()
+	defer func() { _ = r.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewSize+1))
 	if err != nil {
 		return nil, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err)

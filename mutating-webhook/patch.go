@@ -66,7 +66,7 @@ func directPatch(original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool) {
 	ops = scalarOp(ops, "/spec/priorityClassName", original.Spec.PriorityClassName, mutated.Spec.PriorityClassName)
 	ops = pointerOp(ops, "/spec/priority", original.Spec.Priority, mutated.Spec.Priority)
 	ops = pointerOp(ops, "/spec/preemptionPolicy", original.Spec.PreemptionPolicy, mutated.Spec.PreemptionPolicy)
-	ok := true
+	var ok bool
 	for i := range original.Spec.Containers {
 		path := "/spec/containers/" + strconv.Itoa(i)
 		if ops, ok = listOps(ops, path+"/env", original.Spec.Containers[i].Env, mutated.Spec.Containers[i].Env); !ok {

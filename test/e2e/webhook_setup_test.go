@@ -18,7 +18,6 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -272,16 +271,4 @@ func checkPod(t *testing.T, pod *corev1.Pod, want expectPod) {
 			errorf("container %s: NVIDIA_VISIBLE_DEVICES from %s = %v, want it only on %s", ctr.Name, cm, found, want.gpuContainer)
 		}
 	}
-}
-
-// unstructuredList lists objects of a kind, for framework objects in failure messages.
-func unstructuredList(t *testing.T, c *cluster.Cluster, apiVersion, kind, namespace string) []unstructured.Unstructured {
-	t.Helper()
-	l := &unstructured.UnstructuredList{}
-	l.SetAPIVersion(apiVersion)
-	l.SetKind(kind + "List")
-	if err := c.Client().List(t.Context(), l, client.InNamespace(namespace)); err != nil {
-		t.Logf("listing %s: %v", kind, err)
-	}
-	return l.Items
 }

@@ -1,0 +1,154 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// maxGroupName is the longest gang name GroupName returns: a DNS-1123 label, so the name is also
+// valid as a label value and as a PodGroup name.
+const maxGroupName = 63
+
+// GroupName builds a deterministic gang name "<prefix>-<parts...>" that is a DNS-1123 label.
+// Parts are lower-cased and characters outside [a-z0-9-] become '-'. When that changed anything or
+// the name is too long, it is cut and ends with a hash of the unmodified parts, so two different
+// workloads never share a name by accident of cleaning.
+func GroupName(prefix string, parts ...string) string {
+	raw := strings.Join(append([]string{prefix}, parts...), "-")
+	clean := sanitize(raw)
+	if clean == raw && len(clean) <= maxGroupName {
+		return clean
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(raw))
+	suffix := fmt.Sprintf("-%08x", h.Sum32())
+	keep := maxGroupName - len(suffix)
+	if len(clean) > keep {
+		clean = clean[:keep]
+	}
+	return strings.TrimRight(clean, "-") + suffix
+}
+
+// ShortHash is an 8-hex-digit FNV-1a hash of s, for gang names keyed by long identifiers.
+func ShortHash(s string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+func sanitize(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(string(b), "-")
+}
+
+// ControllerOfKind returns the pod's controller owner reference if it is of the given group and
+// kind (any version), or nil.
+func ControllerOfKind(pod *corev1.Pod, group, kind string) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != kind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != group {
+		return nil
+	}
+	return ref
+}
+
+// ControllerOf returns the controller owner reference of an unstructured object, or nil.
+func ControllerOf(obj *unstructured.Unstructured) *metav1.OwnerReference {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			return &ref
+		}
+	}
+	return nil
+}
+
+// HasContainer reports whether the pod has a (regular) container of that name.
+func HasContainer(pod *corev1.Pod, name string) bool {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// QueueFromLabels returns the queue a framework object names with fairway's queue label or one of
+// its Run:ai and KAI aliases, or "" when it names none.
+func QueueFromLabels(labels map[string]string) string {
+	for _, k := range []string{fairwayv1.QueueLabel, fairwayv1.RunAIQueueLabel, fairwayv1.KAIQueueLabel} {
+		if v := labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// DegradedWarning is the warning an adapter returns when it could not read the framework object
+// that sizes the gang, and admits the pod with no gang minimum (min-member 1) instead: the pod is
+// not refused, it only loses all-or-nothing placement.
+func DegradedWarning(what string, err error) string {
+	reason := err.Error()
+	switch {
+	case errors.Is(err, ErrKindNotInstalled):
+		reason = "its CRD is not installed"
+	case apierrors.IsNotFound(err):
+		reason = "it was not found"
+	case errors.Is(err, context.DeadlineExceeded):
+		reason = "the cache did not answer in time"
+	}
+	return fmt.Sprintf("fairway: cannot read %s (%s); the pod is scheduled without a gang minimum (min-member 1)", what, reason)
+}
+
+// Int64Field reads an integer at path in obj, accepting the int64 and float64 forms unstructured
+// JSON decoding produces. It returns def when the field is absent or not a number.
+func Int64Field(obj map[string]any, def int64, path ...string) int64 {
+	v, found, err := unstructured.NestedFieldNoCopy(obj, path...)
+	if err != nil || !found {
+		return def
+	}
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case int:
+		return int64(n)
+	case float64:
+		return int64(n)
+	}
+	return def
+}
+
+// BoolField reads a bool at path in obj, false when absent or not a bool.
+func BoolField(obj map[string]any, path ...string) bool {
+	v, found, err := unstructured.NestedBool(obj, path...)
+	return err == nil && found && v
+}
+
+// Clamp32 bounds n to [lo, hi] and converts it to int32, so that absurd replica counts in a
+// framework object cannot overflow a gang size.
+func Clamp32(n, lo, hi int64) int32 {
+	return int32(max(lo, min(n, hi)))
+}
+
+// MaxMinMember is the largest gang size an adapter reports, the PodGroup API's own bound.
+const MaxMinMember = 100000

@@ -1,0 +1,42 @@
+package adapters_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fairway-sched/fairway/adapters"
+)
+
+func TestGroupName(t *testing.T) {
+	cases := map[string]struct {
+		prefix string
+		parts  []string
+		want   string // exact, or "" to only check validity and uniqueness
+	}{
+		"clean name stays readable":                  {prefix: "ray", parts: []string{"rc-gpu"}, want: "ray-rc-gpu"},
+		"upper case and dots are cleaned and hashed": {prefix: "nb", parts: []string{"Jupyter.Alice"}},
+		"long names are cut and hashed":              {prefix: "wf", parts: []string{strings.Repeat("very-long-workflow-name-", 5), "0011aabb"}},
+		"empty part":                                 {prefix: "pod", parts: []string{""}},
+	}
+	seen := map[string]string{}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := adapters.GroupName(tc.prefix, tc.parts...)
+			if tc.want != "" && got != tc.want {
+				t.Errorf("GroupName = %q, want %q", got, tc.want)
+			}
+			if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
+				t.Errorf("GroupName = %q is not a DNS-1123 label: %v", got, errs)
+			}
+			if other, dup := seen[got]; dup {
+				t.Errorf("GroupName = %q for both %q and %q", got, name, other)
+			}
+			seen[got] = name
+		})
+	}
+	if a, b := adapters.GroupName("nb", "a.b"), adapters.GroupName("nb", "a-b"); a == b {
+		t.Errorf("names that differ only in cleaned characters collide: %q", a)
+	}
+}

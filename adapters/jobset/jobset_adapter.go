@@ -1,0 +1,127 @@
+// Package jobset recognises the pods of a JobSet (jobset.x-k8s.io/v1alpha2), and so of Kubeflow
+// Trainer v2 TrainJobs, which render into a JobSet of the same name (Pod -> Job -> JobSet ->
+// TrainJob).
+//
+// A JobSet whose replicated jobs start together is one gang, each replicated job a sub-group.
+// A JobSet that starts them in order (startupPolicy InOrder, or dependsOn, as TrainJob's
+// initializers do) is one gang per replicated job, so that an initializer that must finish first
+// is not held back waiting for the trainer nodes. A replicated job counts replicas times the
+// pods each Job runs at once: min(parallelism, completions).
+package jobset
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fairway-sched/fairway/adapters"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Labels JobSet puts on every pod (api/jobset/v1alpha2/jobset_types.go).
+const (
+	JobSetNameLabel        = "jobset.sigs.k8s.io/jobset-name"
+	ReplicatedJobNameLabel = "jobset.sigs.k8s.io/replicatedjob-name"
+)
+
+// Name is the framework name on the pods this adapter recognises.
+const Name = "jobset"
+
+// The kinds this adapter reads.
+var (
+	JobSetGVK   = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
+	TrainJobGVK = schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
+)
+
+// Adapter recognises JobSet pods.
+type Adapter struct{}
+
+var (
+	_ adapters.Adapter       = (*Adapter)(nil)
+	_ adapters.ObjectWatcher = (*Adapter)(nil)
+)
+
+// New returns the JobSet adapter.
+func New() *Adapter { return &Adapter{} }
+
+// Name implements adapters.Adapter.
+func (*Adapter) Name() string { return Name }
+
+// WatchedKinds implements adapters.ObjectWatcher.
+func (*Adapter) WatchedKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{JobSetGVK, TrainJobGVK}
+}
+
+// Recognize implements adapters.Adapter.
+func (*Adapter) Recognize(pod *corev1.Pod) bool {
+	return pod.Labels[JobSetNameLabel] != ""
+}
+
+// Describe implements adapters.Adapter.
+func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.ObjectReader) (adapters.Workload, error) {
+	name := pod.Labels[JobSetNameLabel]
+	rjob := pod.Labels[ReplicatedJobNameLabel]
+	w := adapters.Workload{
+		Kind:          adapters.KindTraining,
+		PodGroup:      adapters.GroupName("jobset", name),
+		MinMember:     1,
+		SubGroup:      rjob,
+		PriorityClass: fairwayv1.PriorityClassTraining,
+	}
+	if len(pod.Spec.Containers) > 0 {
+		w.GPUContainer = pod.Spec.Containers[0].Name
+	}
+	js, err := objects.Get(ctx, JobSetGVK, pod.Namespace, name)
+	if err != nil {
+		w.Warnings = append(w.Warnings, adapters.DegradedWarning(fmt.Sprintf("JobSet %s/%s", pod.Namespace, name), err))
+		return w, nil
+	}
+	sizes, inOrder := ReplicatedJobSizes(js)
+	if inOrder {
+		w.PodGroup = adapters.GroupName("jobset", name, rjob)
+		w.SubGroup = ""
+		w.MinMember = adapters.Clamp32(sizes[rjob], 1, adapters.MaxMinMember)
+	} else {
+		var total int64
+		for _, n := range sizes {
+			total += n
+		}
+		w.MinMember = adapters.Clamp32(total, 1, adapters.MaxMinMember)
+	}
+	w.QueueHint = adapters.QueueFromLabels(js.GetLabels())
+	if ref := adapters.ControllerOf(js); w.QueueHint == "" && ref != nil && ref.Kind == TrainJobGVK.Kind {
+		if tj, err := objects.Get(ctx, TrainJobGVK, js.GetNamespace(), ref.Name); err == nil {
+			w.QueueHint = adapters.QueueFromLabels(tj.GetLabels())
+		}
+	}
+	return w, nil
+}
+
+// ReplicatedJobSizes returns the pods each replicated job runs at once (replicas, default 1, times
+// min(parallelism, completions), parallelism defaulting to 1 and completions to parallelism), and
+// whether the JobSet starts its replicated jobs in order.
+func ReplicatedJobSizes(js *unstructured.Unstructured) (map[string]int64, bool) {
+	spec, _, _ := unstructured.NestedMap(js.Object, "spec")
+	order, _, _ := unstructured.NestedString(spec, "startupPolicy", "startupPolicyOrder")
+	inOrder := order == "InOrder"
+	rjobs, _, _ := unstructured.NestedSlice(spec, "replicatedJobs")
+	sizes := make(map[string]int64, len(rjobs))
+	for _, r := range rjobs {
+		rj, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		if deps, _, _ := unstructured.NestedSlice(rj, "dependsOn"); len(deps) > 0 {
+			inOrder = true
+		}
+		name, _, _ := unstructured.NestedString(rj, "name")
+		replicas := min(max(adapters.Int64Field(rj, 1, "replicas"), 0), adapters.MaxMinMember)
+		parallelism := max(adapters.Int64Field(rj, 1, "template", "spec", "parallelism"), 0)
+		completions := max(adapters.Int64Field(rj, parallelism, "template", "spec", "completions"), 0)
+		sizes[name] = replicas * min(parallelism, completions, adapters.MaxMinMember)
+	}
+	return sizes, inOrder
+}

@@ -1,0 +1,111 @@
+// Package pytorchjob recognises the replica pods of a Kubeflow PyTorchJob (training-operator v1,
+// kubeflow.org/v1). One job is one gang; each replica type (master, worker) is a sub-group. The gang
+// size follows the job's own minimum: runPolicy.schedulingPolicy.minAvailable, else
+// elasticPolicy.minReplicas, else the sum of all replicas.
+package pytorchjob
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fairway-sched/fairway/adapters"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Labels the training operator puts on replica pods (pkg/apis/kubeflow.org/v1/common_types.go).
+const (
+	JobNameLabel      = "training.kubeflow.org/job-name"
+	OperatorNameLabel = "training.kubeflow.org/operator-name"
+	ReplicaTypeLabel  = "training.kubeflow.org/replica-type"
+
+	// OperatorName is the operator-name label value of PyTorchJob pods.
+	OperatorName = "pytorchjob-controller"
+	// Container is the container the operator requires in every replica template.
+	Container = "pytorch"
+)
+
+// Name is the framework name on the pods this adapter recognises.
+const Name = "pytorchjob"
+
+// PyTorchJobGVK is the kind this adapter reads.
+var PyTorchJobGVK = schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
+
+// Adapter recognises PyTorchJob pods.
+type Adapter struct{}
+
+var (
+	_ adapters.Adapter       = (*Adapter)(nil)
+	_ adapters.ObjectWatcher = (*Adapter)(nil)
+)
+
+// New returns the PyTorchJob adapter.
+func New() *Adapter { return &Adapter{} }
+
+// Name implements adapters.Adapter.
+func (*Adapter) Name() string { return Name }
+
+// WatchedKinds implements adapters.ObjectWatcher.
+func (*Adapter) WatchedKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{PyTorchJobGVK}
+}
+
+// Recognize implements adapters.Adapter: a pod of a PyTorchJob (not of the operator's other job
+// kinds, which share the label keys).
+func (*Adapter) Recognize(pod *corev1.Pod) bool {
+	if pod.Labels[JobNameLabel] == "" {
+		return false
+	}
+	return pod.Labels[OperatorNameLabel] == OperatorName ||
+		adapters.ControllerOfKind(pod, PyTorchJobGVK.Group, PyTorchJobGVK.Kind) != nil
+}
+
+// Describe implements adapters.Adapter.
+func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.ObjectReader) (adapters.Workload, error) {
+	job := pod.Labels[JobNameLabel]
+	if ref := adapters.ControllerOfKind(pod, PyTorchJobGVK.Group, PyTorchJobGVK.Kind); ref != nil {
+		job = ref.Name
+	}
+	w := adapters.Workload{
+		Kind:          adapters.KindTraining,
+		PodGroup:      adapters.GroupName("pytorchjob", job),
+		MinMember:     1,
+		SubGroup:      pod.Labels[ReplicaTypeLabel],
+		PriorityClass: fairwayv1.PriorityClassTraining,
+	}
+	if adapters.HasContainer(pod, Container) {
+		w.GPUContainer = Container
+	}
+	obj, err := objects.Get(ctx, PyTorchJobGVK, pod.Namespace, job)
+	if err != nil {
+		w.Warnings = append(w.Warnings, adapters.DegradedWarning(fmt.Sprintf("PyTorchJob %s/%s", pod.Namespace, job), err))
+		return w, nil
+	}
+	w.MinMember = MinMember(obj)
+	w.QueueHint = adapters.QueueFromLabels(obj.GetLabels())
+	return w, nil
+}
+
+// MinMember is a PyTorchJob's gang size: spec.runPolicy.schedulingPolicy.minAvailable when set,
+// else spec.elasticPolicy.minReplicas when set, else the sum of
+// spec.pytorchReplicaSpecs[*].replicas (each defaulting to 1, as the operator defaults them).
+func MinMember(job *unstructured.Unstructured) int32 {
+	spec, _, _ := unstructured.NestedMap(job.Object, "spec")
+	if n := adapters.Int64Field(spec, 0, "runPolicy", "schedulingPolicy", "minAvailable"); n > 0 {
+		return adapters.Clamp32(n, 1, adapters.MaxMinMember)
+	}
+	if n := adapters.Int64Field(spec, 0, "elasticPolicy", "minReplicas"); n > 0 {
+		return adapters.Clamp32(n, 1, adapters.MaxMinMember)
+	}
+	replicas, _, _ := unstructured.NestedMap(spec, "pytorchReplicaSpecs")
+	var total int64
+	for _, r := range replicas {
+		if rs, ok := r.(map[string]any); ok {
+			total += min(max(adapters.Int64Field(rs, 1, "replicas"), 0), adapters.MaxMinMember)
+		}
+	}
+	return adapters.Clamp32(total, 1, adapters.MaxMinMember)
+}

@@ -1,0 +1,63 @@
+// Package registry lists fairway's adapters in the order the webhook asks them. It is its own
+// package so that the adapters package, which every adapter imports, does not import them back.
+package registry
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/argo"
+	"github.com/fairway-sched/fairway/adapters/jobset"
+	"github.com/fairway-sched/fairway/adapters/jupyterhub"
+	"github.com/fairway-sched/fairway/adapters/kfp"
+	"github.com/fairway-sched/fairway/adapters/kuberay"
+	"github.com/fairway-sched/fairway/adapters/plainpod"
+	"github.com/fairway-sched/fairway/adapters/pytorchjob"
+)
+
+// All returns every adapter, most specific first: the first adapter that recognises a pod claims
+// it, so one workload is never managed twice. Kubeflow Pipelines comes before Argo because KFP
+// pods are Argo pods too; the plain-pod fallback comes last and claims the rest.
+func All() []adapters.Adapter {
+	return []adapters.Adapter{
+		kfp.New(),
+		argo.New(),
+		kuberay.New(),
+		jupyterhub.New(),
+		pytorchjob.New(),
+		jobset.New(),
+		plainpod.New(),
+	}
+}
+
+// Match returns the first adapter in list that recognises pod, or nil when none does (a list
+// that ends with the plain-pod fallback always matches).
+func Match(list []adapters.Adapter, pod *corev1.Pod) adapters.Adapter {
+	for _, a := range list {
+		if a.Recognize(pod) {
+			return a
+		}
+	}
+	return nil
+}
+
+// WatchedKinds collects the kinds the adapters in list read (adapters.ObjectWatcher), without
+// duplicates, in list order. This is the one place optional adapter interfaces are discovered.
+func WatchedKinds(list []adapters.Adapter) []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, a := range list {
+		w, ok := a.(adapters.ObjectWatcher)
+		if !ok {
+			continue
+		}
+		for _, gvk := range w.WatchedKinds() {
+			if !seen[gvk] {
+				seen[gvk] = true
+				kinds = append(kinds, gvk)
+			}
+		}
+	}
+	return kinds
+}

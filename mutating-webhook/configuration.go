@@ -1,0 +1,262 @@
+package mutatingwebhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Names of the two webhooks in fairway's MutatingWebhookConfiguration.
+const (
+	// PodsWebhookName rewrites the pods of namespaces that queues serve.
+	PodsWebhookName = "pods.fairway.dev"
+	// GuardWebhookName refuses pods that ask for fairway where fairway does not serve them.
+	GuardWebhookName = "guard.pods.fairway.dev"
+)
+
+// NamespaceNameLabel is set by the API server on every namespace to the namespace's name and
+// cannot be changed by users, which makes it safe to select served namespaces by.
+const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
+// noNamespace fills the served-namespace list when no queue serves any namespace: a label
+// selector's In needs a value, and a name with dots can never be a namespace's.
+const noNamespace = "no-namespace.fairway.dev"
+
+// ConfigurationOptions describe the MutatingWebhookConfiguration.
+type ConfigurationOptions struct {
+	// Name of the MutatingWebhookConfiguration.
+	Name string
+	// ProtectedNamespaces are kept off both webhooks (kube-system and fairway's own namespace).
+	ProtectedNamespaces []string
+	// Service is the webhook's Service (namespace, name, port) the API server calls, unless URL
+	// is set.
+	ServiceNamespace, ServiceName string
+	ServicePort                   int32
+	// URL, when set, is called instead of a Service (webhooks running outside the cluster, such as
+	// local test clusters): for example https://localhost:9443.
+	URL string
+	// TimeoutSeconds bounds each call; the API server default of 10 s is too long for pod bursts.
+	TimeoutSeconds int32
+	// CABundle is written into both webhooks; the reconciler fills it from the certificate.
+	CABundle []byte
+}
+
+// DesiredConfiguration is fairway's MutatingWebhookConfiguration for the namespaces queues serve.
+//
+// Served namespaces are selected by the API server's own kubernetes.io/metadata.name label,
+// listed from the Queues: users cannot set that label, fairway needs no permission on namespaces,
+// and a namespace joins or leaves the webhook as soon as a Queue lists it or stops listing it.
+// Only these namespaces get failurePolicy Fail, so a webhook outage stops pod creation there and
+// nowhere else. The guard webhook, first in the list so it sees pods as users wrote them, sends
+// pods that name fairway's scheduler themselves to GuardPath from every other namespace too, with
+// failurePolicy Ignore.
+func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionregistrationv1.MutatingWebhookConfiguration {
+	served = slices.DeleteFunc(slices.Clone(served), func(ns string) bool { return slices.Contains(o.ProtectedNamespaces, ns) })
+	slices.Sort(served)
+	served = slices.Compact(served)
+	if len(served) == 0 {
+		served = []string{noNamespace}
+	}
+	protected := slices.Sorted(slices.Values(o.ProtectedNamespaces))
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+	notOptedOut := metav1.LabelSelectorRequirement{Key: fairwayv1.IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}
+	notProtected := metav1.LabelSelectorRequirement{Key: NamespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: protected}
+	common := func(name, path string) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{
+			Name:                    name,
+			ClientConfig:            o.clientConfig(path),
+			Rules:                   rules,
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr.To(o.TimeoutSeconds),
+			AdmissionReviewVersions: []string{"v1"},
+			ObjectSelector:          &metav1.LabelSelector{},
+		}
+	}
+	guard := common(GuardWebhookName, GuardPath)
+	guard.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	guard.ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+	guard.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notProtected}}
+	guard.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name:       "asks-for-fairway",
+		Expression: fmt.Sprintf("has(object.spec.schedulerName) && object.spec.schedulerName == %q", fairwayv1.SchedulerName),
+	}}
+
+	pods := common(PodsWebhookName, MutatePath)
+	pods.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+	// Another webhook may add a container or change the scheduler after fairway ran; seeing the
+	// pod again keeps fairway's answer right. The defaulter is idempotent.
+	pods.ReinvocationPolicy = ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy)
+	pods.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: NamespaceNameLabel, Operator: metav1.LabelSelectorOpIn, Values: served},
+		notProtected,
+		notOptedOut,
+	}}
+	pods.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notOptedOut}}
+
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   o.Name,
+			Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"},
+		},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods},
+	}
+}
+
+func (o ConfigurationOptions) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	if o.URL != "" {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(o.URL + path), CABundle: o.CABundle}
+	}
+	return admissionregistrationv1.WebhookClientConfig{
+		Service: &admissionregistrationv1.ServiceReference{
+			Namespace: o.ServiceNamespace, Name: o.ServiceName, Path: ptr.To(path), Port: ptr.To(o.ServicePort),
+		},
+		CABundle: o.CABundle,
+	}
+}
+
+// configurationReconciler keeps the MutatingWebhookConfiguration equal to DesiredConfiguration
+// for the current Queues and CA bundle: it creates it, follows Queue changes, undoes edits, and
+// writes the CA bundle. With manage false it only writes the CA bundle into a configuration made
+// by someone else (the Helm chart). Every replica runs it; they compute the same object, and the
+// API server's optimistic concurrency settles races.
+type configurationReconciler struct {
+	client client.Client
+	opts   ConfigurationOptions
+	bundle caBundleSource
+	manage bool
+	log    logr.Logger
+	// injected is set once the configuration carries the current CA bundle: the server starts
+	// serving only then.
+	injected atomic.Bool
+}
+
+func (r *configurationReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	bundle, err := r.bundle.CABundle(ctx)
+	if err != nil {
+		r.log.V(1).Info("No CA bundle yet; waiting for the certificate", "reason", err.Error())
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	opts := r.opts
+	opts.CABundle = bundle
+	current := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	err = r.client.Get(ctx, types.NamespacedName{Name: opts.Name}, current)
+	if apierrors.IsNotFound(err) {
+		if !r.manage {
+			r.log.Info("Waiting for the webhook configuration to be created", "name", opts.Name)
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+		desired, err := r.desired(ctx, opts)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		r.log.Info("Creating the webhook configuration", "name", opts.Name)
+		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, fmt.Errorf("creating MutatingWebhookConfiguration %s: %w", opts.Name, err)
+		}
+		r.injected.Store(true)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", opts.Name, err)
+	}
+
+	updated := current.DeepCopy()
+	if r.manage {
+		desired, err := r.desired(ctx, opts)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		for k, v := range desired.Labels {
+			updated.Labels[k] = v
+		}
+		updated.Webhooks = desired.Webhooks
+	}
+	for i := range updated.Webhooks {
+		w := &updated.Webhooks[i]
+		switch {
+		case len(bundle) > 0:
+			w.ClientConfig.CABundle = bundle
+		default: // left to cert-manager's CA injector
+			for _, cur := range current.Webhooks {
+				if cur.Name == w.Name {
+					w.ClientConfig.CABundle = cur.ClientConfig.CABundle
+				}
+			}
+		}
+	}
+	if !equality.Semantic.DeepEqual(current.Labels, updated.Labels) || !equality.Semantic.DeepEqual(current.Webhooks, updated.Webhooks) {
+		r.log.Info("Updating the webhook configuration", "name", opts.Name)
+		if err := r.client.Update(ctx, updated); err != nil {
+			return reconcile.Result{}, fmt.Errorf("updating MutatingWebhookConfiguration %s: %w", opts.Name, err)
+		}
+	}
+	r.injected.Store(true)
+	return reconcile.Result{}, nil
+}
+
+// desired is DesiredConfiguration for the namespaces the Queues list now.
+func (r *configurationReconciler) desired(ctx context.Context, opts ConfigurationOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	var queues fairwayv1.QueueList
+	if err := r.client.List(ctx, &queues); err != nil {
+		return nil, fmt.Errorf("listing queues: %w", err)
+	}
+	var served []string
+	for _, q := range queues.Items {
+		served = append(served, q.Spec.Namespaces...)
+	}
+	return DesiredConfiguration(opts, served), nil
+}
+
+// setupConfigurationReconciler registers the reconciler: one key, woken by any Queue change, by
+// changes to the configuration itself, and by wake (the certificate rotator's new CA bundle).
+func setupConfigurationReconciler(mgr manager.Manager, r *configurationReconciler, wake <-chan event.GenericEvent) error {
+	only := func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.opts.Name}}}
+	}
+	err := builder.ControllerManagedBy(mgr).
+		Named("webhook-configuration").
+		For(&admissionregistrationv1.MutatingWebhookConfiguration{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == r.opts.Name
+		}))).
+		Watches(&fairwayv1.Queue{}, handler.EnqueueRequestsFromMapFunc(only)).
+		WatchesRawSource(source.Channel(wake, handler.EnqueueRequestsFromMapFunc(only))).
+		// Several webhooks may run in one process (tests, benchmarks).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NeedLeaderElection: ptr.To(false)}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the webhook configuration controller: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package mutatingwebhook
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+var testConfigurationOptions = ConfigurationOptions{
+	Name:                "fairway-webhook",
+	ProtectedNamespaces: []string{"kube-system", "fairway-system"},
+	ServiceNamespace:    "fairway-system",
+	ServiceName:         "fairway-webhook",
+	ServicePort:         443,
+	TimeoutSeconds:      5,
+}
+
+func TestDesiredConfigurationSelectsServedNamespaces(t *testing.T) {
+	cases := map[string]struct {
+		served []string
+		want   []string
+	}{
+		"sorted, without duplicates":                 {served: []string{"team-b", "team-a", "team-b"}, want: []string{"team-a", "team-b"}},
+		"protected namespaces never":                 {served: []string{"kube-system", "team-a", "fairway-system"}, want: []string{"team-a"}},
+		"none served: a value no namespace can have": {served: nil, want: []string{"no-namespace.fairway.dev"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			mwc := DesiredConfiguration(testConfigurationOptions, tc.served)
+			if len(mwc.Webhooks) != 2 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName {
+				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook", mwc.Webhooks)
+			}
+			pods := mwc.Webhooks[1]
+			in := pods.NamespaceSelector.MatchExpressions[0]
+			if in.Key != NamespaceNameLabel || in.Operator != metav1.LabelSelectorOpIn {
+				t.Fatalf("first namespace requirement = %+v", in)
+			}
+			if diff := cmp.Diff(tc.want, in.Values); diff != "" {
+				t.Errorf("served namespaces (-want +got):\n%s", diff)
+			}
+			if *pods.FailurePolicy != admissionregistrationv1.Fail || *mwc.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+				t.Errorf("failure policies: pods %s, guard %s", *pods.FailurePolicy, *mwc.Webhooks[0].FailurePolicy)
+			}
+			if got := *pods.ClientConfig.Service.Path; got != MutatePath {
+				t.Errorf("pods webhook path %q", got)
+			}
+		})
+	}
+}
+
+// TestConfigurationReconciler: the reconciler creates the configuration, follows the Queues,
+// keeps the CA bundle the rotator wrote, and leaves an up-to-date configuration alone.
+func TestConfigurationReconciler(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: fairwayv1.QueueSpec{Namespaces: []string{"team-a"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(queue).Build()
+	bundle := &staticBundle{b: []byte("CA-1")}
+	r := &configurationReconciler{client: c, opts: testConfigurationOptions, bundle: bundle, manage: true, log: logr.Discard()}
+	reconcileOnce := func() *admissionregistrationv1.MutatingWebhookConfiguration {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "fairway-webhook"}, mwc); err != nil {
+			t.Fatal(err)
+		}
+		return mwc
+	}
+
+	created := reconcileOnce()
+	if !r.injected.Load() {
+		t.Errorf("not marked injected after creating the configuration")
+	}
+	for _, w := range created.Webhooks {
+		if string(w.ClientConfig.CABundle) != "CA-1" {
+			t.Errorf("webhook %s: CA bundle %q, want CA-1", w.Name, w.ClientConfig.CABundle)
+		}
+	}
+	if again := reconcileOnce(); again.ResourceVersion != created.ResourceVersion {
+		t.Errorf("an up-to-date configuration was rewritten (resourceVersion %s -> %s)", created.ResourceVersion, again.ResourceVersion)
+	}
+
+	// Someone edits it: undone.
+	created.Webhooks[1].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	if err := c.Update(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	if got := reconcileOnce(); *got.Webhooks[1].FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("an edited failurePolicy was not restored")
+	}
+
+	// A queue lists another namespace; the CA was renewed.
+	queue.Spec.Namespaces = append(queue.Spec.Namespaces, "team-z")
+	if err := c.Update(ctx, queue); err != nil {
+		t.Fatal(err)
+	}
+	bundle.b = []byte("CA-2")
+	updated := reconcileOnce()
+	if got := updated.Webhooks[1].NamespaceSelector.MatchExpressions[0].Values; !cmp.Equal(got, []string{"team-a", "team-z"}) {
+		t.Errorf("served namespaces after the queue changed = %v", got)
+	}
+	for _, w := range updated.Webhooks {
+		if string(w.ClientConfig.CABundle) != "CA-2" {
+			t.Errorf("webhook %s: CA bundle %q, want CA-2", w.Name, w.ClientConfig.CABundle)
+		}
+	}
+
+	// Inject-only mode (the chart owns the configuration): only the bundle changes.
+	updated.Webhooks[1].TimeoutSeconds = ptr.To[int32](9)
+	if err := c.Update(ctx, updated); err != nil {
+		t.Fatal(err)
+	}
+	r.manage, bundle.b = false, []byte("CA-3")
+	injectOnly := reconcileOnce()
+	if *injectOnly.Webhooks[1].TimeoutSeconds != 9 || string(injectOnly.Webhooks[1].ClientConfig.CABundle) != "CA-3" {
+		t.Errorf("inject-only: timeout %d (want 9, untouched), bundle %q (want CA-3)", *injectOnly.Webhooks[1].TimeoutSeconds, injectOnly.Webhooks[1].ClientConfig.CABundle)
+	}
+}
+
+type staticBundle struct{ b []byte }
+
+func (s *staticBundle) CABundle(context.Context) ([]byte, error) { return s.b, nil }

@@ -1,0 +1,266 @@
+package mutatingwebhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/registry"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+const schedulerName = fairwayv1.SchedulerName
+
+// Denial is an admission refusal the user must act on. Its message names the label or annotation,
+// the bad value and what is allowed; the handler returns it as a 403 "denied" response.
+type Denial struct{ Message string }
+
+func (d *Denial) Error() string { return d.Message }
+
+func deny(format string, args ...any) error { return &Denial{Message: fmt.Sprintf(format, args...)} }
+
+// PodDefaulter rewrites a pod for fairway. It is safe for concurrent use.
+type PodDefaulter struct {
+	adapters []adapters.Adapter
+	state    ClusterState
+	objects  adapters.ObjectReader
+	opts     Options
+}
+
+// NewPodDefaulter returns a defaulter that asks list (in order; see registry.All) which framework
+// made a pod, and reads the cluster through state and objects.
+func NewPodDefaulter(list []adapters.Adapter, state ClusterState, objects adapters.ObjectReader, opts Options) *PodDefaulter {
+	return &PodDefaulter{adapters: list, state: state, objects: objects, opts: opts}
+}
+
+// Default rewrites pod in place for fairway, or returns why it must be refused (a *Denial, or a
+// *gpurequest.Error) or an internal error. It also returns warnings for the client. It never
+// writes to the API server, so it is safe for dry-run requests. It is idempotent: a pod it already
+// rewrote comes out unchanged, which the API server's reinvocation of mutating webhooks needs.
+//
+// The steps, in order:
+//  1. Leave alone what is not fairway's: protected namespaces, opted-out pods, pods already bound
+//     to a node, pods that chose another scheduler, namespaces no queue serves.
+//  2. Ask the adapters which framework made the pod and what its workload is.
+//  3. Resolve the queue and check the namespace may use it.
+//  4. Default the priority class for the workload kind.
+//  5. Normalize the GPU share and wire the GPU environment into the GPU container.
+//  6. Write the gang, the fairway labels and the scheduler name.
+func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *corev1.Pod) ([]string, error) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("pod", klog.KObj(pod), "generateName", pod.GenerateName)
+	ns := pod.Namespace
+
+	// 1. What is not fairway's.
+	asksFairway := pod.Spec.SchedulerName == schedulerName
+	switch {
+	case d.opts.protected(ns):
+		return nil, nil
+	case pod.Labels[fairwayv1.IgnoreLabel] == "true":
+		if asksFairway {
+			return nil, deny("label %s=true opts the pod out of fairway, but spec.schedulerName is %q: remove one of the two", fairwayv1.IgnoreLabel, schedulerName)
+		}
+		return nil, nil
+	case pod.Spec.NodeName != "":
+		return nil, nil
+	case !d.opts.takesOver(pod.Spec.SchedulerName):
+		log.V(4).Info("Leaving pod to its own scheduler", "schedulerName", pod.Spec.SchedulerName)
+		return nil, nil
+	}
+	serving, err := d.state.QueuesServing(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the queues serving namespace %s: %w", ns, err)
+	}
+	if len(serving) == 0 {
+		if asksFairway {
+			return nil, notServed(ns)
+		}
+		return nil, nil
+	}
+
+	// 2. The framework.
+	adapter := registry.Match(d.adapters, pod)
+	if adapter == nil {
+		return nil, errors.New("no adapter recognises the pod; the registry must end with the plain-pod fallback")
+	}
+	w, err := adapter.Describe(ctx, pod, d.objects)
+	if err != nil {
+		return nil, err
+	}
+	if w.Ignore != "" {
+		log.V(4).Info("Leaving framework helper pod alone", "framework", adapter.Name(), "reason", w.Ignore)
+		return w.Warnings, nil
+	}
+	warnings := w.Warnings
+
+	// 3. The queue.
+	queue, err := d.resolveQueue(ctx, pod, ns, w.QueueHint, serving)
+	if err != nil {
+		return warnings, err
+	}
+
+	// 4. The priority.
+	if v, ok := pod.Labels[fairwayv1.PreemptibilityLabel]; ok && v != string(fairwayv1.Preemptible) && v != string(fairwayv1.NonPreemptible) {
+		return warnings, deny("%s %q: must be %q or %q", fairwayv1.PreemptibilityLabel, v, fairwayv1.Preemptible, fairwayv1.NonPreemptible)
+	}
+	warn, err := d.defaultPriority(ctx, pod, w.PriorityClass)
+	if err != nil {
+		return warnings, err
+	}
+	warnings = append(warnings, warn...)
+
+	// 5. The GPU share.
+	warn, err = d.gpuShare(req, pod, w)
+	if err != nil {
+		return warnings, err
+	}
+	warnings = append(warnings, warn...)
+
+	// 6. The gang and the labels.
+	group := w.PodGroup
+	if group == "" {
+		group = unnamedGroup(pod, req)
+	}
+	setLabel(pod, fairwayv1.QueueLabel, queue)
+	setLabel(pod, fairwayv1.ManagedLabel, "true")
+	setLabel(pod, fairwayv1.FrameworkLabel, adapter.Name())
+	setAnnotation(pod, fairwayv1.PodGroupAnnotation, group)
+	setAnnotation(pod, fairwayv1.MinMemberAnnotation, strconv.Itoa(int(max(w.MinMember, 1))))
+	setAnnotation(pod, fairwayv1.WorkloadKindAnnotation, string(w.Kind))
+	if w.SubGroup != "" {
+		setAnnotation(pod, fairwayv1.SubGroupAnnotation, w.SubGroup)
+	} else {
+		delete(pod.Annotations, fairwayv1.SubGroupAnnotation)
+	}
+	// Keys only the scheduler writes, at bind time: a new pod carrying them copied them from an
+	// old one, and they would point the runtime at a GPU the pod was never given.
+	delete(pod.Annotations, fairwayv1.GPUIndexAnnotation)
+	delete(pod.Annotations, fairwayv1.GPUUUIDAnnotation)
+	pod.Spec.SchedulerName = schedulerName
+
+	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
+		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
+	return warnings, nil
+}
+
+func notServed(ns string) error {
+	return deny("namespace %q is not served by any fairway queue, so pods there cannot use spec.schedulerName %q: add the namespace to a Queue's spec.namespaces, or remove the scheduler name", ns, schedulerName)
+}
+
+// queueKeys are the pod labels that name a queue, fairway's first.
+var queueKeys = []string{fairwayv1.QueueLabel, fairwayv1.RunAIQueueLabel, fairwayv1.KAIQueueLabel}
+
+// resolveQueue picks the pod's queue: the one its labels name (fairway's label or the Run:ai and
+// KAI aliases, which must agree), else the one its framework object names, else the one queue
+// serving the namespace. A queue that does not serve the pod's namespace is refused, so no label
+// lets a pod spend another team's quota.
+func (d *PodDefaulter) resolveQueue(ctx context.Context, pod *corev1.Pod, ns, hint string, serving []string) (string, error) {
+	key, asked := "", ""
+	for _, k := range queueKeys {
+		v, ok := pod.Labels[k]
+		if !ok {
+			continue
+		}
+		if key != "" && v != asked {
+			return "", deny("%s %q and %s %q: the labels name different queues; set one", key, asked, k, v)
+		}
+		if key == "" {
+			key, asked = k, v
+		}
+	}
+	if key == "" && hint != "" {
+		key, asked = "queue label on the pod's "+"framework object", hint
+	}
+	if key == "" {
+		if len(serving) > 1 {
+			return "", deny("namespace %q is served by several queues (%s): choose one with the %s label", ns, strings.Join(serving, ", "), fairwayv1.QueueLabel)
+		}
+		return serving[0], nil
+	}
+	if slices.Contains(serving, asked) {
+		return asked, nil
+	}
+	allowed := fmt.Sprintf("pods in namespace %q may use queue %s", ns, quoteList(serving))
+	exists, err := d.state.QueueExists(ctx, asked)
+	if err != nil {
+		return "", fmt.Errorf("looking up queue %s: %w", asked, err)
+	}
+	if !exists {
+		return "", deny("%s %q: no such queue; %s", key, asked, allowed)
+	}
+	return "", deny("%s %q: queue %q does not serve namespace %q; %s", key, asked, asked, ns, allowed)
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, " or ")
+}
+
+// defaultPriority gives a pod without a priority class the workload kind's default class. The
+// API server's Priority admission plugin runs before mutating webhooks, so by now it has filled
+// spec.priority (and spec.preemptionPolicy) from the cluster's global default, and the class name
+// too when a global-default class exists; a class equal to the global default is therefore taken
+// as "not chosen by the user". Because the API server re-runs its own admission plugins after a
+// webhook changed the pod, the webhook clears spec.priority and spec.preemptionPolicy along with
+// setting the class: the Priority plugin then resolves them from the new class, instead of
+// refusing a priority that disagrees with it. A class that does not exist would make the API
+// server refuse the pod, so it is not set, and the client is warned.
+func (d *PodDefaulter) defaultPriority(ctx context.Context, pod *corev1.Pod, class string) ([]string, error) {
+	if class == "" || pod.Spec.PriorityClassName == class {
+		return nil, nil
+	}
+	if current := pod.Spec.PriorityClassName; current != "" {
+		globalDefault, err := d.state.GlobalDefaultPriorityClass(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("looking up the global default priority class: %w", err)
+		}
+		if current != globalDefault {
+			return nil, nil // the user's choice
+		}
+	}
+	exists, err := d.state.PriorityClassExists(ctx, class)
+	if err != nil {
+		return nil, fmt.Errorf("looking up priority class %s: %w", class, err)
+	}
+	if !exists {
+		return []string{fmt.Sprintf("fairway: priority class %q does not exist, so the pod keeps the cluster's default priority; install fairway's priority classes (the Helm chart does)", class)}, nil
+	}
+	pod.Spec.PriorityClassName = class
+	pod.Spec.Priority = nil
+	pod.Spec.PreemptionPolicy = nil
+	return nil, nil
+}
+
+// unnamedGroup names the gang of a pod that is a gang of its own: after the pod's name, or, for a
+// pod made from generateName, after the admission request's UID, which is unique per creation.
+func unnamedGroup(pod *corev1.Pod, req admission.Request) string {
+	if pod.Name != "" {
+		return adapters.GroupName("pod", pod.Name)
+	}
+	return adapters.GroupName("pod", strings.TrimSuffix(pod.GenerateName, "-"), adapters.ShortHash(string(req.UID)))
+}
+
+func setLabel(pod *corev1.Pod, key, value string) {
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[key] = value
+}
+
+func setAnnotation(pod *corev1.Pod, key, value string) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[key] = value
+}

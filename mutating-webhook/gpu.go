@@ -1,0 +1,201 @@
+package mutatingwebhook
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fairway-sched/fairway/adapters"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/mutating-webhook/gpurequest"
+)
+
+// Environment variables the GPU container of a fractional pod takes from its GPU ConfigMap, which
+// the scheduler runtime fills when it binds the pod. NVIDIA_VISIBLE_DEVICES is required: the
+// container cannot start until the runtime has chosen the GPU. The MPS limits are optional: the
+// runtime writes them only on nodes that run MPS.
+const (
+	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+	EnvMPSMemoryLimit = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+	EnvMPSThreads     = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+)
+
+// MPSVolumeName is the volume that carries the MPS pipe directory into GPU containers.
+const MPSVolumeName = "fairway-mps-pipe"
+
+// gpuConfigMapPrefix starts the name of every GPU ConfigMap.
+const gpuConfigMapPrefix = "fairway-gpu-"
+
+// gpuShare normalizes the pod's GPU-share annotations and, for a fractional pod, chooses the GPU
+// container, names its GPU ConfigMap and wires the GPU environment into the container. Pods that
+// ask for whole GPUs (an nvidia.com/gpu limit) and ask for no share are left as they are.
+func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapters.Workload) ([]string, error) {
+	share, err := gpurequest.Parse(pod.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	if share.IsZero() {
+		return nil, nil
+	}
+	if w.NoGPU {
+		// Workflow-wide metadata reaches helper pods too; they never get a GPU.
+		delete(pod.Annotations, fairwayv1.GPUFractionAnnotation)
+		delete(pod.Annotations, fairwayv1.GPUMemoryAnnotation)
+		return []string{fmt.Sprintf("fairway: %s is ignored on this %s helper pod, which never gets a GPU", share.Key, w.Kind)}, nil
+	}
+	if c, n := wholeGPUs(pod); c != "" {
+		return nil, deny("%s %q: cannot be combined with container %q asking for %s whole GPUs (%s): ask for a GPU share or for whole GPUs, not both",
+			share.Key, pod.Annotations[share.Key], c, n, fairwayv1.ResourceGPU)
+	}
+	var warnings []string
+	if share.MemoryMiB > 0 {
+		largest := d.state.LargestGPUMemoryMiB()
+		switch {
+		case largest == 0:
+			warnings = append(warnings, fmt.Sprintf("fairway: no node reports %s yet, so %s %q could not be checked against the GPUs of the cluster",
+				fairwayv1.GPUMemoryLabel, share.Key, pod.Annotations[share.Key]))
+		case share.MemoryMiB > largest:
+			return nil, deny("%s %q: must be at most %d MiB, the memory of the largest GPU in the cluster",
+				share.Key, pod.Annotations[share.Key], largest)
+		}
+	}
+	container, err := gpuContainer(pod, w.GPUContainer)
+	if err != nil {
+		return nil, err
+	}
+
+	if share.Milli > 0 {
+		setAnnotation(pod, fairwayv1.GPUFractionAnnotation, share.Fraction())
+	} else {
+		setAnnotation(pod, fairwayv1.GPUMemoryAnnotation, share.Memory())
+	}
+	setAnnotation(pod, fairwayv1.GPUContainerAnnotation, container.Name)
+	cm := gpuConfigMapName(req)
+	setAnnotation(pod, fairwayv1.GPUConfigMapAnnotation, cm)
+	wireGPUEnv(container, cm)
+	if d.opts.MPSPipeDirectory != "" {
+		mountMPSPipe(pod, container, d.opts.MPSPipeDirectory)
+	}
+	return warnings, nil
+}
+
+// wholeGPUs returns the first container (init containers included) that asks for whole GPUs,
+// and how many.
+func wholeGPUs(pod *corev1.Pod) (string, string) {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, rl := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+				if q, ok := rl[fairwayv1.ResourceGPU]; ok && q.Cmp(resource.Quantity{}) > 0 {
+					return c.Name, q.String()
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+// gpuContainer picks the container that gets the share: the one the user names with
+// fairway.dev/gpu-container (or KAI's gpu-fraction-container-name), else the adapter's choice,
+// else the first container.
+func gpuContainer(pod *corev1.Pod, adapterChoice string) (*corev1.Container, error) {
+	for _, key := range []string{fairwayv1.GPUContainerAnnotation, fairwayv1.GPUContainerAliasAnnotation} {
+		name, ok := pod.Annotations[key]
+		if !ok {
+			continue
+		}
+		if c := containerNamed(pod, name); c != nil {
+			return c, nil
+		}
+		names := make([]string, len(pod.Spec.Containers))
+		for i, c := range pod.Spec.Containers {
+			names[i] = c.Name
+		}
+		return nil, deny("%s %q: must name one of the pod's containers (%s)", key, name, strings.Join(names, ", "))
+	}
+	if c := containerNamed(pod, adapterChoice); c != nil {
+		return c, nil
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return nil, deny("the pod asks for a GPU share but has no containers")
+	}
+	return &pod.Spec.Containers[0], nil
+}
+
+func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
+	if name == "" {
+		return nil
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// gpuConfigMapName names the GPU ConfigMap of a pod, which may have no name yet. It is derived
+// from the admission request's UID, which is unique per creation and the same when the API server
+// calls the webhook again for the same request, so re-invocation gives the same name.
+func gpuConfigMapName(req admission.Request) string {
+	uid := string(req.UID)
+	if uid == "" {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		uid = hex.EncodeToString(b)
+	}
+	sum := sha256.Sum256([]byte(uid))
+	return gpuConfigMapPrefix + hex.EncodeToString(sum[:])[:16]
+}
+
+// wireGPUEnv makes the container take its GPU environment from the ConfigMap cm. Entries of the
+// same names the container already had are replaced in place, others are appended, so user
+// variables keep their order.
+func wireGPUEnv(c *corev1.Container, cm string) {
+	for _, e := range []struct {
+		name     string
+		optional bool
+	}{{EnvVisibleDevices, false}, {EnvMPSMemoryLimit, true}, {EnvMPSThreads, true}} {
+		v := corev1.EnvVar{Name: e.name, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cm},
+			Key:                  e.name,
+			Optional:             ptr.To(e.optional),
+		}}}
+		replaced := false
+		for i := range c.Env {
+			if c.Env[i].Name == e.name {
+				c.Env[i] = v
+				replaced = true
+			}
+		}
+		if !replaced {
+			c.Env = append(c.Env, v)
+		}
+	}
+}
+
+// mountMPSPipe mounts the MPS pipe directory of the node into the container, at the same path,
+// which is where CUDA clients look for the MPS control daemon by default.
+func mountMPSPipe(pod *corev1.Pod, c *corev1.Container, dir string) {
+	hasVolume := false
+	for _, v := range pod.Spec.Volumes {
+		hasVolume = hasVolume || v.Name == MPSVolumeName
+	}
+	if !hasVolume {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: MPSVolumeName, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
+		}})
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == MPSVolumeName {
+			return
+		}
+	}
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: MPSVolumeName, MountPath: dir})
+}

@@ -1,0 +1,69 @@
+package mutatingwebhook
+
+import (
+	"context"
+	"slices"
+	"strings"
+)
+
+// DefaultTakeOverSchedulers are the scheduler names, besides an empty one, that the webhook
+// replaces with fairway: the Kubernetes default, and the user-scheduler zero-to-jupyterhub runs
+// for notebooks (named "<release>-user-scheduler").
+var DefaultTakeOverSchedulers = []string{"default-scheduler", "*-user-scheduler"}
+
+// DefaultMPSPipeDirectory is where the NVIDIA MPS control daemon keeps its pipes.
+const DefaultMPSPipeDirectory = "/tmp/nvidia-mps"
+
+// Options say how the defaulter treats pods.
+type Options struct {
+	// ProtectedNamespaces are never touched, whatever the webhook configuration says: kube-system
+	// and fairway's own namespace.
+	ProtectedNamespaces []string
+
+	// TakeOverSchedulers are the scheduler names the webhook replaces with fairway; a name
+	// starting with '*' matches by suffix. Pods that name any other scheduler are left alone:
+	// someone chose that scheduler on purpose. An empty scheduler name and "fairway" itself are
+	// always taken.
+	TakeOverSchedulers []string
+
+	// MPSPipeDirectory, when set, is mounted (hostPath, same path) into the GPU container of
+	// fractional pods, for clusters whose GPU nodes run the MPS control daemon.
+	MPSPipeDirectory string
+}
+
+// takesOver reports whether a pod with this scheduler name is fairway's to schedule.
+func (o *Options) takesOver(name string) bool {
+	if name == "" || name == schedulerName {
+		return true
+	}
+	for _, n := range o.TakeOverSchedulers {
+		if suffix, ok := strings.CutPrefix(n, "*"); ok {
+			if strings.HasSuffix(name, suffix) {
+				return true
+			}
+		} else if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *Options) protected(namespace string) bool {
+	return slices.Contains(o.ProtectedNamespaces, namespace)
+}
+
+// ClusterState is what the defaulter knows about the cluster. The webhook serves it from informer
+// caches, so admission never waits for the API server; tests use a static implementation.
+type ClusterState interface {
+	// QueuesServing returns, sorted, the names of the queues whose spec.namespaces lists namespace.
+	QueuesServing(ctx context.Context, namespace string) ([]string, error)
+	// QueueExists reports whether a queue of that name exists.
+	QueueExists(ctx context.Context, name string) (bool, error)
+	// LargestGPUMemoryMiB is the memory of the largest GPU any node reports (node label
+	// fairway.dev/gpu-memory), 0 when no node reports one.
+	LargestGPUMemoryMiB() int64
+	// PriorityClass reports whether a PriorityClass of that name exists.
+	PriorityClassExists(ctx context.Context, name string) (bool, error)
+	// GlobalDefaultPriorityClass names the PriorityClass marked globalDefault, "" when none is.
+	GlobalDefaultPriorityClass(ctx context.Context) (string, error)
+}

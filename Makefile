@@ -12,7 +12,7 @@ export PATH := $(BIN):$(PATH)
 # Tests, benchmarks and the demo find the control-plane binaries here, and e2e tests run the
 # fairway binary `make build` made instead of building their own.
 export FAIRWAY_BIN := $(BIN)
-export FAIRWAY_AGENT_BINARY := $(BIN)/fairway
+export FAIRWAY_BINARY := $(BIN)/fairway
 # go-nvml's cgo preamble uses deprecated NVML declarations; keep cold builds readable.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 

@@ -54,18 +54,6 @@ func fairwayBinary(t *testing.T) string {
 	return fairwayPath
 }
 
-// applyFairwayCRDs installs fairway's CRDs (see fairwayproc.ApplyFairwayCRDs).
-func applyFairwayCRDs(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	stripped, err := fairwayproc.ApplyFairwayCRDs(t.Context(), c, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stripped != nil {
-		t.Logf("the API server refused fairway's CRDs as generated; installed them without their CEL rules: %v", stripped)
-	}
-}
-
 // createNamespace creates a namespace and waits for its default ServiceAccount, without which
 // the API server refuses pods there.
 func createNamespace(t *testing.T, c *cluster.Cluster, name string, labels map[string]string) {

@@ -26,8 +26,7 @@ import (
 // The subtests share one cluster and one webhook.
 func TestWebhook(t *testing.T) {
 	begin := time.Now()
-	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(2)}, SkipCRDs: true})
-	applyFairwayCRDs(t, c)
+	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(2)}})
 	createPriorityClasses(t, c)
 	createNamespace(t, c, fairwayNamespace, nil)
 	for _, ns := range []string{"team-a", "team-b", "team-ray", "jhub", "elsewhere"} {

@@ -1,7 +1,7 @@
 // Package fairwayproc builds fairway's binary from the working tree and runs its components
 // against a local test cluster (test/cluster), for e2e tests and benchmarks. The binary is built
-// into a directory of the caller's choosing, never into the shared bin/, so a test always runs the
-// code it tests.
+// into a directory of the caller's choosing unless $FAIRWAY_BINARY names one, so a test always
+// runs the code it tests.
 package fairwayproc
 
 import (
@@ -19,14 +19,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
 )
 
-// Build compiles cmd/fairway of this repository into dir and returns the binary's path.
+// BinaryEnv names a prebuilt fairway binary that Build returns instead of building one. `make e2e`
+// sets it to the bin/fairway that `make build` just made from the same tree.
+const BinaryEnv = "FAIRWAY_BINARY"
+
+// Build returns the fairway binary tests run: $FAIRWAY_BINARY when set, else a fresh
+// `go build ./cmd/fairway` of this repository into dir, so a test never runs a stale binary (the
+// Go build cache makes this quick after the first time).
 func Build(ctx context.Context, dir string) (string, error) {
+	if p := os.Getenv(BinaryEnv); p != "" {
+		return filepath.Abs(p)
+	}
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return "", err
@@ -34,6 +42,8 @@ func Build(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "fairway")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/fairway")
 	cmd.Dir = root
+	// cgo: the gpu-agent loads NVML through go-nvml, which needs it.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/fairway: %w\n%s", err, b)
 	}
@@ -135,60 +145,4 @@ func StartWebhook(ctx context.Context, c *cluster.Cluster, o WebhookOptions) (*W
 		return nil, errors.New("the webhook configuration has no CA bundle")
 	}
 	return &Webhook{Process: p, URL: url, CABundle: mwc.Webhooks[0].ClientConfig.CABundle}, nil
-}
-
-// ApplyFairwayCRDs installs fairway's CRDs from charts/fairway/crds. Should the API server refuse
-// them (kube-apiserver 1.37 refuses CEL rules that do not compile), it installs them again
-// without their x-kubernetes-validations rules, from copies written to tmpDir, and returns the
-// API server's refusal: components that read Queues do not depend on their validation.
-func ApplyFairwayCRDs(ctx context.Context, c *cluster.Cluster, tmpDir string) (refused error, err error) {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(root, "charts", "fairway", "crds")
-	refused = c.ApplyCRDs(ctx, dir)
-	if refused == nil {
-		return nil, nil
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return refused, err
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return refused, err
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(data, &obj); err != nil {
-			return refused, fmt.Errorf("%s: %w", f, err)
-		}
-		dropKey(obj, "x-kubernetes-validations")
-		out, err := yaml.Marshal(obj)
-		if err != nil {
-			return refused, err
-		}
-		if err := os.WriteFile(filepath.Join(tmpDir, filepath.Base(f)), out, 0o644); err != nil {
-			return refused, err
-		}
-	}
-	if err := c.ApplyCRDs(ctx, tmpDir); err != nil {
-		return refused, fmt.Errorf("installing fairway's CRDs without CEL rules: %w", err)
-	}
-	return refused, nil
-}
-
-func dropKey(v any, key string) {
-	switch x := v.(type) {
-	case map[string]any:
-		delete(x, key)
-		for _, e := range x {
-			dropKey(e, key)
-		}
-	case []any:
-		for _, e := range x {
-			dropKey(e, key)
-		}
-	}
 }

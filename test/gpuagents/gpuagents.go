@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
+
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,6 +30,7 @@ import (
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 	"github.com/fairway-sched/fairway/test/podresources"
 )
 
@@ -299,26 +300,7 @@ func (a *Agent) put(ctx context.Context, path string, body, out any) error {
 	return nil
 }
 
-// BinaryEnv names a prebuilt fairway binary for the agents, overriding BuildBinary.
-const BinaryEnv = "FAIRWAY_AGENT_BINARY"
-
-// BuildBinary returns the fairway binary the agents run: $FAIRWAY_AGENT_BINARY when set, else
-// a fresh `go build ./cmd/fairway` into dir, so a test never runs a stale agent (the Go build
-// cache makes this quick after the first time).
+// BuildBinary returns the fairway binary the agents run (see fairwayproc.Build).
 func BuildBinary(ctx context.Context, dir string) (string, error) {
-	if p := os.Getenv(BinaryEnv); p != "" {
-		return filepath.Abs(p)
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "fairway")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/fairway")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building fairway: %w\n%s", err, b)
-	}
-	return out, nil
+	return fairwayproc.Build(ctx, dir)
 }

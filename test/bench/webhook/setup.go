@@ -69,7 +69,7 @@ func setUp(ctx context.Context, o options, log logr.Logger) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}, SkipCRDs: true, Logger: log, WorkDir: o.workDir})
+	c, err := cluster.Start(ctx, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}, Logger: log, WorkDir: o.workDir})
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +91,6 @@ func setUp(ctx context.Context, o options, log logr.Logger) (*env, error) {
 
 func (e *env) populate(ctx context.Context) error {
 	c := e.cluster
-	if _, err := fairwayproc.ApplyFairwayCRDs(ctx, c, e.tmp); err != nil {
-		return err
-	}
 	mod, err := cluster.ModuleDir(ctx, "kuberay", cluster.KubeRayModule)
 	if err != nil {
 		return err

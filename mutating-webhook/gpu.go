@@ -22,9 +22,9 @@ import (
 // container cannot start until the runtime has chosen the GPU. The MPS limits are optional: the
 // runtime writes them only on nodes that run MPS.
 const (
-	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
-	EnvMPSMemoryLimit = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
-	EnvMPSThreads     = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	EnvVisibleDevices = fairwayv1.GPUConfigMapVisibleDevicesKey
+	EnvMPSMemoryLimit = fairwayv1.GPUConfigMapMPSMemoryLimitKey
+	EnvMPSThreads     = fairwayv1.GPUConfigMapMPSThreadsKey
 )
 
 // MPSVolumeName is the volume that carries the MPS pipe directory into GPU containers.

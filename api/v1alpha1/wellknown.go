@@ -83,6 +83,15 @@ const (
 	GPUConfigMapAnnotation = Prefix + "gpu-configmap"
 )
 
+// Keys of the GPU ConfigMap (GPUConfigMapAnnotation). The webhook points the GPU container's
+// environment variable of the same name at each key; the scheduler runtime fills them at bind
+// time, the MPS ones only on nodes whose gpu-agent runs MPS.
+const (
+	GPUConfigMapVisibleDevicesKey = "NVIDIA_VISIBLE_DEVICES"
+	GPUConfigMapMPSMemoryLimitKey = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+	GPUConfigMapMPSThreadsKey     = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+)
+
 // Pod condition types.
 const (
 	// GPUIdleCondition is set by the gpu-agent on interactive pods: True when the pod's GPU work

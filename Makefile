@@ -63,6 +63,10 @@ demo: tools build ## Start a local cluster with 4 fake nodes of 8 H100 GPUs and 
 
 ##@ Measure
 
+.PHONY: bench-webhook
+bench-webhook: tools ## Webhook admission latency at 500 pods/s over TLS on loopback (10,000-pod burst).
+	$(GO) run ./test/bench/webhook
+
 .PHONY: gpu-check
 gpu-check: ## Build the real-GPU check into _output/gpu-check (run test/gpu/run.sh on a GPU machine).
 	test/gpu/build.sh

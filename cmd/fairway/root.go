@@ -27,5 +27,10 @@ func newRootCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newAgentCommand())
+	root.AddGroup(&cobra.Group{ID: cliGroup, Title: "Commands for users and administrators:"})
+	root.AddCommand(newCLICommands()...)
+	if pluginMode() {
+		root.Use = "kubectl fairway"
+	}
 	return root
 }

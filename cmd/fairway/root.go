@@ -30,7 +30,7 @@ func newRootCommand() *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: cliGroup, Title: "Commands for users and administrators:"})
 	root.AddCommand(newCLICommands()...)
 	if pluginMode() {
-		root.Use = "kubectl fairway"
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fairway"}
 	}
 	return root
 }

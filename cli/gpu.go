@@ -29,8 +29,6 @@ type podGPU struct {
 
 func (g podGPU) shared() bool { return g.Milli > 0 || g.MemoryMiB > 0 }
 
-func (g podGPU) none() bool { return g.Whole == 0 && !g.shared() }
-
 // gpuOf reads a pod's GPUs.
 func gpuOf(p *corev1.Pod) podGPU {
 	g := podGPU{Slot: -1}

@@ -177,13 +177,10 @@ func podJob(p *corev1.Pod, prio map[string]int32, now time.Time) JobView {
 	j.GPUs, j.GPUAmount = gpuSummary([]*corev1.Pod{p})
 	code, _ := podReason(p)
 	j.Reason = code
-	switch {
-	case p.Spec.NodeName == "":
+	if p.Spec.NodeName == "" {
 		j.WaitSeconds = seconds(now.Sub(p.CreationTimestamp.Time))
-	default:
-		if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			j.WaitSeconds = seconds(c.LastTransitionTime.Sub(p.CreationTimestamp.Time))
-		}
+	} else if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+		j.WaitSeconds = seconds(c.LastTransitionTime.Sub(p.CreationTimestamp.Time))
 	}
 	return j
 }

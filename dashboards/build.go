@@ -24,10 +24,12 @@ func datasourceRef() common.DataSourceRef {
 }
 
 // Build turns the board into Grafana's dashboard model (schema version 42: Grafana 11 and 12).
-func (b *Board) Build() (dashboard.Dashboard, error) {
+// The SDK marks this (v1) model deprecated in favour of dashboardv2, which only Grafana 12 reads.
+func (b *Board) Build() (dashboard.Dashboard, error) { //nolint:staticcheck // SA1019: dashboardv2 is Grafana 12 only; the v1 model imports into Grafana 11 and 12.
 	if err := b.Validate(); err != nil {
-		return dashboard.Dashboard{}, err
+		return dashboard.Dashboard{}, err //nolint:staticcheck // SA1019: dashboardv2 is Grafana 12 only; the v1 model imports into Grafana 11 and 12.
 	}
+	//nolint:staticcheck // SA1019: dashboardv2 is Grafana 12 only; the v1 model imports into Grafana 11 and 12.
 	d := dashboard.NewDashboardBuilder(b.Title).
 		Uid(b.UID).
 		Description(b.Description).

@@ -52,7 +52,7 @@ func Inventory(node string, pool NodePool) string {
 	inv := fairwayv1.GPUInventory{ObservedAt: metav1.NewTime(T0), RefreshSeconds: 30, Driver: "570.00"}
 	for i := range 8 {
 		inv.GPUs = append(inv.GPUs, fairwayv1.GPUDevice{Index: int32(i), UUID: UUID(node, i), Product: pool.Product,
-			MemoryMiB: pool.MemoryMiB, Healthy: !(node == "a100-0" && i == 7)})
+			MemoryMiB: pool.MemoryMiB, Healthy: node != "a100-0" || i != 7})
 	}
 	b, _ := json.Marshal(inv)
 	return string(b)

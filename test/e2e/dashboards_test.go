@@ -159,7 +159,7 @@ func startDashScheduler(t *testing.T, c *cluster.Cluster, bin string) string {
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
 	eventually(t, 60*time.Second, "the scheduler ready", func(ctx context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("the scheduler exited (%v):\n%s", err, p.Tail(30))
+			return false, fmt.Errorf("the scheduler exited (%w):\n%s", err, p.Tail(30))
 		}
 		return dashHTTPOK(ctx, ready), nil
 	})
@@ -227,7 +227,7 @@ func startPrometheus(t *testing.T, c *cluster.Cluster, targets map[string][]stri
 	s := &promServer{url: "http://127.0.0.1:" + strconv.Itoa(port), proc: p}
 	eventually(t, 60*time.Second, "Prometheus ready", func(ctx context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("prometheus exited (%v):\n%s", err, p.Tail(20))
+			return false, fmt.Errorf("prometheus exited (%w):\n%s", err, p.Tail(20))
 		}
 		return dashHTTPOK(ctx, s.url+"/-/ready"), nil
 	})

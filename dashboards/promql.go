@@ -11,8 +11,9 @@ import (
 // catch malformed queries (unbalanced brackets, unterminated strings, stray characters), without
 // taking github.com/prometheus/prometheus into the product's go.mod, where its requirements
 // would raise client_golang, grpc and golang.org/x/* for every binary. Full parsing is
-// Prometheus's own: dashboards-check sends every query to a real Prometheus, whose API refuses
-// a query it cannot parse.
+// Prometheus's own: dashboards/parsecheck (a module of its own) parses every query with
+// Prometheus's parser and checks it finds the same metrics as this scanner, and
+// dashboards-check sends every query to a real Prometheus.
 
 // MetricRef is a metric a query selects: a name, or a __name__ regex.
 type MetricRef struct {

@@ -5,11 +5,12 @@
 // `go run ./dashboards/cmd/generate` writes the JSON files under dashboards/json, which are
 // committed, checked up to date by a test, and provisioned by the Helm chart.
 //
-// Two checks keep the dashboards honest. The unit tests scan every query for the metrics it
+// Three checks keep the dashboards honest. The unit tests scan every query for the metrics it
 // selects and require each to be exported by a component (package dashboards/catalog collects
-// the names from the components' own collectors) or listed as requested from one. The e2e
-// harness behind `make dashboards-check` (test/e2e/dashboards_test.go) runs every query on a
-// real Prometheus that scrapes a local cluster and requires data.
+// the names from the components' own collectors) or listed as requested from one. The module
+// dashboards/parsecheck parses every query with Prometheus's own parser. The e2e harness behind
+// `make dashboards-check` (test/e2e/dashboards_test.go) runs every query on a real Prometheus
+// that scrapes a local cluster and requires data.
 //
 // This package is not imported by any fairway binary; the SDK stays out of the product.
 package dashboards

@@ -26,7 +26,7 @@ what they borrow above the guarantee, and what waiting pods ask for.`,
 				return run(cmd, o.Options, func() error { return RunQueues(cmd.Context(), o) })
 			},
 		}
-		o.AddFlags(cmd.Flags())
+		o.AddFlags(cmd.Flags(), false)
 		cmd.Flags().StringSliceVar(&resources, "resources", []string{"gpu"}, "Resources to show: gpu, cpu, memory, gpu/<type>.")
 		return cmd
 	}
@@ -41,7 +41,7 @@ what they borrow above the guarantee, and what waiting pods ask for.`,
 				return run(cmd, o, func() error { return RunJobs(cmd.Context(), o) })
 			},
 		}
-		o.AddFlags(cmd.Flags())
+		o.AddFlags(cmd.Flags(), true)
 		return cmd
 	}
 	why := func() *cobra.Command {
@@ -58,7 +58,8 @@ shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
 				return run(cmd, o, func() error { return RunWhy(cmd.Context(), o, args[0]) })
 			},
 		}
-		o.AddFlags(cmd.Flags())
+		o.AddFlags(cmd.Flags(), true)
+		_ = cmd.Flags().MarkHidden("all-namespaces") // one object, in one namespace
 		return cmd
 	}
 	nodes := func() *cobra.Command {
@@ -71,7 +72,7 @@ shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
 				return run(cmd, o, func() error { return RunNodes(cmd.Context(), o) })
 			},
 		}
-		o.AddFlags(cmd.Flags())
+		o.AddFlags(cmd.Flags(), false)
 		return cmd
 	}
 	return []*cobra.Command{queues(), jobs(), why(), nodes()}

@@ -38,12 +38,15 @@ type Options struct {
 	namespace string // resolved by Complete
 }
 
-// AddFlags registers the shared flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
+// AddFlags registers the shared flags; -n and -A only for commands that read namespaced
+// objects (queues and nodes are cluster-wide).
+func (o *Options) AddFlags(fs *pflag.FlagSet, namespaced bool) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to the kubeconfig file ($KUBECONFIG or ~/.kube/config when empty).")
 	fs.StringVar(&o.Context, "context", "", "The kubeconfig context to use.")
-	fs.StringVarP(&o.Namespace, "namespace", "n", "", "Namespace (the context's namespace when empty).")
-	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List across all namespaces.")
+	if namespaced {
+		fs.StringVarP(&o.Namespace, "namespace", "n", "", "Namespace (the context's namespace when empty).")
+		fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List across all namespaces.")
+	}
 	fs.StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (a table when empty).")
 }
 

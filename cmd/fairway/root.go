@@ -28,5 +28,10 @@ func newRootCommand() *cobra.Command {
 	})
 	root.AddCommand(newAgentCommand())
 	root.AddCommand(newWebhookCommand())
+	root.AddGroup(&cobra.Group{ID: cliGroup, Title: "Commands for users and administrators:"})
+	root.AddCommand(newCLICommands()...)
+	if pluginMode() {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fairway"}
+	}
 	return root
 }

@@ -1,0 +1,116 @@
+package cli_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/cli"
+	"github.com/fairway-sched/fairway/cli/clitest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func fakeClient(t *testing.T) client.Client {
+	t.Helper()
+	objs := append(clitest.Nodes(), clitest.Objects()...)
+	return fake.NewClientBuilder().WithScheme(cli.Scheme()).
+		WithObjects(objs...).
+		WithStatusSubresource(&fairwayv1.Queue{}, &fairwayv1.PodGroup{}).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		Build()
+}
+
+// Execute runs the CLI's commands with args against c, at the clock now.
+func execute(t *testing.T, base cli.Options, args ...string) (string, error) {
+	t.Helper()
+	root := &cobra.Command{Use: "fairway", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(cli.NewCommands(base)...)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestGolden runs the scenario's cases on a fake client; the e2e test runs the same cases on a
+// real cluster against the same files.
+func TestGolden(t *testing.T) {
+	base := cli.Options{Client: fakeClient(t), Now: func() time.Time { return clitest.Now }}
+	for _, tc := range clitest.Cases {
+		t.Run(tc.Golden, func(t *testing.T) {
+			got, err := execute(t, base, tc.Args...)
+			if err != nil {
+				t.Fatalf("fairway %s: %v", strings.Join(tc.Args, " "), err)
+			}
+			compareGolden(t, tc.Golden, clitest.Normalize(got))
+		})
+	}
+}
+
+func compareGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run: go test ./cli -run TestGolden -update)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got); run with -update if the change is intended:\n%s", path, diff)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	base := cli.Options{Client: fakeClient(t), Now: func() time.Time { return clitest.Now }}
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown name":     {[]string{"why", "nothing", "-n", "team-a"}, "no PodGroup or pod named nothing in namespace team-a"},
+		"unknown podgroup": {[]string{"why", "podgroup/nothing", "-n", "team-a"}, "no PodGroup named nothing in namespace team-a"},
+		"bad kind":         {[]string{"why", "deployment/x"}, "name a pod (pod/NAME) or a PodGroup (podgroup/NAME)"},
+		"bad output":       {[]string{"jobs", "-o", "wide"}, `unknown output format "wide"`},
+		"bad resource":     {[]string{"queues", "--resources", "gpu,disk"}, `unknown resource "disk"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := execute(t, base, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEmpty(t *testing.T) {
+	base := cli.Options{Client: fake.NewClientBuilder().WithScheme(cli.Scheme()).Build(), Now: time.Now}
+	for args, want := range map[string]string{
+		"queues":    "No queues",
+		"jobs -A":   "No fairway jobs in any namespace.",
+		"nodes":     "No GPU nodes",
+		"jobs -n x": "No fairway jobs in namespace x.",
+	} {
+		got, err := execute(t, base, strings.Fields(args)...)
+		if err != nil || !strings.HasPrefix(got, want) {
+			t.Errorf("fairway %s: %q, %v; want %q", args, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,288 @@
+// Package clitest is the fixed scenario the CLI's golden tests run on: queues, PodGroups, pods
+// bound with GPU shares, reservation pods and GPU nodes, with the status the scheduler would
+// write. The unit tests load it into a fake client; the e2e test creates it on a local cluster
+// (status through the status subresource) and expects the same output, so the goldens under
+// cli/testdata are checked against both.
+package clitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// T0 is the creation time of every object of the scenario in the unit tests; Now is the clock
+// the goldens are taken at, an hour later.
+var (
+	T0  = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	Now = T0.Add(time.Hour)
+)
+
+// NodePool describes the scenario's GPU nodes: two H100 nodes and one A100 node of 8 GPUs.
+type NodePool struct {
+	Name, GPUType, Product string
+	Count                  int
+	MemoryMiB              int64
+}
+
+// NodePools are the scenario's nodes, named <pool>-<index> as test/cluster names them.
+var NodePools = []NodePool{
+	{Name: "h100", GPUType: "H100", Product: "NVIDIA H100 80GB HBM3", Count: 2, MemoryMiB: 81559},
+	{Name: "a100", GPUType: "A100", Product: "NVIDIA A100-SXM4-80GB", Count: 1, MemoryMiB: 81920},
+}
+
+// Namespaces are the namespaces the scenario's pods live in.
+var Namespaces = []string{"team-a", "team-b", "fairway-system"}
+
+// UUID is the deterministic UUID of a GPU of the scenario.
+func UUID(node string, index int) string { return fmt.Sprintf("GPU-%s-%d", node, index) }
+
+// Inventory is the gpu-agent's inventory annotation of a scenario node.
+func Inventory(node string, pool NodePool) string {
+	inv := fairwayv1.GPUInventory{ObservedAt: metav1.NewTime(T0), RefreshSeconds: 30, Driver: "570.00"}
+	for i := range 8 {
+		inv.GPUs = append(inv.GPUs, fairwayv1.GPUDevice{Index: int32(i), UUID: UUID(node, i), Product: pool.Product,
+			MemoryMiB: pool.MemoryMiB, Healthy: node != "a100-0" || i != 7})
+	}
+	b, _ := json.Marshal(inv)
+	return string(b)
+}
+
+// Nodes are the scenario's nodes as the unit tests need them (the e2e cluster makes its own
+// and gets the labels and inventory patched in).
+func Nodes() []client.Object {
+	var out []client.Object
+	for _, p := range NodePools {
+		for i := range p.Count {
+			name := fmt.Sprintf("%s-%d", p.Name, i)
+			out = append(out, &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(T0), Labels: NodeLabels(p),
+					Annotations: map[string]string{fairwayv1.GPUInventoryAnnotation: Inventory(name, p)}},
+				Status: corev1.NodeStatus{Capacity: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("8")}},
+			})
+		}
+	}
+	return out
+}
+
+// NodeLabels are the gpu-agent's labels of a node of the pool.
+func NodeLabels(p NodePool) map[string]string {
+	return map[string]string{fairwayv1.GPUTypeLabel: p.GPUType, fairwayv1.GPUMemoryLabel: fmt.Sprint(p.MemoryMiB)}
+}
+
+func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+
+func list(kv ...string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return out
+}
+
+func queue(name, parent string, spec fairwayv1.QueueSpec, st fairwayv1.QueueStatus) *fairwayv1.Queue {
+	spec.Parent = parent
+	return &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(T0)}, Spec: spec, Status: st}
+}
+
+// Queues: department research (team-a, team-b) and department ops (inference).
+func Queues() []client.Object {
+	ready := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "the queue takes work", LastTransitionTime: metav1.NewTime(T0)}}
+	return []client.Object{
+		queue("research", "", fairwayv1.QueueSpec{Resources: fairwayv1.QueueResources{
+			GPU: &fairwayv1.ResourceQuota{Quota: q("12")}, CPU: &fairwayv1.ResourceQuota{Quota: q("256")}, Memory: &fairwayv1.ResourceQuota{Quota: q("2Ti")}}},
+			fairwayv1.QueueStatus{Allocated: list("gpu", "9.75", "cpu", "12", "memory", "48Gi"), Requested: list("gpu", "17.75", "cpu", "20", "memory", "80Gi"),
+				FairShare: list("gpu", "20", "cpu", "256", "memory", "2Ti"), Borrowed: list("gpu", "0"), PendingPods: 5, ChildQueues: []string{"team-a", "team-b"}, Conditions: ready}),
+		queue("team-a", "research", fairwayv1.QueueSpec{Namespaces: []string{"team-a"}, Resources: fairwayv1.QueueResources{
+			GPU: &fairwayv1.ResourceQuota{Quota: q("4"), Limit: q("16")}, CPU: &fairwayv1.ResourceQuota{Quota: q("64")}, Memory: &fairwayv1.ResourceQuota{Quota: q("512Gi")}}},
+			fairwayv1.QueueStatus{Allocated: list("gpu", "8.25", "cpu", "8", "memory", "32Gi", "gpu/H100", "8.25"), Requested: list("gpu", "16.25", "cpu", "16", "memory", "64Gi"),
+				FairShare: list("gpu", "12", "cpu", "64", "memory", "512Gi"), Borrowed: list("gpu", "4.25"), PendingPods: 4, Conditions: ready}),
+		queue("team-b", "research", fairwayv1.QueueSpec{Namespaces: []string{"team-b"}, Resources: fairwayv1.QueueResources{
+			GPU: &fairwayv1.ResourceQuota{Quota: q("8")}, CPU: &fairwayv1.ResourceQuota{Quota: q("64")}}},
+			fairwayv1.QueueStatus{Allocated: list("gpu", "0.75", "cpu", "4", "memory", "16Gi"), Requested: list("gpu", "1.5", "cpu", "5", "memory", "17Gi"),
+				FairShare: list("gpu", "8", "cpu", "64", "memory", "16Gi"), PendingPods: 1, Conditions: ready}),
+		queue("ops", "", fairwayv1.QueueSpec{Resources: fairwayv1.QueueResources{GPU: &fairwayv1.ResourceQuota{Quota: q("4")}}},
+			fairwayv1.QueueStatus{ChildQueues: []string{"inference"}, Conditions: ready}),
+		queue("inference", "ops", fairwayv1.QueueSpec{Namespaces: []string{"inference"}, Resources: fairwayv1.QueueResources{GPU: &fairwayv1.ResourceQuota{Quota: q("4")}}},
+			fairwayv1.QueueStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NamespaceConflict",
+				Message: "namespace inference is also served by queue ops-old", LastTransitionTime: metav1.NewTime(T0)}}}),
+	}
+}
+
+// PriorityClasses are the chart's default classes.
+func PriorityClasses() []client.Object {
+	return []client.Object{
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: fairwayv1.PriorityClassTraining}, Value: 50},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: fairwayv1.PriorityClassInteractive}, Value: 100},
+	}
+}
+
+func podGroup(ns, name, queue, class string, minMember int32, st fairwayv1.PodGroupStatus) *fairwayv1.PodGroup {
+	return &fairwayv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(T0)},
+		Spec: fairwayv1.PodGroupSpec{MinMember: minMember, Queue: queue, PriorityClassName: class}, Status: st}
+}
+
+func running(minMember int32, startedAfter time.Duration) fairwayv1.PodGroupStatus {
+	return fairwayv1.PodGroupStatus{Phase: fairwayv1.PodGroupRunning, Scheduled: minMember, Running: minMember,
+		LastStartTime: ptr.To(metav1.NewTime(T0.Add(startedAfter))),
+		Conditions: []metav1.Condition{{Type: fairwayv1.PodGroupConditionUnschedulable, Status: metav1.ConditionFalse, Reason: "Schedulable",
+			Message: "no pod of the gang waits", LastTransitionTime: metav1.NewTime(T0.Add(startedAfter))}}}
+}
+
+// PodGroups: a running training gang and a waiting one in team-a, one PodGroup per notebook.
+func PodGroups() []client.Object {
+	return []client.Object{
+		podGroup("team-a", "train-llama", "team-a", fairwayv1.PriorityClassTraining, 2, running(2, 90*time.Second)),
+		podGroup("team-a", "train-big", "team-a", fairwayv1.PriorityClassTraining, 4, fairwayv1.PodGroupStatus{Phase: fairwayv1.PodGroupPending,
+			Conditions: []metav1.Condition{{Type: fairwayv1.PodGroupConditionUnschedulable, Status: metav1.ConditionTrue, Reason: "QueueLimit",
+				Message: "queue team-a would hold 16.25 GPUs, above its limit of 16", LastTransitionTime: metav1.NewTime(T0)}}}),
+		podGroup("team-a", "nb-carol", "team-a", fairwayv1.PriorityClassInteractive, 1, running(1, 5*time.Second)),
+		podGroup("team-b", "nb-alice", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 3*time.Second)),
+		podGroup("team-b", "nb-bob", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 4*time.Second)),
+	}
+}
+
+// PodSpec is how a scenario pod is built.
+type PodSpec struct {
+	Namespace, Name, Group, Queue, Class, Framework, Node string
+	WholeGPUs                                             int
+	Fraction, MemoryMiB                                   string
+	Slot                                                  int
+	UUID                                                  string
+	// Waiting is the PodScheduled=False message of a pending pod.
+	Waiting string
+}
+
+// Pod builds a pod shaped as fairway's webhook and scheduler leave it.
+func Pod(s PodSpec) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, CreationTimestamp: metav1.NewTime(T0),
+			Labels:      map[string]string{fairwayv1.QueueLabel: s.Queue, fairwayv1.ManagedLabel: "true"},
+			Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, PriorityClassName: s.Class, NodeName: s.Node,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+	}
+	if s.Framework != "" {
+		p.Labels[fairwayv1.FrameworkLabel] = s.Framework
+	}
+	if s.Group != "" {
+		p.Annotations[fairwayv1.PodGroupAnnotation] = s.Group
+	}
+	if s.WholeGPUs > 0 {
+		n := resource.MustParse(fmt.Sprint(s.WholeGPUs))
+		p.Spec.Containers[0].Resources.Requests[fairwayv1.ResourceGPU] = n
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: n}
+	}
+	if s.Fraction != "" || s.MemoryMiB != "" {
+		if s.Fraction != "" {
+			p.Annotations[fairwayv1.GPUFractionAnnotation] = s.Fraction
+		} else {
+			p.Annotations[fairwayv1.GPUMemoryAnnotation] = s.MemoryMiB
+		}
+		if s.Node != "" {
+			p.Annotations[fairwayv1.GPUIndexAnnotation] = fmt.Sprint(s.Slot)
+			p.Annotations[fairwayv1.GPUUUIDAnnotation] = s.UUID
+			p.Labels[fairwayv1.GPUGroupLabel] = fmt.Sprintf("%s-%d", s.Node, s.Slot)
+		}
+	}
+	if s.Node != "" {
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(T0)}}}
+	} else {
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		if s.Waiting != "" {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: s.Waiting, LastTransitionTime: metav1.NewTime(T0)}}
+		}
+	}
+	return p
+}
+
+// Reservation is the reservation pod of a shared GPU slot: bound to the node, holding one GPU,
+// annotated by the gpu-agent with the physical GPU.
+func Reservation(node string, slot, index int) *corev1.Pod {
+	one := resource.MustParse("1")
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fairway-system", Name: fmt.Sprintf("fairway-gpu-%s-%d", node, slot), CreationTimestamp: metav1.NewTime(T0),
+			Labels: map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.GPUGroupLabel: fmt.Sprintf("%s-%d", node, slot)},
+			Annotations: map[string]string{fairwayv1.Prefix + "gpu-slot": fmt.Sprint(slot), fairwayv1.GPUIndexAnnotation: fmt.Sprint(index),
+				fairwayv1.GPUUUIDAnnotation: UUID(node, index)}},
+		Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{fairwayv1.ResourceGPU: one}, Limits: corev1.ResourceList{fairwayv1.ResourceGPU: one}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// Pods: the training gang on h100-0 (8 GPUs), the waiting gang, three notebooks sharing two
+// GPUs of h100-1, a waiting pod outside any gang, and the two reservations.
+func Pods() []client.Object {
+	out := []client.Object{
+		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-0", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Node: "h100-0", WholeGPUs: 4}),
+		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-1", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Node: "h100-0", WholeGPUs: 4}),
+		Pod(PodSpec{Namespace: "team-a", Name: "nb-carol", Group: "nb-carol", Queue: "team-a", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", MemoryMiB: "20000", Slot: 1, UUID: UUID("h100-1", 5)}),
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-alice", Group: "nb-alice", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3)}),
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-bob", Group: "nb-bob", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", Fraction: "0.5", Slot: 0, UUID: UUID("h100-1", 3)}),
+		Pod(PodSpec{Namespace: "team-b", Name: "debug", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Fraction: "0.75",
+			Waiting: "NonPreemptibleOverQuota: team-b would hold 1.5 non-preemptible GPUs, above its quota of 1"}),
+		Reservation("h100-1", 0, 3),
+		Reservation("h100-1", 1, 5),
+	}
+	for i := range 4 {
+		out = append(out, Pod(PodSpec{Namespace: "team-a", Name: fmt.Sprintf("train-big-%d", i), Group: "train-big", Queue: "team-a",
+			Class: fairwayv1.PriorityClassTraining, Framework: "ray", WholeGPUs: 2}))
+	}
+	return out
+}
+
+// Objects is the whole scenario but the nodes.
+func Objects() []client.Object {
+	var out []client.Object
+	out = append(out, PriorityClasses()...)
+	out = append(out, Queues()...)
+	out = append(out, PodGroups()...)
+	return append(out, Pods()...)
+}
+
+// Case is one golden test: the CLI's arguments and the file under cli/testdata that holds the
+// expected output.
+type Case struct {
+	Golden string
+	Args   []string
+}
+
+// Cases are the golden tests, shared by the unit tests (fake client) and the e2e test (a local
+// cluster).
+var Cases = []Case{
+	{"queues.txt", []string{"queues"}},
+	{"queues-all-resources.txt", []string{"queues", "--resources", "gpu,cpu,memory"}},
+	{"queues.json", []string{"queues", "-o", "json"}},
+	{"jobs-all.txt", []string{"jobs", "-A"}},
+	{"jobs-team-a.txt", []string{"jobs", "-n", "team-a"}},
+	{"jobs-team-b.yaml", []string{"jobs", "-n", "team-b", "-o", "yaml"}},
+	{"why-train-big.txt", []string{"why", "train-big", "-n", "team-a"}},
+	{"why-train-llama.txt", []string{"why", "podgroup/train-llama", "-n", "team-a"}},
+	{"why-nb-alice.txt", []string{"why", "pod/nb-alice", "-n", "team-b"}},
+	{"why-debug.txt", []string{"why", "pod/debug", "-n", "team-b"}},
+	{"why-nb-carol.json", []string{"why", "nb-carol", "-n", "team-a", "-o", "json"}},
+	{"nodes.txt", []string{"nodes"}},
+	{"nodes.json", []string{"nodes", "-o", "json"}},
+}
+
+var waitSecondsRE = regexp.MustCompile(`("waitSeconds": |waitSeconds: )\d+`)
+
+// Normalize hides what depends on when the objects were created on a real cluster: the wait in
+// seconds of JSON and YAML output (tables print ages at minute resolution, which is stable).
+func Normalize(s string) string { return waitSecondsRE.ReplaceAllString(s, "${1}N") }

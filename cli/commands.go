@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// NewCommands returns the client commands: queues, jobs, why and nodes. Each starts from a copy
+// of base, so tests can set Client and Now; flags fill in the rest.
+func NewCommands(base Options) []*cobra.Command {
+	queues := func() *cobra.Command {
+		o := &QueuesOptions{Options: base.clone()}
+		var resources []string
+		cmd := &cobra.Command{
+			Use:   "queues",
+			Short: "Show the queue tree: guaranteed, fair share, allocated, borrowed and pending per resource",
+			Long: `Show every Queue as a tree (departments, then their projects) with, per resource, the
+guaranteed quota (and limit), the fair share the scheduler computed, what the queue's pods hold,
+what they borrow above the guarantee, and what waiting pods ask for.`,
+			Example: "  fairway queues\n  fairway queues --resources gpu,cpu,memory\n  fairway queues -o yaml",
+			Args:    cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				var err error
+				if o.Resources, err = ParseResources(resources); err != nil {
+					return err
+				}
+				return run(cmd, o.Options, func() error { return RunQueues(cmd.Context(), o) })
+			},
+		}
+		o.AddFlags(cmd.Flags(), false)
+		cmd.Flags().StringSliceVar(&resources, "resources", []string{"gpu"}, "Resources to show: gpu, cpu, memory, gpu/<type>.")
+		return cmd
+	}
+	jobs := func() *cobra.Command {
+		o := base.clone()
+		cmd := &cobra.Command{
+			Use:     "jobs",
+			Short:   "List gangs (PodGroups) with queue, priority, state, GPUs or shares, and wait time",
+			Example: "  fairway jobs -n team-a\n  fairway jobs -A -o json",
+			Args:    cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return run(cmd, o, func() error { return RunJobs(cmd.Context(), o) })
+			},
+		}
+		o.AddFlags(cmd.Flags(), true)
+		return cmd
+	}
+	why := func() *cobra.Command {
+		o := base.clone()
+		cmd := &cobra.Command{
+			Use:   "why (POD | PODGROUP | pod/NAME | podgroup/NAME)",
+			Short: "Explain why a pod or gang waits, and what would unblock it; or where it runs",
+			Long: `Explain one PodGroup or pod: while it waits, the scheduler's reason code and message and what
+would unblock it; once placed, the nodes its pods run on and, for a GPU share, which GPU and who
+shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
+			Example: "  fairway why train-llama -n team-a\n  fairway why pod/notebook-0 -n team-b",
+			Args:    cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return run(cmd, o, func() error { return RunWhy(cmd.Context(), o, args[0]) })
+			},
+		}
+		o.AddFlags(cmd.Flags(), true)
+		_ = cmd.Flags().MarkHidden("all-namespaces") // one object, in one namespace
+		return cmd
+	}
+	nodes := func() *cobra.Command {
+		o := base.clone()
+		cmd := &cobra.Command{
+			Use:   "nodes",
+			Short: "Show GPUs per node (whole, shared, free) and the pods sharing each shared GPU",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return run(cmd, o, func() error { return RunNodes(cmd.Context(), o) })
+			},
+		}
+		o.AddFlags(cmd.Flags(), false)
+		return cmd
+	}
+	return []*cobra.Command{queues(), jobs(), why(), nodes()}
+}
+
+func run(cmd *cobra.Command, o *Options, f func() error) error {
+	o.Out = cmd.OutOrStdout()
+	if err := o.Complete(); err != nil {
+		return err
+	}
+	return f()
+}

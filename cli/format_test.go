@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"bytes"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+func TestFormatAmount(t *testing.T) {
+	for _, tc := range []struct {
+		res  string
+		in   string
+		want string
+	}{
+		{"gpu", "2500m", "2.5"}, {"gpu", "0.333", "0.333"}, {"gpu", "8", "8"}, {"cpu", "250m", "0.25"},
+		{"memory", "64Gi", "64Gi"}, {"memory", "1536Mi", "1.5Gi"}, {"memory", "512Mi", "512Mi"}, {"memory", "2Ti", "2Ti"},
+		{"memory", "0", "0"}, {"memory", "1000", "1000"}, {"gpu/H100", "0.0004", "0"},
+	} {
+		if got := formatAmount(tc.res, amountOf(resource.MustParse(tc.in))); got != tc.want {
+			t.Errorf("formatAmount(%s, %s) = %s, want %s", tc.res, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestGPUSummary(t *testing.T) {
+	pod := func(whole string, ann map[string]string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}
+		if whole != "" {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse(whole)}
+		}
+		return p
+	}
+	frac := map[string]string{fairwayv1.GPUFractionAnnotation: "0.25"}
+	mem := map[string]string{fairwayv1.GPUMemoryAnnotation: "20000"}
+	for name, tc := range map[string]struct {
+		pods  []*corev1.Pod
+		want  string
+		total float64
+	}{
+		"none":   {[]*corev1.Pod{pod("", nil)}, "-", 0},
+		"whole":  {[]*corev1.Pod{pod("4", nil), pod("4", nil)}, "8", 8},
+		"shares": {[]*corev1.Pod{pod("", frac), pod("", frac), pod("", frac)}, "3×0.25", 0.75},
+		"mixed":  {[]*corev1.Pod{pod("2", nil), pod("", frac), pod("", mem)}, "2+1×0.25+1×20000MiB", 2.25},
+		"junk":   {[]*corev1.Pod{pod("", map[string]string{fairwayv1.GPUFractionAnnotation: "1.5"})}, "-", 0},
+	} {
+		got, total := gpuSummary(tc.pods)
+		if got != tc.want || total != tc.total {
+			t.Errorf("%s: gpuSummary = %q, %v; want %q, %v", name, got, total, tc.want, tc.total)
+		}
+	}
+}
+
+func TestTableAlignsAndFillsEmptyCells(t *testing.T) {
+	var b bytes.Buffer
+	tb := newTable(&b, "NAME", "QUEUE", "GPUS")
+	tb.row("a-long-name", "", "8")
+	tb.row("b", "team", "0.5")
+	if err := tb.flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME          QUEUE   GPUS\na-long-name   -       8\nb             team    0.5\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestPodReason(t *testing.T) {
+	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: "Unschedulable", Message: "NoNodeFits: 0/3 nodes have 8 free GPUs"}}}}
+	if code, msg := podReason(p); code != "NoNodeFits" || msg != "0/3 nodes have 8 free GPUs" {
+		t.Errorf("got %q %q", code, msg)
+	}
+	p.Status.Conditions[0].Message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+	if code, _ := podReason(p); code != "Unschedulable" {
+		t.Errorf("kube-scheduler's messages keep the condition's reason; got %q", code)
+	}
+}
+
+func TestEveryEngineReasonHasAHint(t *testing.T) {
+	for _, code := range []string{"QueueNotReady", "InvalidRequest", "UnsupportedConstraint", "SchedulingGated", "WaitingForPods",
+		"QueueLimit", "NonPreemptibleOverQuota", "NoNodeFits", "TopologyNoDomain", "WaitingForEvictions", "CapacityHeld", "CapacityHeldForOthers"} {
+		if _, ok := hints[code]; !ok {
+			t.Errorf("no hint for %s", code)
+		}
+	}
+}

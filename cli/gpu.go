@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// podGPU is what one pod holds (or asks) of GPUs, read from its spec and from the annotations
+// the webhook and the scheduler write.
+type podGPU struct {
+	// Whole is the pod's nvidia.com/gpu count.
+	Whole int64
+	// Milli is a fractional share in thousandths of a GPU (fairway.dev/gpu-fraction).
+	Milli int64
+	// MemoryMiB is a share by GPU memory (fairway.dev/gpu-memory).
+	MemoryMiB int64
+	// Slot is the scheduler's GPU slot on the node (fairway.dev/gpu-index on a fractional pod),
+	// -1 when not placed.
+	Slot int
+	// UUID is the physical GPU of a placed fractional pod (fairway.dev/gpu-uuid).
+	UUID string
+}
+
+func (g podGPU) shared() bool { return g.Milli > 0 || g.MemoryMiB > 0 }
+
+// gpuOf reads a pod's GPUs.
+func gpuOf(p *corev1.Pod) podGPU {
+	g := podGPU{Slot: -1}
+	for _, c := range p.Spec.Containers {
+		q, ok := c.Resources.Limits[fairwayv1.ResourceGPU]
+		if !ok {
+			q = c.Resources.Requests[fairwayv1.ResourceGPU]
+		}
+		g.Whole += q.Value()
+	}
+	a := p.Annotations
+	if f, err := strconv.ParseFloat(strings.TrimSpace(a[fairwayv1.GPUFractionAnnotation]), 64); err == nil && f > 0 && f < 1 {
+		g.Milli = int64(math.Round(f * 1000))
+	} else if m, err := strconv.ParseInt(strings.TrimSpace(a[fairwayv1.GPUMemoryAnnotation]), 10, 64); err == nil && m > 0 {
+		g.MemoryMiB = m
+	}
+	if g.shared() {
+		if s, err := strconv.Atoi(a[fairwayv1.GPUIndexAnnotation]); err == nil {
+			g.Slot = s
+		}
+		g.UUID = a[fairwayv1.GPUUUIDAnnotation]
+	}
+	return g
+}
+
+// share prints a fractional share: "0.25" or "20000MiB".
+func (g podGPU) share() string {
+	if g.Milli > 0 {
+		return decimal(float64(g.Milli) / 1000)
+	}
+	if g.MemoryMiB > 0 {
+		return fmt.Sprintf("%dMiB", g.MemoryMiB)
+	}
+	return ""
+}
+
+// gpuSummary prints what a set of pods holds: "8" whole GPUs, "3×0.25" shares, or both joined
+// with "+" ("2+4×0.5"); "-" for none.
+func gpuSummary(pods []*corev1.Pod) (string, float64) {
+	var whole int64
+	shares := map[string]int{}
+	var order []string
+	var total float64
+	for _, p := range pods {
+		g := gpuOf(p)
+		whole += g.Whole
+		total += float64(g.Whole) + float64(g.Milli)/1000
+		if s := g.share(); s != "" {
+			if shares[s] == 0 {
+				order = append(order, s)
+			}
+			shares[s]++
+		}
+	}
+	var parts []string
+	if whole > 0 {
+		parts = append(parts, strconv.FormatInt(whole, 10))
+	}
+	for _, s := range order {
+		parts = append(parts, fmt.Sprintf("%d×%s", shares[s], s))
+	}
+	if len(parts) == 0 {
+		return "-", 0
+	}
+	return strings.Join(parts, "+"), total
+}
+
+// isReservation reports whether the pod holds a shared GPU for the kubelet.
+func isReservation(p *corev1.Pod) bool { return p.Labels[fairwayv1.ReservationLabel] == "true" }
+
+// isFairwayPod reports whether fairway schedules the pod (and it is not one of its own
+// reservation pods).
+func isFairwayPod(p *corev1.Pod) bool {
+	return p.Spec.SchedulerName == fairwayv1.SchedulerName && !isReservation(p)
+}
+
+func terminated(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}

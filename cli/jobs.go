@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// JobList is the output of `fairway jobs -o json|yaml`, sorted by namespace and name.
+type JobList struct {
+	Kind  string    `json:"kind"` // JobList
+	Items []JobView `json:"items"`
+}
+
+// JobView is one gang: a PodGroup, or a fairway pod outside any PodGroup (a gang of one).
+type JobView struct {
+	Kind      string `json:"kind"` // PodGroup or Pod
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Queue     string `json:"queue"`
+	// PriorityClass and Priority (its value; absent when the class is unknown).
+	PriorityClass string `json:"priorityClass,omitempty"`
+	Priority      *int32 `json:"priority,omitempty"`
+	// State is the PodGroup's phase (the pod's phase for a single pod).
+	State string `json:"state"`
+	// Reason is the engine's reason code while the gang waits.
+	Reason string `json:"reason,omitempty"`
+	// GPUs is what the gang's pods hold or ask: "8", "3×0.25", "2+4×0.5", "-".
+	GPUs string `json:"gpus"`
+	// GPUAmount is the same in GPUs (shares by memory count 0).
+	GPUAmount float64 `json:"gpuAmount"`
+	// Running is the number of running pods; MinMember the gang's minimum.
+	Running   int32 `json:"running"`
+	MinMember int32 `json:"minMember"`
+	// WaitSeconds is how long the gang has waited (pending) or waited before it started
+	// (creation to lastStartTime); absent when unknown.
+	WaitSeconds *int64 `json:"waitSeconds,omitempty"`
+	// Framework is the pods' fairway.dev/framework label.
+	Framework string `json:"framework,omitempty"`
+}
+
+// JobsSnapshot is what `fairway jobs` reads from the cluster.
+type JobsSnapshot struct {
+	PodGroups       []fairwayv1.PodGroup
+	Pods            []corev1.Pod
+	PriorityClasses []schedulingv1.PriorityClass
+}
+
+func (o *Options) loadJobs(ctx context.Context) (*JobsSnapshot, error) {
+	s := &JobsSnapshot{}
+	var pgs fairwayv1.PodGroupList
+	if err := o.list(ctx, &pgs, "PodGroups", client.InNamespace(o.ListNamespace())); err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := o.list(ctx, &pods, "pods", client.InNamespace(o.ListNamespace())); err != nil {
+		return nil, err
+	}
+	var pcs schedulingv1.PriorityClassList
+	if err := o.Client.List(ctx, &pcs); err != nil {
+		// Priority values are a nicety: without the right to read PriorityClasses, show classes.
+		pcs.Items = nil
+	}
+	s.PodGroups, s.Pods, s.PriorityClasses = pgs.Items, pods.Items, pcs.Items
+	return s, nil
+}
+
+// RunJobs prints the gangs.
+func RunJobs(ctx context.Context, o *Options) error {
+	s, err := o.loadJobs(ctx)
+	if err != nil {
+		return err
+	}
+	view := BuildJobs(s, o.Now())
+	if ok, err := o.printStructured(view); ok {
+		return err
+	}
+	if len(view.Items) == 0 {
+		where := "in namespace " + o.ListNamespace()
+		if o.AllNamespaces {
+			where = "in any namespace"
+		}
+		_, err := fmt.Fprintf(o.Out, "No fairway jobs %s.\n", where)
+		return err
+	}
+	return PrintJobs(o.Out, view, o.AllNamespaces)
+}
+
+// BuildJobs makes one row per PodGroup and per fairway pod outside any PodGroup.
+func BuildJobs(s *JobsSnapshot, now time.Time) JobList {
+	prio := map[string]int32{}
+	for _, pc := range s.PriorityClasses {
+		prio[pc.Name] = pc.Value
+	}
+	members := map[[2]string][]*corev1.Pod{}
+	var singles []*corev1.Pod
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if !isFairwayPod(p) {
+			continue
+		}
+		if g := p.Annotations[fairwayv1.PodGroupAnnotation]; g != "" {
+			k := [2]string{p.Namespace, g}
+			members[k] = append(members[k], p)
+		} else {
+			singles = append(singles, p)
+		}
+	}
+	out := JobList{Kind: "JobList", Items: []JobView{}}
+	for i := range s.PodGroups {
+		pg := &s.PodGroups[i]
+		pods := members[[2]string{pg.Namespace, pg.Name}]
+		out.Items = append(out.Items, podGroupJob(pg, pods, prio, now))
+	}
+	for _, p := range singles {
+		out.Items = append(out.Items, podJob(p, prio, now))
+	}
+	slices.SortFunc(out.Items, func(a, b JobView) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return out
+}
+
+func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int32, now time.Time) JobView {
+	j := JobView{Kind: "PodGroup", Namespace: pg.Namespace, Name: pg.Name, Queue: pg.Spec.Queue,
+		PriorityClass: pg.Spec.PriorityClassName, State: string(pg.Status.Phase),
+		Running: pg.Status.Running, MinMember: pg.Spec.MinMember}
+	if j.State == "" {
+		j.State = string(fairwayv1.PodGroupPending)
+	}
+	if v, ok := prio[j.PriorityClass]; ok {
+		j.Priority = &v
+	}
+	if c := meta.FindStatusCondition(pg.Status.Conditions, fairwayv1.PodGroupConditionUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
+		j.Reason = c.Reason
+	}
+	j.GPUs, j.GPUAmount = gpuSummary(pods)
+	for _, p := range pods {
+		if f := p.Labels[fairwayv1.FrameworkLabel]; f != "" {
+			j.Framework = f
+			break
+		}
+	}
+	if j.Queue == "" && len(pods) > 0 {
+		j.Queue = pods[0].Labels[fairwayv1.QueueLabel]
+	}
+	switch {
+	case pg.Status.LastStartTime != nil:
+		j.WaitSeconds = seconds(pg.Status.LastStartTime.Sub(pg.CreationTimestamp.Time))
+	case j.State == string(fairwayv1.PodGroupPending):
+		j.WaitSeconds = seconds(now.Sub(pg.CreationTimestamp.Time))
+	}
+	return j
+}
+
+func podJob(p *corev1.Pod, prio map[string]int32, now time.Time) JobView {
+	j := JobView{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Queue: p.Labels[fairwayv1.QueueLabel],
+		PriorityClass: p.Spec.PriorityClassName, State: string(p.Status.Phase), MinMember: 1,
+		Framework: p.Labels[fairwayv1.FrameworkLabel], Priority: p.Spec.Priority}
+	if v, ok := prio[j.PriorityClass]; ok {
+		j.Priority = &v
+	}
+	if p.Status.Phase == corev1.PodRunning {
+		j.Running = 1
+	}
+	j.GPUs, j.GPUAmount = gpuSummary([]*corev1.Pod{p})
+	code, _ := podReason(p)
+	j.Reason = code
+	if p.Spec.NodeName == "" {
+		j.WaitSeconds = seconds(now.Sub(p.CreationTimestamp.Time))
+	} else if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+		j.WaitSeconds = seconds(c.LastTransitionTime.Sub(p.CreationTimestamp.Time))
+	}
+	return j
+}
+
+func seconds(d time.Duration) *int64 {
+	s := int64(max(d, 0) / time.Second)
+	return &s
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// podReason reads the engine's code and message from a waiting pod's PodScheduled condition,
+// which the scheduler writes as "<Code>: <message>".
+func podReason(p *corev1.Pod) (code, message string) {
+	c := podCondition(p, corev1.PodScheduled)
+	if c == nil || c.Status != corev1.ConditionFalse {
+		return "", ""
+	}
+	code, message, ok := strings.Cut(c.Message, ": ")
+	if !ok || strings.ContainsAny(code, " ") {
+		return c.Reason, c.Message
+	}
+	return code, message
+}
+
+// PrintJobs writes the jobs as a table.
+func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
+	headers := []string{"NAME", "QUEUE", "PRIORITY", "STATE", "REASON", "GPUS", "RUNNING", "WAIT", "FRAMEWORK"}
+	if withNamespace {
+		headers = append([]string{"NAMESPACE"}, headers...)
+	}
+	t := newTable(w, headers...)
+	for _, j := range v.Items {
+		name := j.Name
+		if j.Kind == "Pod" {
+			name = "pod/" + j.Name
+		}
+		prio := j.PriorityClass
+		if j.Priority != nil {
+			if prio == "" {
+				prio = fmt.Sprint(*j.Priority)
+			} else {
+				prio = fmt.Sprintf("%s (%d)", prio, *j.Priority)
+			}
+		}
+		wait := ""
+		if j.WaitSeconds != nil {
+			wait = age(time.Duration(*j.WaitSeconds) * time.Second)
+		}
+		cells := []string{name, j.Queue, prio, j.State, j.Reason, j.GPUs, fmt.Sprintf("%d/%d", j.Running, j.MinMember), wait, j.Framework}
+		if withNamespace {
+			cells = append([]string{j.Namespace}, cells...)
+		}
+		t.row(cells...)
+	}
+	return t.flush()
+}

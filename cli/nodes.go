@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// NodeList is the output of `fairway nodes -o json|yaml`: GPU nodes by name.
+type NodeList struct {
+	Kind  string     `json:"kind"` // NodeList
+	Items []NodeView `json:"items"`
+}
+
+// NodeView is one GPU node.
+type NodeView struct {
+	Name string `json:"name"`
+	// GPUType is the node's fairway.dev/gpu-type (its node pool).
+	GPUType string `json:"gpuType,omitempty"`
+	// GPUs is the node's GPU count (the gpu-agent's inventory, else nvidia.com/gpu capacity).
+	GPUs int `json:"gpus"`
+	// Unhealthy GPUs are lost or failing according to the inventory.
+	Unhealthy int `json:"unhealthy"`
+	// Whole GPUs are held whole by pods; Shared GPUs hold fractional pods; Free is the rest.
+	Whole  int64 `json:"whole"`
+	Shared int   `json:"shared"`
+	Free   int64 `json:"free"`
+	// SharedGPUs lists the shared GPUs and the pods on each.
+	SharedGPUs []SharedGPUView `json:"sharedGPUs"`
+}
+
+// SharedGPUView is one GPU shared by fractional pods.
+type SharedGPUView struct {
+	// Index is the physical GPU's index on the node (from the inventory); absent until the
+	// gpu-agent has reported which GPU the slot's reservation got.
+	Index *int32 `json:"index,omitempty"`
+	UUID  string `json:"uuid,omitempty"`
+	// Slot is the scheduler's slot number for the GPU (fairway.dev/gpu-index on the pods).
+	Slot *int `json:"slot,omitempty"`
+	// Allocated is the share handed out, 0 to 1 (memory shares over the GPU's memory).
+	Allocated float64        `json:"allocated"`
+	Pods      []SharePodView `json:"pods"`
+}
+
+// SharePodView is a fractional pod on a shared GPU.
+type SharePodView struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Share is "0.25" or "20000MiB".
+	Share string `json:"share"`
+}
+
+// NodesSnapshot is what `fairway nodes` reads.
+type NodesSnapshot struct {
+	Nodes []corev1.Node
+	Pods  []corev1.Pod
+}
+
+// RunNodes prints the GPU nodes and their shared GPUs.
+func RunNodes(ctx context.Context, o *Options) error {
+	var nodes corev1.NodeList
+	if err := o.list(ctx, &nodes, "nodes"); err != nil {
+		return err
+	}
+	var pods corev1.PodList
+	if err := o.list(ctx, &pods, "pods"); err != nil {
+		return err
+	}
+	view := BuildNodes(&NodesSnapshot{Nodes: nodes.Items, Pods: pods.Items})
+	if ok, err := o.printStructured(view); ok {
+		return err
+	}
+	if len(view.Items) == 0 {
+		_, err := fmt.Fprintln(o.Out, "No GPU nodes: no node has nvidia.com/gpu capacity or a gpu-agent inventory.")
+		return err
+	}
+	return PrintNodes(o.Out, view)
+}
+
+// BuildNodes makes the node view.
+func BuildNodes(s *NodesSnapshot) NodeList {
+	byNode := map[string][]*corev1.Pod{}
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if p.Spec.NodeName != "" && !terminated(p) {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	out := NodeList{Kind: "NodeList", Items: []NodeView{}}
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		inv := inventoryOf(n)
+		capacity := n.Status.Capacity[fairwayv1.ResourceGPU]
+		if inv == nil && capacity.Value() == 0 {
+			continue
+		}
+		out.Items = append(out.Items, nodeView(n, inv, byNode[n.Name]))
+	}
+	slices.SortFunc(out.Items, func(a, b NodeView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) NodeView {
+	v := NodeView{Name: n.Name, GPUType: n.Labels[fairwayv1.GPUTypeLabel], SharedGPUs: []SharedGPUView{}}
+	capacity := n.Status.Capacity[fairwayv1.ResourceGPU]
+	v.GPUs = int(capacity.Value())
+	gpuMiB, _ := strconv.ParseInt(n.Labels[fairwayv1.GPUMemoryLabel], 10, 64)
+	byUUID := map[string]fairwayv1.GPUDevice{}
+	if inv != nil {
+		v.GPUs = len(inv.GPUs)
+		for _, g := range inv.GPUs {
+			byUUID[g.UUID] = g
+			if !g.Healthy {
+				v.Unhealthy++
+			}
+		}
+	}
+	// Fractional pods and the reservation that holds their GPU share the fairway.dev/gpu-group
+	// label; before the scheduler labels them, the UUID or the slot stands in.
+	groups := map[string]*SharedGPUView{}
+	var order []string
+	group := func(key string) *SharedGPUView {
+		if g := groups[key]; g != nil {
+			return g
+		}
+		g := &SharedGPUView{Pods: []SharePodView{}}
+		groups[key] = g
+		order = append(order, key)
+		return g
+	}
+	for _, p := range pods {
+		g := gpuOf(p)
+		switch {
+		case isReservation(p):
+			sg := group(groupKey(p, g))
+			if uuid := p.Annotations[fairwayv1.GPUUUIDAnnotation]; uuid != "" {
+				sg.UUID = uuid
+			}
+		case g.shared():
+			sg := group(groupKey(p, g))
+			if g.UUID != "" {
+				sg.UUID = g.UUID
+			}
+			if g.Slot >= 0 {
+				slot := g.Slot
+				sg.Slot = &slot
+			}
+			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Share: g.share()})
+			if g.Milli > 0 {
+				sg.Allocated += float64(g.Milli) / 1000
+			} else if mib := deviceMiB(byUUID, g.UUID, gpuMiB); mib > 0 {
+				sg.Allocated += float64(g.MemoryMiB) / float64(mib)
+			}
+		default:
+			v.Whole += g.Whole
+		}
+	}
+	for _, key := range order {
+		sg := groups[key]
+		if d, ok := byUUID[sg.UUID]; ok && sg.UUID != "" {
+			idx := d.Index
+			sg.Index = &idx
+		}
+		slices.SortFunc(sg.Pods, func(a, b SharePodView) int {
+			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		})
+		v.SharedGPUs = append(v.SharedGPUs, *sg)
+	}
+	slices.SortFunc(v.SharedGPUs, func(a, b SharedGPUView) int { return compareSlots(a, b) })
+	v.Shared = len(v.SharedGPUs)
+	v.Free = max(int64(v.GPUs-v.Unhealthy-v.Shared)-v.Whole, 0)
+	return v
+}
+
+func groupKey(p *corev1.Pod, g podGPU) string {
+	if k := p.Labels[fairwayv1.GPUGroupLabel]; k != "" {
+		return "group:" + k
+	}
+	if uuid := p.Annotations[fairwayv1.GPUUUIDAnnotation]; uuid != "" {
+		return "uuid:" + uuid
+	}
+	return "slot:" + strconv.Itoa(g.Slot)
+}
+
+func deviceMiB(byUUID map[string]fairwayv1.GPUDevice, uuid string, fallback int64) int64 {
+	if d, ok := byUUID[uuid]; ok && d.MemoryMiB > 0 {
+		return d.MemoryMiB
+	}
+	return fallback
+}
+
+// compareSlots orders shared GPUs by physical index, then slot, then UUID.
+func compareSlots(a, b SharedGPUView) int {
+	key := func(s SharedGPUView) (int, int) {
+		i, sl := 1<<30, 1<<30
+		if s.Index != nil {
+			i = int(*s.Index)
+		}
+		if s.Slot != nil {
+			sl = *s.Slot
+		}
+		return i, sl
+	}
+	ai, as := key(a)
+	bi, bs := key(b)
+	switch {
+	case ai != bi:
+		return ai - bi
+	case as != bs:
+		return as - bs
+	}
+	return strings.Compare(a.UUID, b.UUID)
+}
+
+func inventoryOf(n *corev1.Node) *fairwayv1.GPUInventory {
+	s := n.Annotations[fairwayv1.GPUInventoryAnnotation]
+	if s == "" {
+		return nil
+	}
+	var inv fairwayv1.GPUInventory
+	if err := json.Unmarshal([]byte(s), &inv); err != nil {
+		return nil
+	}
+	return &inv
+}
+
+// PrintNodes writes the node table and, below it, the shared GPUs.
+func PrintNodes(w io.Writer, v NodeList) error {
+	t := newTable(w, "NODE", "TYPE", "GPUS", "WHOLE", "SHARED", "FREE", "UNHEALTHY")
+	var shared bool
+	for _, n := range v.Items {
+		t.row(n.Name, n.GPUType, strconv.Itoa(n.GPUs), strconv.FormatInt(n.Whole, 10), strconv.Itoa(n.Shared),
+			strconv.FormatInt(n.Free, 10), strconv.Itoa(n.Unhealthy))
+		shared = shared || len(n.SharedGPUs) > 0
+	}
+	if err := t.flush(); err != nil || !shared {
+		return err
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	t = newTable(w, "NODE", "GPU", "UUID", "SLOT", "ALLOCATED", "PODS")
+	for _, n := range v.Items {
+		for _, g := range n.SharedGPUs {
+			idx, slot := "", ""
+			if g.Index != nil {
+				idx = strconv.Itoa(int(*g.Index))
+			}
+			if g.Slot != nil {
+				slot = strconv.Itoa(*g.Slot)
+			}
+			pods := make([]string, 0, len(g.Pods))
+			for _, p := range g.Pods {
+				pods = append(pods, fmt.Sprintf("%s/%s=%s", p.Namespace, p.Name, p.Share))
+			}
+			t.row(n.Name, idx, g.UUID, slot, decimal(g.Allocated), strings.Join(pods, ","))
+		}
+	}
+	return t.flush()
+}

@@ -1,0 +1,355 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// WhyView is the output of `fairway why -o json|yaml`.
+type WhyView struct {
+	Kind string `json:"kind"` // Why
+	// Object is what was asked about.
+	Object ObjectRef `json:"object"`
+	// PodGroup is the gang of a pod that belongs to one.
+	PodGroup      string `json:"podGroup,omitempty"`
+	Queue         string `json:"queue,omitempty"`
+	PriorityClass string `json:"priorityClass,omitempty"`
+	Priority      *int32 `json:"priority,omitempty"`
+	// State is the PodGroup's or the pod's phase.
+	State string `json:"state"`
+	// Waiting is true while the gang (or pod) waits to be scheduled.
+	Waiting     bool   `json:"waiting"`
+	WaitSeconds *int64 `json:"waitSeconds,omitempty"`
+	// Reason and Message are the engine's code and explanation; Hint says what would unblock it.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	Hint    string `json:"hint,omitempty"`
+	// Running pods of the gang, and its minimum.
+	Running   int32 `json:"running"`
+	MinMember int32 `json:"minMember"`
+	// Pods are where the gang's (or the pod's) bound pods run.
+	Pods []PlacementView `json:"pods"`
+}
+
+// ObjectRef names a PodGroup or a Pod.
+type ObjectRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// PlacementView is one pod and where it runs.
+type PlacementView struct {
+	Name  string `json:"name"`
+	Phase string `json:"phase"`
+	Node  string `json:"node,omitempty"`
+	// GPUs is the number of whole GPUs.
+	GPUs int64 `json:"gpus,omitempty"`
+	// Share, GPUIndex and GPUUUID describe a fractional pod's GPU.
+	Share    string `json:"share,omitempty"`
+	GPUIndex *int32 `json:"gpuIndex,omitempty"`
+	GPUUUID  string `json:"gpuUUID,omitempty"`
+	// SharedWith lists the other pods on that GPU ("namespace/name=share").
+	SharedWith []string `json:"sharedWith,omitempty"`
+}
+
+// RunWhy explains one PodGroup or pod. arg is NAME, pod/NAME, podgroup/NAME or pg/NAME.
+func RunWhy(ctx context.Context, o *Options, arg string) error {
+	kind, name, err := parseTarget(arg)
+	if err != nil {
+		return err
+	}
+	ns := o.namespace
+	var pg *fairwayv1.PodGroup
+	var pod *corev1.Pod
+	if kind != "pod" {
+		pg = &fairwayv1.PodGroup{}
+		if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pg); err != nil {
+			if !apierrors.IsNotFound(err) || kind == "podgroup" {
+				return getError(err, "PodGroup", ns, name)
+			}
+			pg = nil
+		}
+	}
+	if pg == nil {
+		pod = &corev1.Pod{}
+		if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			if apierrors.IsNotFound(err) && kind == "" {
+				return fmt.Errorf("no PodGroup or pod named %s in namespace %s (%w); `fairway jobs -n %s` lists them", name, ns, errNotFound, ns)
+			}
+			return getError(err, "pod", ns, name)
+		}
+		if g := pod.Annotations[fairwayv1.PodGroupAnnotation]; g != "" {
+			pg = &fairwayv1.PodGroup{}
+			if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: g}, pg); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return getError(err, "PodGroup", ns, g)
+				}
+				pg = nil // the scheduler has not created it yet
+			}
+		}
+	}
+	var pods corev1.PodList
+	if err := o.list(ctx, &pods, "pods", client.InNamespace(ns)); err != nil {
+		return err
+	}
+	var pcs schedulingv1.PriorityClassList
+	_ = o.Client.List(ctx, &pcs) // optional, as in `fairway jobs`
+	s := &WhySnapshot{Pod: pod, PodGroup: pg, Pods: pods.Items, PriorityClasses: pcs.Items, Nodes: map[string]*corev1.Node{}, NodePods: map[string][]corev1.Pod{}}
+	for _, p := range s.members() {
+		if p.Spec.NodeName == "" || s.Nodes[p.Spec.NodeName] != nil {
+			continue
+		}
+		var n corev1.Node
+		if err := o.Client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &n); err == nil {
+			s.Nodes[n.Name] = &n
+		}
+		if gpuOf(p).shared() {
+			var on corev1.PodList
+			if err := o.Client.List(ctx, &on, client.MatchingFields{"spec.nodeName": p.Spec.NodeName}); err == nil {
+				s.NodePods[p.Spec.NodeName] = on.Items
+			}
+		}
+	}
+	view := BuildWhy(s, o.Now())
+	if ok, err := o.printStructured(view); ok {
+		return err
+	}
+	return PrintWhy(o.Out, view)
+}
+
+func parseTarget(arg string) (kind, name string, err error) {
+	kind, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		return "", arg, nil
+	}
+	switch strings.ToLower(kind) {
+	case "pod", "pods", "po":
+		return "pod", name, nil
+	case "podgroup", "podgroups", "pg", "fpg":
+		return "podgroup", name, nil
+	}
+	return "", "", fmt.Errorf("cannot explain %q: name a pod (pod/NAME) or a PodGroup (podgroup/NAME)", arg)
+}
+
+func getError(err error, kind, ns, name string) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("no %s named %s in namespace %s (%w); `fairway jobs -n %s` lists the jobs", kind, name, ns, errNotFound, ns)
+	}
+	if meta.IsNoMatchError(err) {
+		return apiError(err, kind+"s")
+	}
+	return fmt.Errorf("reading %s %s/%s: %w", kind, ns, name, err)
+}
+
+// WhySnapshot is what `fairway why` reads.
+type WhySnapshot struct {
+	// Pod is the pod asked about (nil when a PodGroup was named).
+	Pod *corev1.Pod
+	// PodGroup is the PodGroup asked about, or the pod's.
+	PodGroup        *fairwayv1.PodGroup
+	Pods            []corev1.Pod // of the namespace
+	PriorityClasses []schedulingv1.PriorityClass
+	Nodes           map[string]*corev1.Node
+	// NodePods are the pods of the nodes where fractional members run.
+	NodePods map[string][]corev1.Pod
+}
+
+// members are the pods explained: the pod asked about, or the PodGroup's pods.
+func (s *WhySnapshot) members() []*corev1.Pod {
+	if s.Pod != nil {
+		return []*corev1.Pod{s.Pod}
+	}
+	var out []*corev1.Pod
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if p.Annotations[fairwayv1.PodGroupAnnotation] == s.PodGroup.Name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// BuildWhy explains the snapshot's object.
+func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
+	prio := map[string]int32{}
+	for _, pc := range s.PriorityClasses {
+		prio[pc.Name] = pc.Value
+	}
+	var v WhyView
+	switch {
+	case s.Pod != nil:
+		j := podJob(s.Pod, prio, now)
+		v = WhyView{Object: ObjectRef{Kind: "Pod", Namespace: s.Pod.Namespace, Name: s.Pod.Name}, Queue: j.Queue,
+			PriorityClass: j.PriorityClass, Priority: j.Priority, State: j.State, Running: j.Running, MinMember: 1,
+			WaitSeconds: j.WaitSeconds, Waiting: s.Pod.Spec.NodeName == "" && !terminated(s.Pod)}
+		v.Reason, v.Message = podReason(s.Pod)
+		if s.PodGroup != nil {
+			v.PodGroup = s.PodGroup.Name
+			g := podGroupJob(s.PodGroup, s.members(), prio, now)
+			v.MinMember, v.Running, v.WaitSeconds = g.MinMember, g.Running, g.WaitSeconds
+			if c := unschedulable(s.PodGroup); c != nil && v.Waiting {
+				v.Reason, v.Message = c.Reason, c.Message
+			}
+		}
+		if s.Pod.Spec.SchedulerName != fairwayv1.SchedulerName {
+			v.Message = fmt.Sprintf("the pod's schedulerName is %q, not %q: fairway does not schedule it (its webhook did not take it; check the namespace's and the pod's %s label)",
+				s.Pod.Spec.SchedulerName, fairwayv1.SchedulerName, fairwayv1.IgnoreLabel)
+		}
+	default:
+		pods := s.members()
+		j := podGroupJob(s.PodGroup, pods, prio, now)
+		v = WhyView{Object: ObjectRef{Kind: "PodGroup", Namespace: s.PodGroup.Namespace, Name: s.PodGroup.Name},
+			Queue: j.Queue, PriorityClass: j.PriorityClass, Priority: j.Priority, State: j.State, Running: j.Running,
+			MinMember: j.MinMember, WaitSeconds: j.WaitSeconds}
+		v.Waiting = j.State == string(fairwayv1.PodGroupPending)
+		if c := unschedulable(s.PodGroup); c != nil {
+			v.Waiting, v.Reason, v.Message = true, c.Reason, c.Message
+		}
+	}
+	v.Kind = "Why"
+	if v.Waiting {
+		v.Hint = hintFor(v.Reason)
+		if v.Reason == "" {
+			v.Hint = "The scheduler has not given a reason yet: it writes one within seconds of a cycle. If none comes, " +
+				"check that `fairway scheduler` runs (its leader logs every cycle) and that the pods' schedulerName is fairway."
+		}
+	}
+	v.Pods = []PlacementView{}
+	for _, p := range s.members() {
+		v.Pods = append(v.Pods, placement(p, s))
+	}
+	return v
+}
+
+func unschedulable(pg *fairwayv1.PodGroup) *metav1.Condition {
+	c := meta.FindStatusCondition(pg.Status.Conditions, fairwayv1.PodGroupConditionUnschedulable)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return c
+}
+
+func placement(p *corev1.Pod, s *WhySnapshot) PlacementView {
+	g := gpuOf(p)
+	pv := PlacementView{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, GPUs: g.Whole, Share: g.share(), GPUUUID: g.UUID}
+	if !g.shared() || p.Spec.NodeName == "" {
+		return pv
+	}
+	if n := s.Nodes[p.Spec.NodeName]; n != nil && g.UUID != "" {
+		if inv := inventoryOf(n); inv != nil {
+			for _, d := range inv.GPUs {
+				if d.UUID == g.UUID {
+					idx := d.Index
+					pv.GPUIndex = &idx
+				}
+			}
+		}
+	}
+	for i := range s.NodePods[p.Spec.NodeName] {
+		o := &s.NodePods[p.Spec.NodeName][i]
+		og := gpuOf(o)
+		if (o.Namespace == p.Namespace && o.Name == p.Name) || isReservation(o) || terminated(o) || !og.shared() {
+			continue
+		}
+		if (g.UUID != "" && og.UUID == g.UUID) || (g.UUID == "" && og.Slot == g.Slot) {
+			pv.SharedWith = append(pv.SharedWith, fmt.Sprintf("%s/%s=%s", o.Namespace, o.Name, og.share()))
+		}
+	}
+	return pv
+}
+
+// PrintWhy writes the explanation for a person.
+func PrintWhy(w io.Writer, v WhyView) error {
+	var b strings.Builder
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(&b, "%-12s%s\n", label+":", fmt.Sprintf(format, args...))
+	}
+	who := fmt.Sprintf("%s/%s", v.Object.Namespace, v.Object.Name)
+	var meta []string
+	if v.Queue != "" {
+		meta = append(meta, "queue "+v.Queue)
+	}
+	if v.PriorityClass != "" || v.Priority != nil {
+		p := v.PriorityClass
+		if v.Priority != nil {
+			p = strings.TrimSpace(fmt.Sprintf("%s (%d)", p, *v.Priority))
+		}
+		meta = append(meta, "priority "+p)
+	}
+	if len(meta) > 0 {
+		who += " (" + strings.Join(meta, ", ") + ")"
+	}
+	line(v.Object.Kind, "%s", who)
+	if v.PodGroup != "" {
+		line("Gang", "podgroup/%s", v.PodGroup)
+	}
+	state := fmt.Sprintf("%s, %d of minimum %d pods running", v.State, v.Running, v.MinMember)
+	if v.WaitSeconds != nil {
+		d := age(time.Duration(*v.WaitSeconds) * time.Second)
+		if v.Waiting {
+			state += ", waiting for " + d
+		} else {
+			state += ", started " + d + " after creation"
+		}
+	}
+	line("State", "%s", state)
+	if v.Waiting {
+		reason := v.Reason
+		if reason == "" {
+			reason = "none yet"
+		}
+		line("Reason", "%s", reason)
+		if v.Message != "" {
+			line("Message", "%s", v.Message)
+		}
+		line("To unblock", "%s", v.Hint)
+	} else if v.Message != "" {
+		line("Note", "%s", v.Message)
+	}
+	for i, p := range v.Pods {
+		label := ""
+		if i == 0 {
+			label = "Pods"
+		}
+		fmt.Fprintf(&b, "%-12s%s\n", label+strings.Repeat(":", min(len(label), 1)), describePlacement(p))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func describePlacement(p PlacementView) string {
+	if p.Node == "" {
+		return fmt.Sprintf("%s %s, not bound", p.Name, p.Phase)
+	}
+	s := fmt.Sprintf("%s %s on %s", p.Name, p.Phase, p.Node)
+	switch {
+	case p.GPUs > 0:
+		s += fmt.Sprintf(", %d whole GPUs", p.GPUs)
+	case p.Share != "":
+		gpu := "a shared GPU"
+		switch {
+		case p.GPUIndex != nil:
+			gpu = fmt.Sprintf("GPU %d (%s)", *p.GPUIndex, p.GPUUUID)
+		case p.GPUUUID != "":
+			gpu = "GPU " + p.GPUUUID
+		}
+		s += fmt.Sprintf(", %s of %s", p.Share, gpu)
+		if len(p.SharedWith) > 0 {
+			s += ", shared with " + strings.Join(p.SharedWith, ", ")
+		}
+	}
+	return s
+}

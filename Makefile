@@ -30,13 +30,15 @@ tools: ## Build the local control plane and dev tools into bin/ (skipped when up
 	hack/build-tools.sh
 
 .PHONY: build
-build: ## Build fairway's binaries into bin/.
+build: ## Build fairway's binaries into bin/ (fairway, and kubectl-fairway for `kubectl fairway`).
 	$(GO) build -o $(BIN)/ ./cmd/...
+	ln -sf fairway $(BIN)/kubectl-fairway
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/.
 	hack/build-tools.sh controller-gen
 	$(BIN)/controller-gen object paths=./api/... crd:crdVersions=v1 output:crd:artifacts:config=charts/fairway/crds
+	$(GO) run ./dashboards/cmd/generate -out dashboards/json -out charts/fairway/dashboards
 
 ##@ Check
 
@@ -51,6 +53,10 @@ unit: ## Unit tests and engine scenarios (no cluster).
 .PHONY: e2e
 e2e: tools build ## End-to-end tests on a local cluster built from Go modules.
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./test/e2e/... 2>&1 | hack/test-summary.sh
+
+.PHONY: dashboards-check
+dashboards-check: tools build ## Every dashboard query on a real Prometheus scraping a local cluster; fails on a query that returns nothing.
+	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout 15m -run '^TestDashboards$$' -v ./test/e2e/ 2>&1 | hack/test-summary.sh
 
 .PHONY: test
 test: verify unit e2e ## Everything CI runs.

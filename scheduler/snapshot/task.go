@@ -113,6 +113,9 @@ type Task struct {
 	// shadow marks a what-if copy (see Snapshot.Shadow).
 	shadow bool
 
+	// resvSlot is the GPU index a reservation pod holds (fairway.dev/gpu-slot), or -1.
+	resvSlot int
+
 	nodePos int
 	pendPos int
 	gangPos int

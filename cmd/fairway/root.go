@@ -27,5 +27,6 @@ func newRootCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newAgentCommand())
+	root.AddCommand(newSchedulerCommand())
 	return root
 }

@@ -357,6 +357,15 @@ func (l *loop) releaseReservations(now time.Time) {
 			continue
 		}
 		l.releasing[r.uid] = now
+		if v := l.log.V(2); v.Enabled() {
+			var st any
+			if n != nil && r.slot.Slot >= 0 {
+				if s := n.Slot(r.slot.Slot); s != nil {
+					st = *s
+				}
+			}
+			v.Info("Releasing a GPU reservation", "node", r.slot.Node, "slot", r.slot.Slot, "uid", r.uid, "nodeKnown", n != nil, "gpu", st)
+		}
 		slot := r.slot
 		if slot.Slot < 0 {
 			slot.Slot = 0 // an unknown slot: the name is what matters for deletion

@@ -79,6 +79,9 @@ func startSched(t *testing.T, c *cluster.Cluster, bin, name string, wait bool, e
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Getenv("FAIRWAY_E2E_KEEP_LOGS") != "" {
+		t.Cleanup(func() { keepLog(t, p) })
+	}
 	sp := &schedProc{Process: p, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics), ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)}
 	if wait {
 		eventually(t, 60*time.Second, name+" ready", func(ctx context.Context) (bool, error) {
@@ -347,4 +350,19 @@ func dropCELRules(v any) {
 			dropCELRules(e)
 		}
 	}
+}
+
+// keepLog copies a process's log into the test's artifacts directory (FAIRWAY_E2E_KEEP_LOGS=1
+// keeps the scheduler's logs of passing tests too).
+func keepLog(t *testing.T, p *cluster.Process) {
+	dir, err := cluster.ArtifactsDir(t)
+	if err != nil {
+		return
+	}
+	data, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		return
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	_ = os.WriteFile(filepath.Join(dir, p.Name()+".log"), data, 0o644)
 }

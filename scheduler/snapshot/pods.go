@@ -55,6 +55,9 @@ type PodInfo struct {
 	GPUIndexes []int
 	Gated      bool
 	Problem    *Problem
+	// Controlled is true when the pod has a controller (an owner reference with controller
+	// set): something re-creates it if it is evicted. Consolidation moves only such pods.
+	Controlled bool
 }
 
 // PodInfoFromPod reads a pod. Malformed fairway annotations do not fail the conversion: they set
@@ -66,6 +69,11 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		Created:  pod.CreationTimestamp.Time,
 		NodeName: pod.Spec.NodeName,
 		Gated:    len(pod.Spec.SchedulingGates) > 0,
+	}
+	for i := range pod.OwnerReferences {
+		if c := pod.OwnerReferences[i].Controller; c != nil && *c {
+			info.Controlled = true
+		}
 	}
 	if pod.Spec.Priority != nil {
 		info.Priority = *pod.Spec.Priority
@@ -309,7 +317,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Key: info.Key, UID: info.UID, SubGroup: info.SubGroup, Req: info.Req, Priority: info.Priority,
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
-		GPUs: Assignment{Shared: -1}, resvSlot: -1,
+		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled,
 	}
 	if info.Req.Reservation && len(info.GPUIndexes) > 0 {
 		t.resvSlot = info.GPUIndexes[0]

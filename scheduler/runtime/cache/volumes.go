@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -104,8 +105,8 @@ func andTerms(a, b []corev1.NodeSelectorTerm) []corev1.NodeSelectorTerm {
 	for _, x := range a {
 		for _, y := range b {
 			t := corev1.NodeSelectorTerm{
-				MatchExpressions: append(append([]corev1.NodeSelectorRequirement{}, x.MatchExpressions...), y.MatchExpressions...),
-				MatchFields:      append(append([]corev1.NodeSelectorRequirement{}, x.MatchFields...), y.MatchFields...),
+				MatchExpressions: slices.Concat(x.MatchExpressions, y.MatchExpressions),
+				MatchFields:      slices.Concat(x.MatchFields, y.MatchFields),
 			}
 			out = append(out, t)
 		}

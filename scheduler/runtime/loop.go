@@ -343,7 +343,7 @@ func (l *loop) nodeMPS(node string) bool {
 // uses any more (bound, assumed or leaving), and of reservations on nodes that are gone. The
 // manager refuses a release that an Acquire overtook.
 func (l *loop) releaseReservations(now time.Time) {
-	for _, r := range l.reservations {
+	for name, r := range l.reservations {
 		if r.terminating {
 			continue
 		}
@@ -366,11 +366,7 @@ func (l *loop) releaseReservations(now time.Time) {
 			}
 			v.Info("Releasing a GPU reservation", "node", r.slot.Node, "slot", r.slot.Slot, "uid", r.uid, "nodeKnown", n != nil, "gpu", st)
 		}
-		slot := r.slot
-		if slot.Slot < 0 {
-			slot.Slot = 0 // an unknown slot: the name is what matters for deletion
-		}
-		l.rt.gpu.RequestRelease(slot, r.uid, l.rt.gpu.Generation(slot))
+		l.rt.gpu.RequestRelease(r.slot, name, r.uid, l.rt.gpu.Generation(r.slot))
 	}
 	for uid, at := range l.releasing {
 		if now.Sub(at) > time.Minute {

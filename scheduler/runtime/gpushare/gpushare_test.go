@@ -155,14 +155,14 @@ func TestReleaseRefusesHeldOrOvertakenSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := m.Release(ctx, k, "resv-uid", m.Generation(k)); ok || err != nil {
+	if ok, err := m.Release(ctx, k, ReservationName(k), "resv-uid", m.Generation(k)); ok || err != nil {
 		t.Errorf("released a slot a binding holds: %v %v", ok, err)
 	}
 	done()
-	if ok, _ := m.Release(ctx, k, "resv-uid", gen); ok {
+	if ok, _ := m.Release(ctx, k, ReservationName(k), "resv-uid", gen); ok {
 		t.Error("released on a decision older than the last acquire")
 	}
-	if ok, err := m.Release(ctx, k, "resv-uid", m.Generation(k)); !ok || err != nil {
+	if ok, err := m.Release(ctx, k, ReservationName(k), "resv-uid", m.Generation(k)); !ok || err != nil {
 		t.Fatalf("release of an idle slot: %v %v", ok, err)
 	}
 	var del k8stesting.DeleteAction

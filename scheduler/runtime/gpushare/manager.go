@@ -67,9 +67,10 @@ type slotState struct {
 }
 
 type release struct {
-	key SlotKey
-	uid types.UID
-	gen uint64
+	key  SlotKey
+	name string
+	uid  types.UID
+	gen  uint64
 }
 
 // New returns a manager that writes through cs and reads reservation pods from pods.
@@ -271,19 +272,17 @@ func (m *Manager) reservationPod(k SlotKey) *corev1.Pod {
 					Requests: corev1.ResourceList{v1alpha1.ResourceGPU: gpu, corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("8Mi")},
 					Limits:   corev1.ResourceList{v1alpha1.ResourceGPU: gpu, corev1.ResourceMemory: resource.MustParse("32Mi")},
 				},
-				// The container must not use the GPU it holds.
-				Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"}},
 			}},
 		},
 	}
 }
 
-// RequestRelease asks for the reservation uid of slot k to be deleted, unless an Acquire of the
-// slot happened after the loop read gen (Generation) or is still in flight. It never blocks; the
-// work is done by Start.
-func (m *Manager) RequestRelease(k SlotKey, uid types.UID, gen uint64) {
+// RequestRelease asks for the reservation pod name (uid) of slot k to be deleted, unless an
+// Acquire of the slot happened after the loop read gen (Generation) or is still in flight. It
+// never blocks; the work is done by Start.
+func (m *Manager) RequestRelease(k SlotKey, name string, uid types.UID, gen uint64) {
 	select {
-	case m.releases <- release{key: k, uid: uid, gen: gen}:
+	case m.releases <- release{key: k, name: name, uid: uid, gen: gen}:
 	default:
 		// Full: the loop asks again at a later cycle.
 	}
@@ -299,16 +298,17 @@ func (m *Manager) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case r := <-m.releases:
-			if _, err := m.Release(ctx, r.key, r.uid, r.gen); err != nil && ctx.Err() == nil {
+			if _, err := m.Release(ctx, r.key, r.name, r.uid, r.gen); err != nil && ctx.Err() == nil {
 				m.opts.Log.Error(err, "Releasing a GPU reservation", "node", r.key.Node, "slot", r.key.Slot)
 			}
 		}
 	}
 }
 
-// Release deletes reservation uid of slot k now, unless the slot is held or was acquired after
-// gen. It reports whether it deleted.
-func (m *Manager) Release(ctx context.Context, k SlotKey, uid types.UID, gen uint64) (bool, error) {
+// Release deletes reservation pod name (uid) of slot k now, unless the slot is held or was
+// acquired after gen. It reports whether it deleted. name is normally ReservationName(k); a
+// reservation whose slot is unknown (Slot -1) is released by its name.
+func (m *Manager) Release(ctx context.Context, k SlotKey, name string, uid types.UID, gen uint64) (bool, error) {
 	st := m.state(k)
 	if err := st.acquire(ctx); err != nil {
 		return false, err
@@ -320,7 +320,6 @@ func (m *Manager) Release(ctx context.Context, k SlotKey, uid types.UID, gen uin
 	if busy {
 		return false, nil
 	}
-	name := ReservationName(k)
 	err := m.client.CoreV1().Pods(m.opts.Namespace).Delete(ctx, name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: &uid},

@@ -99,11 +99,17 @@ func (l *loop) Start(ctx context.Context) error {
 	debounce.Stop()
 	for {
 		l.cycle(ctx)
+		last := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-period.C:
 		case <-l.rt.queue.Wake():
+			// A change after a quiet spell is acted on at once; during a burst (the last cycle
+			// ended moments ago) the cycle waits the debounce to take more of it.
+			if time.Since(last) >= 4*l.opts.Debounce {
+				continue
+			}
 			debounce.Reset(l.opts.Debounce)
 			select {
 			case <-ctx.Done():

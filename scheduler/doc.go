@@ -8,6 +8,8 @@
 //   - engine: one scheduling cycle, snapshot in, decisions out (bindings, evictions, reasons,
 //     queue status). No API calls, no goroutines, no wall clock.
 //   - testutil: fluent builders of pods, nodes, queues and pod groups for tests.
+//   - runtime: the process around the engine (`fairway scheduler`): informers, the scheduling
+//     loop, binding, eviction, GPU reservations, PodGroups, status, leader election, metrics.
 //
 // Scenario files that drive the engine end to end live in testdata/scenarios.
 package scheduler

@@ -26,8 +26,9 @@ func newRootCommand() *cobra.Command {
 			return err
 		},
 	})
-	root.AddCommand(newAgentCommand())
+	root.AddCommand(newSchedulerCommand())
 	root.AddCommand(newWebhookCommand())
+	root.AddCommand(newAgentCommand())
 	root.AddGroup(&cobra.Group{ID: cliGroup, Title: "Commands for users and administrators:"})
 	root.AddCommand(newCLICommands()...)
 	if pluginMode() {

@@ -6,8 +6,9 @@ package engine
 // (quota capped by demand) of some resource, and among those, or among the rest, from the queue
 // with the lowest dominant share (the largest effective/fair-share ratio across resources), ties
 // by name. After each attempt the queue's share is recomputed and it rejoins the line, so a
-// queue that just got capacity yields to one that has less. Within a queue, gangs go by priority
-// (highest first), then age (oldest first), then name.
+// queue that just got capacity yields to one that has less. Within a queue, gangs that run below
+// their minimum come first (completing a started gang beats evicting it), then gangs go by
+// priority (highest first), then age (oldest first), then name.
 //
 // A gang is placed whole or not at all: the pods it needs to start (its minimum, sub-group
 // minimums first) and every other pending pod that also fits, inside one Statement that is
@@ -69,8 +70,16 @@ func (l *queueLine) Pop() any {
 	return x
 }
 
-// gangOrder sorts gangs by priority (highest first), then age, then key.
+// gangOrder sorts gangs that run below their minimum first (they have started: completing them
+// beats evicting them as stale, which matters most after a scheduler restart interrupted the
+// binding of a gang), then by priority (highest first), then age, then key.
 func gangOrder(a, b *snapshot.Gang) int {
+	if as, bs := a.Stale(), b.Stale(); as != bs {
+		if as {
+			return -1
+		}
+		return 1
+	}
 	if a.Priority != b.Priority {
 		return cmp.Compare(b.Priority, a.Priority)
 	}

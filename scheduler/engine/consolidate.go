@@ -7,7 +7,8 @@ package engine
 // pod again, on capacity that is free now, as if its controller had already recreated it. Only
 // if every one of them fits elsewhere are the evictions made; the gang is nominated on the
 // capacity they free, as after reclaim. Victims must have run at least their queue's
-// PreemptMinRuntime and must not need a topology domain or sub-groups to be placed again.
+// PreemptMinRuntime, must not need a topology domain or sub-groups to be placed again, and must
+// have a controller (a Job, a ReplicaSet, ...): a bare pod evicted is gone, not moved.
 //
 // The moved pods are not held anywhere: the check proves there is room for them now, and the
 // allocation order places them next cycle like any other pending pod.
@@ -65,6 +66,8 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 				return refusal{kind: refuseNonPreemptible}
 			case vg.Topology.Required != "" || len(vg.SubGroups) > 0:
 				return refusal{kind: refuseNeedsPlacement}
+			case !recreated(vg):
+				return refusal{kind: refuseNotRecreated}
 			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime:
 				return refusal{kind: refusePreemptRuntime, q: vg.Queue}
 			}
@@ -93,4 +96,14 @@ func (c *cycle) replaceVictims(pol *victimPolicy) string {
 		c.stmt.Allocate(sh, n, a)
 	}
 	return ""
+}
+
+// recreated reports whether every pod of the gang has a controller that re-creates it.
+func recreated(g *snapshot.Gang) bool {
+	for _, t := range g.Tasks {
+		if !t.Controlled {
+			return false
+		}
+	}
+	return true
 }

@@ -8,10 +8,11 @@
 //
 //  1. Housekeeping: holds of gangs that no longer wait, or whose time ran out, are dropped.
 //  2. Fair share: every queue's fair share of every resource (package fairshare).
-//  3. Stale gangs: gangs that ran below their minimum for longer than the grace period are
-//     evicted whole (stale.go).
-//  4. Allocate: pending gangs are placed on free capacity, all or nothing, queues below their
-//     guarantee first and then by lowest dominant share (allocate.go).
+//  3. Allocate: pending gangs are placed on free capacity, all or nothing, queues below their
+//     guarantee first and then by lowest dominant share; within a queue gangs that run below
+//     their minimum come first (allocate.go).
+//  4. Stale gangs: gangs that ran below their minimum for longer than the grace period, and that
+//     allocation could not complete, are evicted whole (stale.go).
 //  5. Reclaim: gangs of queues below their fair share evict borrowed work of queues above theirs
 //     (reclaim.go).
 //  6. Preempt: within a queue, higher priority evicts lower priority (reclaim.go).

@@ -61,10 +61,10 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 	c.expireHolds()
 	// 2. Fair share of every queue.
 	c.computeFairShare()
-	// 3. Evict gangs that ran below their minimum for too long.
-	c.evictStaleGangs()
-	// 4. Place pending gangs on free capacity.
+	// 3. Place pending gangs on free capacity; gangs running below their minimum first.
 	c.allocate()
+	// 4. Evict gangs that ran below their minimum for too long and could not be completed.
+	c.evictStaleGangs()
 	// 5. Reclaim borrowed capacity for queues below their fair share.
 	c.reclaim()
 	// 6. Preempt lower priority work within a queue.

@@ -56,10 +56,13 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 	for i := range n.Slots {
 		g := &n.Slots[i]
 		used, usedMem, owners, sharers := g.UsedMilli, g.UsedMemMiB, g.Owners, g.Sharers
+		// A GPU held by a live reservation alone is joined rather than a new one opened; after
+		// release it counts as empty (the reservation goes with its last fractional pod).
+		reserved := !afterRelease && g.Reserved > g.RelReserved
 		if afterRelease {
 			used, usedMem, owners, sharers = used-g.RelMilli, usedMem-g.RelMemMiB, owners-g.RelOwners, sharers-g.RelSharers
 		}
-		if owners > 0 || sharers == 0 {
+		if owners > 0 || (sharers == 0 && !reserved) {
 			continue // held whole, or empty (empty GPUs come last)
 		}
 		m := req.SharedMilli(g.MemoryMiB)

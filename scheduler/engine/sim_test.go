@@ -63,6 +63,11 @@ func (s *sim) addQueue(q *v1alpha1.Queue) error {
 
 func (s *sim) addPod(p *corev1.Pod, recreate bool) error {
 	k := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	if recreate && metav1.GetControllerOf(p) == nil {
+		// The controller that recreates it (consolidation moves only such pods).
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet",
+			Name: k.Name + "-owner", UID: types.UID(k.String() + "-owner"), Controller: ptrTrue()})
+	}
 	s.pods[k] = p
 	s.recreate[k] = recreate
 	info := snapshot.PodInfoFromPod(p)
@@ -396,3 +401,5 @@ func nodeGPUMem(n *corev1.Node) int64 {
 	v, _ := strconv.ParseInt(n.Labels[v1alpha1.GPUMemoryLabel], 10, 64)
 	return v
 }
+
+func ptrTrue() *bool { b := true; return &b }

@@ -94,6 +94,7 @@ const (
 	refusePreemptRuntime
 	refusePriority
 	refuseNeedsPlacement
+	refuseNotRecreated
 	refuseFloor
 	refuseUseless
 	refuseExhausted
@@ -125,6 +126,8 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 		return fmt.Sprintf("have a priority of at least %d", r.prio)
 	case refuseNeedsPlacement:
 		return "need a topology domain or sub-groups to be placed again"
+	case refuseNotRecreated:
+		return "have no controller that would re-create them elsewhere"
 	case refuseFloor:
 		return fmt.Sprintf("would take queue %s below its %s of %s (%s)", r.q.Name, p.level, c.snap.DimName(r.d), snapshot.FormatAmount(r.d, p.floorOf(r.q, r.d)))
 	case refuseUseless:

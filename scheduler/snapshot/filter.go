@@ -99,6 +99,8 @@ type classInput struct {
 	NodeAffinity *corev1.NodeAffinity `json:"a,omitempty"`
 	Tolerations  []corev1.Toleration  `json:"t,omitempty"`
 	Unsupported  string               `json:"u,omitempty"`
+	// Blocked is the runtime's reason (SchedulingProblemAnnotation), verbatim.
+	Blocked string `json:"b,omitempty"`
 }
 
 func readClass(pod *corev1.Pod) (classInput, string) {
@@ -109,7 +111,8 @@ func readClass(pod *corev1.Pod) (classInput, string) {
 		}
 	}
 	in.Unsupported = unsupported(pod)
-	if len(in.NodeSelector) == 0 && in.NodeAffinity == nil && len(in.Tolerations) == 0 && in.Unsupported == "" {
+	in.Blocked = pod.Annotations[SchedulingProblemAnnotation]
+	if len(in.NodeSelector) == 0 && in.NodeAffinity == nil && len(in.Tolerations) == 0 && in.Unsupported == "" && in.Blocked == "" {
 		return in, ""
 	}
 	b, err := json.Marshal(in)
@@ -150,7 +153,10 @@ func newClass(in classInput, key string) *FilterClass {
 	if len(in.NodeSelector) > 0 || in.NodeAffinity != nil {
 		c.required = nodeaffinity.NewRequiredNodeAffinity(in.NodeSelector, &corev1.Affinity{NodeAffinity: in.NodeAffinity})
 	}
-	if in.Unsupported != "" {
+	switch {
+	case in.Blocked != "":
+		c.Unsupported = &Problem{Code: ProblemUnsupported, Message: in.Blocked}
+	case in.Unsupported != "":
 		c.Unsupported = &Problem{Code: ProblemUnsupported, Message: "uses " + in.Unsupported + ", which fairway does not evaluate; remove it or use a node selector, node affinity or a topology constraint"}
 	}
 	c.PinnedType = pinnedType(in)

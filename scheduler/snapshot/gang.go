@@ -61,6 +61,10 @@ type GangSpec struct {
 	Topology       Topology
 	SubGroups      []SubGroup
 	Created        time.Time
+	// Priority, when set, is the gang's priority: the value of the PodGroup's priorityClassName,
+	// which the runtime resolves (GangSpecFromPodGroup leaves it nil). Otherwise the gang takes
+	// the highest priority of its pods.
+	Priority *int32
 }
 
 // GangSpecFromPodGroup reads a PodGroup.
@@ -95,7 +99,8 @@ type Gang struct {
 	MinMember int32
 	SubGroups []SubGroup
 	Topology  Topology
-	// Priority is the highest priority of the gang's pods.
+	// Priority is the PodGroup's resolved priority class (GangSpec.Priority), else the highest
+	// priority of the gang's pods.
 	Priority int32
 	// Preemptible gangs may be reclaimed and preempted; non-preemptible ones run only within
 	// guaranteed quota.

@@ -70,6 +70,9 @@ func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 			prio = t.Priority
 		}
 	}
+	if sp := g.spec; sp != nil && sp.Priority != nil {
+		prio = *sp.Priority
+	}
 	preemptible := prio < v1alpha1.NonPreemptiblePriority
 	switch preempt {
 	case string(v1alpha1.Preemptible):
@@ -187,13 +190,21 @@ func (s *Snapshot) UpsertPodGroup(pg *v1alpha1.PodGroup) error {
 	if pg == nil || pg.Name == "" {
 		return fmt.Errorf("upsert pod group: %w", ErrInvalidObject)
 	}
-	spec := GangSpecFromPodGroup(pg)
-	key := types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}
+	return s.UpsertGangSpec(types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}, GangSpecFromPodGroup(pg))
+}
+
+// UpsertGangSpec records what a PodGroup says about its gang, already converted: the runtime
+// uses it to add what it resolves itself (GangSpec.Priority from the PodGroup's
+// priorityClassName).
+func (s *Snapshot) UpsertGangSpec(key types.NamespacedName, spec GangSpec) error {
+	if key.Name == "" {
+		return fmt.Errorf("upsert pod group: %w", ErrInvalidObject)
+	}
 	if old := s.podGroups[key]; old != nil && gangSpecEqual(*old, spec) {
 		return nil
 	}
 	s.podGroups[key] = &spec
-	if g := s.gangs[GangKey{Namespace: pg.Namespace, Name: pg.Name, PodGroup: true}]; g != nil {
+	if g := s.gangs[GangKey{Namespace: key.Namespace, Name: key.Name, PodGroup: true}]; g != nil {
 		g.spec = &spec
 		s.refreshGang(g, nil)
 		s.syncGang(g)
@@ -213,5 +224,6 @@ func (s *Snapshot) DeletePodGroup(namespace, name string) {
 
 func gangSpecEqual(a, b GangSpec) bool {
 	return a.MinMember == b.MinMember && a.Queue == b.Queue && a.Preemptibility == b.Preemptibility &&
-		a.Topology == b.Topology && slices.Equal(a.SubGroups, b.SubGroups) && a.Created.Equal(b.Created)
+		a.Topology == b.Topology && slices.Equal(a.SubGroups, b.SubGroups) && a.Created.Equal(b.Created) &&
+		(a.Priority == nil) == (b.Priority == nil) && (a.Priority == nil || *a.Priority == *b.Priority)
 }

@@ -5,25 +5,39 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// GPUInventoryEntry is one GPU of a node, as the gpu-agent publishes it in the node annotation
-// fairway.dev/gpu-inventory (a JSON list of these).
+// GPUInventoryEntry is one GPU of a node, as read from the node annotation
+// fairway.dev/gpu-inventory.
 type GPUInventoryEntry struct {
 	Index     int    `json:"index"`
 	UUID      string `json:"uuid"`
 	MemoryMiB int64  `json:"memoryMiB"`
 }
 
-// ParseGPUInventory reads the fairway.dev/gpu-inventory annotation. Entries come back sorted by
-// index; duplicate or negative indexes are an error.
+// ParseGPUInventory reads the fairway.dev/gpu-inventory annotation: the gpu-agent's
+// v1alpha1.GPUInventory object (JSON), or a bare JSON list of GPUs. GPUs in MIG mode and GPUs the
+// agent reports unhealthy are left out (the device plugin does not offer them either). Entries
+// come back sorted by index; duplicate or negative indexes are an error.
 func ParseGPUInventory(v string) ([]GPUInventoryEntry, error) {
 	var inv []GPUInventoryEntry
-	if err := json.Unmarshal([]byte(v), &inv); err != nil {
+	if t := strings.TrimSpace(v); strings.HasPrefix(t, "{") {
+		var obj v1alpha1.GPUInventory
+		if err := json.Unmarshal([]byte(t), &obj); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
+		}
+		for _, g := range obj.GPUs {
+			if g.MIGEnabled || !g.Healthy {
+				continue
+			}
+			inv = append(inv, GPUInventoryEntry{Index: int(g.Index), UUID: g.UUID, MemoryMiB: g.MemoryMiB})
+		}
+	} else if err := json.Unmarshal([]byte(v), &inv); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
 	}
 	slices.SortFunc(inv, func(a, b GPUInventoryEntry) int { return a.Index - b.Index })
@@ -54,14 +68,30 @@ type GPUSlot struct {
 	RelMemMiB  int64
 	RelOwners  int32
 	RelSharers int32
+
+	// Reserved counts reservation pods on the slot: the pods that hold the GPU for the kubelet
+	// while fractional pods share it (normally one; RelReserved of them terminating). A
+	// reservation takes no share: it keeps whole-GPU pods off a slot whose fractional pods are
+	// gone until the runtime has deleted it, and fractional pods may join it.
+	Reserved    int32
+	RelReserved int32
 }
 
-// Empty reports whether nothing holds the slot now.
-func (g *GPUSlot) Empty() bool { return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 }
+// Empty reports whether nothing holds the slot now, reservations included.
+func (g *GPUSlot) Empty() bool {
+	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0
+}
 
-// EmptyAfterRelease reports whether the slot is empty once releasing pods are gone.
+// EmptyAfterRelease reports whether the slot is empty once releasing pods are gone. A
+// reservation is released with the last fractional pod on its slot, so it does not count.
 func (g *GPUSlot) EmptyAfterRelease() bool {
 	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers
+}
+
+// Joinable reports whether a fractional pod may join the slot without opening a new GPU: it is
+// shared by fractional pods, or held only by a live (not terminating) reservation.
+func (g *GPUSlot) Joinable() bool {
+	return g.Owners == 0 && (g.Sharers > 0 || g.Reserved > g.RelReserved)
 }
 
 // NodeResources are a node's non-GPU resources.
@@ -162,11 +192,20 @@ func (n *Node) FreeWholeSlotsAfterRelease() int64 {
 	return max(empty-(n.Floating-n.FloatingRel), 0)
 }
 
-// HasSharedRoom reports whether some GPU is shared by fractional pods and has share left.
+// Slot returns the GPU with the given index, or nil.
+func (n *Node) Slot(index int) *GPUSlot {
+	if pos := n.slotPos(index); pos >= 0 {
+		return &n.Slots[pos]
+	}
+	return nil
+}
+
+// HasSharedRoom reports whether some GPU is shared by fractional pods (or held by a reservation
+// alone) and has share left.
 func (n *Node) HasSharedRoom() bool {
 	for i := range n.Slots {
 		g := &n.Slots[i]
-		if g.Owners == 0 && g.Sharers > 0 && g.UsedMilli < MilliPerGPU {
+		if g.Joinable() && g.UsedMilli < MilliPerGPU {
 			return true
 		}
 	}
@@ -325,9 +364,13 @@ func (n *Node) attach(t *Task) {
 	n.Floating += a.Floating
 	if a.Shared >= 0 {
 		g := &n.Slots[a.Shared]
-		g.UsedMilli += a.Milli
-		g.UsedMemMiB += a.MemMiB
-		g.Sharers++
+		if t.Req.Reservation {
+			g.Reserved++
+		} else {
+			g.UsedMilli += a.Milli
+			g.UsedMemMiB += a.MemMiB
+			g.Sharers++
+		}
 	}
 	n.UsedMilliGPU += a.MilliGPU()
 	if t.Gang == nil {
@@ -363,9 +406,13 @@ func (n *Node) detach(t *Task) {
 	n.Floating -= a.Floating
 	if a.Shared >= 0 {
 		g := &n.Slots[a.Shared]
-		g.UsedMilli -= a.Milli
-		g.UsedMemMiB -= a.MemMiB
-		g.Sharers--
+		if t.Req.Reservation {
+			g.Reserved--
+		} else {
+			g.UsedMilli -= a.Milli
+			g.UsedMemMiB -= a.MemMiB
+			g.Sharers--
+		}
 	}
 	n.UsedMilliGPU -= a.MilliGPU()
 	if t.Gang == nil {
@@ -394,9 +441,13 @@ func (n *Node) release(t *Task, sign int64) {
 	n.FloatingRel += sign * a.Floating
 	if a.Shared >= 0 {
 		g := &n.Slots[a.Shared]
-		g.RelMilli += sign * a.Milli
-		g.RelMemMiB += sign * a.MemMiB
-		g.RelSharers += int32(sign)
+		if t.Req.Reservation {
+			g.RelReserved += int32(sign)
+		} else {
+			g.RelMilli += sign * a.Milli
+			g.RelMemMiB += sign * a.MemMiB
+			g.RelSharers += int32(sign)
+		}
 	}
 	n.RelMilliGPU += sign * a.MilliGPU()
 	n.Version++
@@ -404,11 +455,23 @@ func (n *Node) release(t *Task, sign int64) {
 
 // placeExisting decides the GPU assignment of a pod found bound to the node (not placed by the
 // engine): the slots its fairway.dev/gpu-index annotation names when they are free, otherwise
-// floating whole GPUs, or for a shared pod the fullest GPU with room.
+// floating whole GPUs, or for a shared pod the fullest GPU with room. A reservation pod marks the
+// slot its fairway.dev/gpu-slot annotation names, or holds a floating whole GPU when that slot is
+// unknown or held whole.
 func (n *Node) placeExisting(t *Task, indexes []int) {
 	a := Assignment{Shared: -1}
 	r := &t.Req
 	switch {
+	case r.Reservation:
+		idx := t.resvSlot
+		if len(indexes) > 0 {
+			idx = indexes[0]
+		}
+		if pos := n.slotPos(idx); idx >= 0 && pos >= 0 && n.Slots[pos].Owners == 0 {
+			a.Shared = int32(pos)
+		} else {
+			a.Floating = 1
+		}
 	case r.WholeGPUs > 0:
 		for _, idx := range indexes {
 			pos := n.slotPos(idx)

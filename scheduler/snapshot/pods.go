@@ -55,6 +55,9 @@ type PodInfo struct {
 	GPUIndexes []int
 	Gated      bool
 	Problem    *Problem
+	// Controlled is true when the pod has a controller (an owner reference with controller
+	// set): something re-creates it if it is evicted. Consolidation moves only such pods.
+	Controlled bool
 }
 
 // PodInfoFromPod reads a pod. Malformed fairway annotations do not fail the conversion: they set
@@ -66,6 +69,11 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		Created:  pod.CreationTimestamp.Time,
 		NodeName: pod.Spec.NodeName,
 		Gated:    len(pod.Spec.SchedulingGates) > 0,
+	}
+	for i := range pod.OwnerReferences {
+		if c := pod.OwnerReferences[i].Controller; c != nil && *c {
+			info.Controlled = true
+		}
 	}
 	if pod.Spec.Priority != nil {
 		info.Priority = *pod.Spec.Priority
@@ -110,7 +118,13 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 			info.MinMember = int32(n)
 		}
 	}
-	if v := ann[v1alpha1.GPUIndexAnnotation]; v != "" {
+	if info.Req.Reservation {
+		// The agent writes the kubelet's (physical) index into gpu-index; the slot the
+		// reservation holds in the snapshot is the runtime's gpu-slot.
+		if i, err := strconv.Atoi(strings.TrimSpace(ann[ReservationSlotAnnotation])); err == nil && i >= 0 {
+			info.GPUIndexes = []int{i}
+		}
+	} else if v := ann[v1alpha1.GPUIndexAnnotation]; v != "" {
 		for _, f := range strings.Split(v, ",") {
 			if i, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && i >= 0 {
 				info.GPUIndexes = append(info.GPUIndexes, i)
@@ -159,6 +173,12 @@ func readRequest(pod *corev1.Pod, r *Request) []string {
 		}
 	}
 	slices.SortFunc(r.Scalars, func(a, b Scalar) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	if pod.Labels[v1alpha1.ReservationLabel] == "true" {
+		// A reservation's nvidia.com/gpu is the GPU its slot's fractional pods share.
+		r.Reservation = true
+		r.WholeGPUs = 0
+		return nil
+	}
 	if r.WholeGPUs < 0 {
 		problems = append(problems, fmt.Sprintf("negative %s request", v1alpha1.ResourceGPU))
 		r.WholeGPUs = 0
@@ -269,6 +289,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 		t.Evicted = old.Evicted && t.State == TaskReleasing
 		if old.State != TaskPending && old.State != TaskSucceeded && old.NodeName == t.NodeName &&
 			t.State != TaskSucceeded && len(info.GPUIndexes) == 0 && old.Req.WholeGPUs == t.Req.WholeGPUs &&
+			old.Req.Reservation == t.Req.Reservation &&
 			old.Req.FractionMilli == t.Req.FractionMilli && old.Req.GPUMemoryMiB == t.Req.GPUMemoryMiB {
 			t.GPUs = cloneAssignment(old.GPUs)
 			preset = old.Node != nil
@@ -296,7 +317,10 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Key: info.Key, UID: info.UID, SubGroup: info.SubGroup, Req: info.Req, Priority: info.Priority,
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
-		GPUs: Assignment{Shared: -1},
+		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled,
+	}
+	if info.Req.Reservation && len(info.GPUIndexes) > 0 {
+		t.resvSlot = info.GPUIndexes[0]
 	}
 	switch info.Lifecycle {
 	case LifecyclePending:
@@ -324,7 +348,8 @@ func sameTask(a, b *Task) bool {
 		a.Gated == b.Gated && a.Class == b.Class && samePending(a, b) &&
 		a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
 		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
-		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
+		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && a.Req.Reservation == b.Req.Reservation &&
+		a.resvSlot == b.resvSlot && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
 		slices.Equal(a.Req.HostPorts, b.Req.HostPorts) && (a.Problem == nil) == (b.Problem == nil) &&
 		(a.Problem == nil || *a.Problem == *b.Problem)
 }

@@ -114,6 +114,10 @@ type Request struct {
 	Scalars []Scalar
 	// HostPorts the pod binds on its node.
 	HostPorts []HostPort
+	// Reservation is true for a reservation pod (label fairway.dev/reservation=true): it holds
+	// one GPU for the kubelet on behalf of the fractional pods that share it, and takes no GPU in
+	// the snapshot's accounting beyond marking its slot (see GPUSlot.Reserved).
+	Reservation bool
 }
 
 // Scalar is an amount of a resource counted by a node's allocatable, other than CPU, memory, pods

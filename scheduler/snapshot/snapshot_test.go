@@ -441,3 +441,142 @@ func TestPodRecreatedWithTheSameName(t *testing.T) {
 		t.Errorf("the new pod must replace the old one: %+v", task)
 	}
 }
+
+func TestParseGPUInventoryAgentFormat(t *testing.T) {
+	agent := `{"observedAt":"2026-01-01T00:00:00Z","refreshSeconds":30,"mps":true,"gpus":[
+		{"index":1,"uuid":"GPU-b","memoryMiB":81559,"healthy":true},
+		{"index":0,"uuid":"GPU-a","memoryMiB":81559,"healthy":true},
+		{"index":2,"uuid":"GPU-lost","memoryMiB":81559,"healthy":false},
+		{"index":3,"uuid":"GPU-mig","memoryMiB":81559,"healthy":true,"migEnabled":true}]}`
+	got, err := snapshot.ParseGPUInventory(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []snapshot.GPUInventoryEntry{{Index: 0, UUID: "GPU-a", MemoryMiB: 81559}, {Index: 1, UUID: "GPU-b", MemoryMiB: 81559}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("agent inventory (-want +got):\n%s", diff)
+	}
+	list, err := snapshot.ParseGPUInventory(`[{"index":0,"uuid":"GPU-x","memoryMiB":40000}]`)
+	if err != nil || len(list) != 1 || list[0].UUID != "GPU-x" {
+		t.Errorf("list form: %v, %v", list, err)
+	}
+	s := snapshot.New()
+	n := testutil.MakeNode("n1").GPUs(2, "H100").Obj()
+	n.Annotations[v1alpha1.GPUInventoryAnnotation] = agent
+	if err := s.UpsertNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Node("n1").Slots[1].UUID; got != "GPU-b" {
+		t.Errorf("slot 1 UUID = %q, want GPU-b", got)
+	}
+}
+
+// A reservation pod marks its slot (fairway.dev/gpu-slot, not the agent's physical
+// fairway.dev/gpu-index) without taking a second GPU, keeps whole-GPU pods off it until it is
+// gone, and lets fractional pods join.
+func TestReservationHoldsItsSlot(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(8, "H100").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	resv := testutil.MakePod("fairway-system", "fairway-gpu-n1-3").Reservation("n1", 3, 5).Obj()
+	frac := testutil.MakePod("a", "nb").Queue("a").Fraction("0.25").Node("n1").GPUIndex(3).Obj()
+	for _, p := range []*corev1.Pod{resv, frac} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustVerify(t, s)
+	n := s.Node("n1")
+	slot := n.Slot(3)
+	if slot.Reserved != 1 || slot.Sharers != 1 || slot.UsedMilli != 250 || n.Slot(5).Reserved != 0 {
+		t.Fatalf("slot 3 = %+v, slot 5 = %+v", *slot, *n.Slot(5))
+	}
+	if got := n.FreeWholeSlots(); got != 7 {
+		t.Errorf("free whole GPUs = %d, want 7 (the reservation is not a second GPU)", got)
+	}
+	if n.UnmanagedMilliGPU != 0 || s.Queue("a").Allocated.At(snapshot.DimGPU) != 250 {
+		t.Errorf("unmanaged GPU %d, queue a GPU %d", n.UnmanagedMilliGPU, s.Queue("a").Allocated.At(snapshot.DimGPU))
+	}
+	s.DeletePod(key("a", "nb"))
+	mustVerify(t, s)
+	if slot.Empty() || !slot.EmptyAfterRelease() || !slot.Joinable() || n.FreeWholeSlots() != 7 || !n.HasSharedRoom() {
+		t.Errorf("reservation alone: %+v empty %v after release %v joinable %v free %d", *slot, slot.Empty(), slot.EmptyAfterRelease(), slot.Joinable(), n.FreeWholeSlots())
+	}
+	terminating := resv.DeepCopy()
+	terminating.DeletionTimestamp = frac.CreationTimestamp.DeepCopy()
+	if err := s.UpsertPod(terminating); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if slot.Joinable() || slot.Empty() {
+		t.Errorf("terminating reservation: joinable %v empty %v", slot.Joinable(), slot.Empty())
+	}
+	s.DeletePod(key("fairway-system", "fairway-gpu-n1-3"))
+	mustVerify(t, s)
+	if !slot.Empty() || n.FreeWholeSlots() != 8 {
+		t.Errorf("after the reservation: %+v free %d", *slot, n.FreeWholeSlots())
+	}
+}
+
+func TestReservationSurvivesNodeChangeAndDeletion(t *testing.T) {
+	s := snapshot.New()
+	node := testutil.MakeNode("n1").GPUs(4, "H100").Obj()
+	if err := s.UpsertPod(testutil.MakePod("fairway-system", "r").Reservation("n1", 2, 0).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpsertNode(node); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Node("n1").Slot(2).Reserved; got != 1 {
+		t.Fatalf("reservation seen before its node: slot 2 reserved %d", got)
+	}
+	s.DeleteNode("n1")
+	if err := s.UpsertNode(node); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if got := s.Node("n1").Slot(2).Reserved; got != 1 {
+		t.Errorf("node re-added: slot 2 reserved %d", got)
+	}
+}
+
+func TestGangPriorityFromResolvedClass(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertPod(testutil.MakePod("a", "p").Queue("a").PodGroup("g").GPU(1).Priority(50).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	g := s.Gang(snapshot.GangKey{Namespace: "a", Name: "g", PodGroup: true})
+	if g.Priority != 50 || !g.Preemptible {
+		t.Fatalf("from pods: priority %d preemptible %v", g.Priority, g.Preemptible)
+	}
+	spec := snapshot.GangSpecFromPodGroup(testutil.MakePodGroup("a", "g").MinMember(1).Obj())
+	prio := int32(125)
+	spec.Priority = &prio
+	if err := s.UpsertGangSpec(key("a", "g"), spec); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if g.Priority != 125 || g.Preemptible {
+		t.Errorf("from the PodGroup's class: priority %d preemptible %v", g.Priority, g.Preemptible)
+	}
+	if err := s.UpsertPodGroup(testutil.MakePodGroup("a", "g").MinMember(1).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if g.Priority != 50 {
+		t.Errorf("class gone: priority %d, want the pods' 50", g.Priority)
+	}
+}
+
+func TestSchedulingProblemAnnotation(t *testing.T) {
+	s := snapshot.New()
+	p := testutil.MakePod("a", "p").Queue("a").GPU(1).
+		Annotation(snapshot.SchedulingProblemAnnotation, "PersistentVolumeClaim a/data is not bound").Obj()
+	if err := s.UpsertPod(p); err != nil {
+		t.Fatal(err)
+	}
+	task := s.Task(key("a", "p"))
+	if task.Placeable() || task.Problem == nil || task.Problem.Message != "PersistentVolumeClaim a/data is not bound" {
+		t.Errorf("problem %+v placeable %v", task.Problem, task.Placeable())
+	}
+}

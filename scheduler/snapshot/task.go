@@ -105,6 +105,8 @@ type Task struct {
 	// Evicted is true when the engine chose the pod as a victim (as opposed to a pod that
 	// terminates on its own); CancelEviction undoes it.
 	Evicted bool
+	// Controlled is true when a controller owns the pod and re-creates it after an eviction.
+	Controlled bool
 
 	// pendGPU is the milli-GPU a pending pod is charged as demand; fixed when the pod is
 	// recorded so that charging and uncharging always agree.
@@ -112,6 +114,9 @@ type Task struct {
 
 	// shadow marks a what-if copy (see Snapshot.Shadow).
 	shadow bool
+
+	// resvSlot is the GPU index a reservation pod holds (fairway.dev/gpu-slot), or -1.
+	resvSlot int
 
 	nodePos int
 	pendPos int

@@ -204,6 +204,19 @@ func (p *PodWrapper) GPUIndex(idx ...int) *PodWrapper {
 	return p
 }
 
+// Reservation makes the pod a reservation pod holding GPU slot on node (label
+// fairway.dev/reservation, annotation fairway.dev/gpu-slot, nvidia.com/gpu 1, bound), as the
+// runtime creates it; physical is the index the agent reports (fairway.dev/gpu-index), -1 for
+// none yet.
+func (p *PodWrapper) Reservation(node string, slot, physical int) *PodWrapper {
+	p.Labels[v1alpha1.ReservationLabel] = "true"
+	p.Annotations[v1alpha1.Prefix+"gpu-slot"] = strconv.Itoa(slot)
+	if physical >= 0 {
+		p.Annotations[v1alpha1.GPUIndexAnnotation] = strconv.Itoa(physical)
+	}
+	return p.GPU(1).Node(node)
+}
+
 // Phase sets status.phase.
 func (p *PodWrapper) Phase(ph corev1.PodPhase) *PodWrapper { p.Status.Phase = ph; return p }
 

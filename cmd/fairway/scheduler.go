@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	schedruntime "github.com/fairway-sched/fairway/scheduler/runtime"
+)
+
+// schedulerFlags are the command-line settings of `fairway scheduler`.
+type schedulerFlags struct {
+	kubeconfig  string
+	qps         float32
+	burst       int
+	leaderElect bool
+	leaderID    string
+	lease       time.Duration
+	renew       time.Duration
+	retry       time.Duration
+	metricsAddr string
+	probeAddr   string
+	pprofAddr   string
+	placement   string
+	opts        schedruntime.Options
+}
+
+func newSchedulerCommand() *cobra.Command {
+	f := &schedulerFlags{opts: schedruntime.Options{Namespace: "fairway-system"}}
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
+	cmd := &cobra.Command{
+		Use:   "scheduler",
+		Short: "Run fairway's scheduler: gangs, queues with quotas and fair share, fractional GPUs",
+		Long: `Run fairway's scheduler. It schedules the pods whose spec.schedulerName is fairway: it watches
+them, the nodes, Queues, PodGroups and PriorityClasses, runs a scheduling cycle on every relevant
+change (and every --cycle-period), binds pods, evicts for reclaim, preemption and consolidation,
+holds shared GPUs with reservation pods, creates PodGroups and keeps Queue and PodGroup status.
+
+Run two replicas: they elect a leader on a Lease in --namespace; the other keeps its caches warm
+and takes over when the leader goes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrl.SetLogger(log)
+			klog.SetLogger(log)
+			return runScheduler(ctrl.SetupSignalHandler(), f, log)
+		},
+	}
+	fl := cmd.Flags()
+	o := &f.opts
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file; $KUBECONFIG, then the in-cluster configuration, when empty.")
+	fl.StringVar(&o.Namespace, "namespace", o.Namespace, "fairway's namespace: the leader election Lease and the GPU reservation pods live there.")
+	fl.Float32Var(&f.qps, "kube-api-qps", 100, "QPS of each client talking to the API server (bindings and evictions; status; events).")
+	fl.IntVar(&f.burst, "kube-api-burst", 200, "Burst of each client talking to the API server.")
+	fl.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas on a Lease; only the leader schedules.")
+	fl.StringVar(&f.leaderID, "leader-elect-id", "fairway-scheduler", "Name of the leader election Lease.")
+	fl.DurationVar(&f.lease, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before taking over.")
+	fl.DurationVar(&f.renew, "leader-elect-renew-deadline", 10*time.Second, "How long the leader tries to renew before it gives up leadership (and exits).")
+	fl.DurationVar(&f.retry, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9410", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9411", "Address of /healthz and /readyz; 0 disables them.")
+	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof endpoints; off when empty.")
+	fl.DurationVar(&o.CyclePeriod, "cycle-period", time.Second, "Longest time between two scheduling cycles.")
+	fl.DurationVar(&o.Debounce, "cycle-debounce", 20*time.Millisecond, "How long a cycle waits after the first relevant change, to take the changes that come with it.")
+	fl.IntVar(&o.BindWorkers, "bind-workers", 32, "Bindings in flight at most.")
+	fl.IntVar(&o.EvictWorkers, "evict-workers", 8, "Evictions in flight at most.")
+	fl.DurationVar(&o.StatusInterval, "status-update-interval", 2*time.Second, "How often Queue, PodGroup and waiting pods' status is written (only what changed).")
+	fl.StringVar(&o.ReservationImage, "reservation-image", "registry.k8s.io/pause:3.10", "Image of the pods that hold shared GPUs for the kubelet.")
+	fl.StringVar(&o.ReservationPriorityClass, "reservation-priority-class", "system-node-critical", "Priority class of the GPU reservation pods.")
+	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", time.Minute, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
+	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", 30*time.Second, "How long fairway's pods bound to a deleted node are left before they are deleted.")
+	fl.StringVar(&f.placement, "placement", string(engine.BinPack), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
+	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", 30*time.Second, "Grace period of every eviction: the time a preempted application has to checkpoint.")
+	fl.DurationVar(&o.Engine.StaleGangGracePeriod, "stale-gang-grace-period", 60*time.Second, "How long a gang may run below its minimum before the rest of it is evicted.")
+	fl.DurationVar(&o.Engine.StarvationThreshold, "starvation-threshold", 10*time.Minute, "How long a gang may wait before the capacity it needs is held for it (negative: never).")
+	fl.DurationVar(&o.Engine.HoldTTL, "hold-ttl", 5*time.Minute, "How long capacity freed for a gang stays held if the gang is not placed.")
+	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(gfs)
+	fl.AddGoFlagSet(gfs)
+	return cmd
+}
+
+func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error {
+	switch engine.Placement(f.placement) {
+	case engine.BinPack, engine.Spread:
+		f.opts.Engine.Placement = engine.Placement(f.placement)
+	default:
+		return fmt.Errorf("--placement must be %s or %s", engine.BinPack, engine.Spread)
+	}
+	kubeconfig := f.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "fairway-scheduler"
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+	// Built-in types travel as protobuf, as kube-scheduler's do; fairway's CRDs as JSON.
+	proto := rest.CopyConfig(cfg)
+	proto.ContentType = "application/vnd.kubernetes.protobuf"
+	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	clientset := func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(proto) }
+	var c schedruntime.Clients
+	if c.Scheduling, err = clientset(); err != nil {
+		return err
+	}
+	if c.Status, err = clientset(); err != nil {
+		return err
+	}
+	if c.Events, err = clientset(); err != nil {
+		return err
+	}
+	scheme := apiruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if c.CRD, err = client.NewWithWatch(rest.CopyConfig(cfg), client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	ensureNamespace(ctx, c.Scheduling, f.opts.Namespace, log)
+
+	f.opts.Log = log.WithName("scheduler")
+	rt, err := schedruntime.New(c, f.opts)
+	if err != nil {
+		return err
+	}
+	mgrOpts := manager.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              f.leaderID,
+		LeaderElectionNamespace:       f.opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &f.lease,
+		RenewDeadline:                 &f.renew,
+		RetryPeriod:                   &f.retry,
+		Logger:                        log,
+	}
+	mgrOpts.PprofBindAddress = f.pprofAddr
+	mgr, err := manager.New(rest.CopyConfig(cfg), mgrOpts)
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := rt.SetupWithManager(mgr, ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	log.Info("Starting fairway scheduler", "namespace", f.opts.Namespace, "leaderElection", f.leaderElect, "qps", f.qps, "burst", f.burst)
+	return mgr.Start(ctx)
+}
+
+// ensureNamespace creates fairway's namespace when it is missing (the chart creates it; a
+// developer running the scheduler against a fresh cluster may not have). Failures are left to
+// the leader election, which reports them.
+func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string, log logr.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil || !apierrors.IsNotFound(err) {
+		return
+	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		log.Info("Could not create fairway's namespace", "namespace", name, "err", err.Error())
+	}
+}

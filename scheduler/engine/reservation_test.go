@@ -1,0 +1,45 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+// A GPU held only by a reservation pod (its fractional pods are gone, the runtime has not
+// deleted it yet) is joined by the next fractional pod and never given to a whole-GPU pod.
+func TestReservationOnlyGPU(t *testing.T) {
+	snap := snapshot.New()
+	mustNoErr(t, snap.UpsertNode(testutil.MakeNode("n1").GPUs(2, "H100").Inventory(81920).Obj()))
+	mustNoErr(t, snap.UpsertQueue(testutil.MakeQueue("a").Obj()))
+	mustNoErr(t, snap.UpsertPod(testutil.MakePod("fairway-system", "resv").Reservation("n1", 1, 0).Obj()))
+	mustNoErr(t, snap.UpsertPod(testutil.MakePod("a", "whole").Queue("a").GPU(1).Obj()))
+	mustNoErr(t, snap.UpsertPod(testutil.MakePod("a", "whole2").Queue("a").GPU(1).Created(testutil.Epoch.Add(1)).Obj()))
+	mustNoErr(t, snap.UpsertPod(testutil.MakePod("a", "frac").Queue("a").Fraction("0.5").Obj()))
+
+	res := engine.New(engine.Options{}).Schedule(snap, benchNow)
+	if err := snap.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engine.Binding{}
+	for _, b := range res.Bindings {
+		got[b.Pod.Name] = b
+	}
+	if b, ok := got["frac"]; !ok || b.Shared == nil || b.Shared.Index != 1 {
+		t.Errorf("the fraction must join the reserved GPU 1: %+v", b)
+	}
+	wholes := 0
+	for _, name := range []string{"whole", "whole2"} {
+		if b, ok := got[name]; ok {
+			wholes++
+			if len(b.GPUs) != 1 || b.GPUs[0].Index != 0 {
+				t.Errorf("%s must take GPU 0, got %+v", name, b.GPUs)
+			}
+		}
+	}
+	if wholes != 1 {
+		t.Errorf("exactly one whole-GPU pod fits beside the reservation, got %d: %+v", wholes, res.Bindings)
+	}
+}

@@ -1,0 +1,343 @@
+// Package binder applies the engine's bindings: it binds pods through the pods/binding
+// subresource from a bounded pool of workers, off the scheduling loop, with retries and
+// exponential back-off on transient errors. For a fractional pod it first makes the GPU share
+// true on the node (package gpushare): reservation, GPU ConfigMap, GPU annotations.
+//
+// A pod is never submitted twice while a binding of it is in flight, and the API server accepts
+// one binding per pod (the binding carries the pod's UID). Every failure is reported to the loop,
+// which forgets the pod's assumed placement so that a later cycle places it again.
+package binder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
+	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
+)
+
+// Request is one binding with what the binder needs to know about the pod.
+type Request struct {
+	engine.Binding
+	UID     types.UID
+	Created time.Time
+	// Queue and Framework label the latency metric.
+	Queue, Framework string
+	// GPUConfigMap is the pod's fairway.dev/gpu-configmap (fractional pods).
+	GPUConfigMap string
+	// MPS says whether the node's gpu-agent runs MPS (fractional pods get hard limits then).
+	MPS bool
+}
+
+// Observer receives the binder's outcomes, for metrics and events. Every method may be called
+// concurrently.
+type Observer interface {
+	// Bound is called after a successful binding.
+	Bound(r *Request, at time.Time)
+	// Failed is called when a binding is given up; reason is a short code (Conflict, NotFound,
+	// GPUReservation, Error, Retries).
+	Failed(r *Request, reason string, err error)
+}
+
+// Options configure a Binder.
+type Options struct {
+	// Workers bound the bindings in flight. 32 when 0.
+	Workers int
+	// SharedWorkers bound the fractional bindings in flight, which may wait for a gpu-agent.
+	// 64 when 0.
+	SharedWorkers int
+	// Backoff between attempts of one binding on transient errors.
+	Backoff wait.Backoff
+	// GPU makes fractional placements true; required for fractional bindings.
+	GPU      *gpushare.Manager
+	Observer Observer
+	Log      logr.Logger
+}
+
+// DefaultBackoff retries a binding 5 times over about 3 seconds.
+var DefaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+
+// Binder is the pool of binding workers. It implements manager.Runnable (leader only).
+type Binder struct {
+	client kubernetes.Interface
+	report func(cache.Outcome)
+	opts   Options
+
+	mu       sync.Mutex
+	pending  []Request
+	inflight map[types.NamespacedName]struct{}
+	wake     chan struct{}
+	shared   chan struct{}
+}
+
+// New returns a binder that binds through cs and reports failures to report.
+func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Binder {
+	if opts.Workers <= 0 {
+		opts.Workers = 32
+	}
+	if opts.SharedWorkers <= 0 {
+		opts.SharedWorkers = 64
+	}
+	if opts.Backoff.Steps == 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Binder{
+		client: cs, report: report, opts: opts,
+		inflight: map[types.NamespacedName]struct{}{},
+		wake:     make(chan struct{}, 1),
+		shared:   make(chan struct{}, opts.SharedWorkers),
+	}
+}
+
+// NeedLeaderElection is true: only the leader binds.
+func (b *Binder) NeedLeaderElection() bool { return true }
+
+// Submit queues bindings; it never blocks. A pod whose binding is already in flight is skipped:
+// the engine only binds a pod it sees pending, so a duplicate means the first attempt's outcome
+// has not reached the loop yet, and that outcome settles the pod.
+func (b *Binder) Submit(reqs ...Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	for _, r := range reqs {
+		if _, busy := b.inflight[r.Pod]; busy {
+			b.opts.Log.V(1).Info("Binding already in flight; not submitting it again", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name))
+			continue
+		}
+		b.inflight[r.Pod] = struct{}{}
+		b.pending = append(b.pending, r)
+	}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// InFlight is the number of bindings submitted and not finished.
+func (b *Binder) InFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.inflight)
+}
+
+// Start runs the workers until ctx ends.
+func (b *Binder) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range b.opts.Workers {
+		wg.Go(func() { b.work(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (b *Binder) next(ctx context.Context) (Request, bool) {
+	for {
+		b.mu.Lock()
+		if len(b.pending) > 0 {
+			r := b.pending[0]
+			b.pending[0] = Request{}
+			b.pending = b.pending[1:]
+			more := len(b.pending) > 0
+			b.mu.Unlock()
+			if more {
+				select { // pass the wake-up on to another worker
+				case b.wake <- struct{}{}:
+				default:
+				}
+			}
+			return r, true
+		}
+		b.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return Request{}, false
+		case <-b.wake:
+		}
+	}
+}
+
+func (b *Binder) work(ctx context.Context) {
+	for {
+		r, ok := b.next(ctx)
+		if !ok {
+			return
+		}
+		if r.Shared == nil {
+			b.finish(&r, b.bind(ctx, &r))
+			continue
+		}
+		// Fractional bindings may wait for a gpu-agent; they run beside the pool.
+		select {
+		case b.shared <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		go func() {
+			defer func() { <-b.shared }()
+			b.finish(&r, b.bindShared(ctx, &r))
+		}()
+	}
+}
+
+// failure is a given-up binding with a reason code.
+type failure struct {
+	reason string
+	err    error
+}
+
+func (f *failure) Error() string { return f.reason + ": " + f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+func (b *Binder) finish(r *Request, err error) {
+	b.mu.Lock()
+	delete(b.inflight, r.Pod)
+	b.mu.Unlock()
+	log := b.opts.Log.WithValues("pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
+	if err == nil {
+		log.V(3).Info("Bound")
+		if b.opts.Observer != nil {
+			b.opts.Observer.Bound(r, time.Now())
+		}
+		return
+	}
+	reason := "Error"
+	var f *failure
+	if errors.As(err, &f) {
+		reason = f.reason
+	}
+	if reason == "Canceled" {
+		log.V(2).Info("Binding abandoned: no longer the leader")
+	} else {
+		log.Info("Binding failed; the pod goes back to pending", "reason", reason, "err", err.Error())
+	}
+	if b.opts.Observer != nil && reason != "Canceled" {
+		b.opts.Observer.Failed(r, reason, err)
+	}
+	b.report(cache.Outcome{Kind: cache.BindFailed, Pod: r.Pod, UID: r.UID})
+}
+
+// bind posts the binding, retrying transient errors.
+func (b *Binder) bind(ctx context.Context, r *Request) error {
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: r.Node},
+	}
+	var last error
+	backoff := b.opts.Backoff
+	for attempt := 0; ; attempt++ {
+		err := b.client.CoreV1().Pods(r.Pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return &failure{"Canceled", ctx.Err()}
+		case apierrors.IsNotFound(err):
+			return &failure{"NotFound", err}
+		case apierrors.IsConflict(err) || isAlreadyBound(err):
+			// Maybe an earlier attempt of ours succeeded and its answer was lost.
+			if p, gerr := b.client.CoreV1().Pods(r.Pod.Namespace).Get(ctx, r.Pod.Name, metav1.GetOptions{}); gerr == nil &&
+				p.UID == r.UID && p.Spec.NodeName == r.Node {
+				return nil
+			}
+			return &failure{"Conflict", err}
+		case !Transient(err):
+			return &failure{"Error", err}
+		}
+		last = err
+		if backoff.Steps <= 1 {
+			break
+		}
+		d := backoff.Step()
+		b.opts.Log.V(2).Info("Binding failed; retrying", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "attempt", attempt+1, "in", d, "err", err.Error())
+		select {
+		case <-ctx.Done():
+			return &failure{"Canceled", ctx.Err()}
+		case <-time.After(d):
+		}
+	}
+	return &failure{"Retries", fmt.Errorf("gave up after %d attempts: %w", b.opts.Backoff.Steps, last)}
+}
+
+// bindShared makes the GPU share true on the node, then binds.
+func (b *Binder) bindShared(ctx context.Context, r *Request) error {
+	if b.opts.GPU == nil {
+		return &failure{"GPUReservation", errors.New("fractional GPUs are not configured")}
+	}
+	slot := gpushare.SlotKey{Node: r.Node, Slot: r.Shared.Index}
+	grant, done, err := b.opts.GPU.Acquire(ctx, slot)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &failure{"Canceled", err}
+		}
+		return &failure{"GPUReservation", err}
+	}
+	defer done()
+	env := gpushare.Env(grant.UUID, r.MPS, r.Shared.MilliGPU, r.Shared.MemoryMiB)
+	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID}
+	if err := b.retry(ctx, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+			return &failure{"NotFound", err}
+		}
+		return &failure{"GPUReservation", err}
+	}
+	return b.bind(ctx, r)
+}
+
+// retry runs f until it succeeds, fails for good, or the back-off runs out.
+func (b *Binder) retry(ctx context.Context, f func() error) error {
+	backoff := b.opts.Backoff
+	for {
+		err := f()
+		if err == nil || !Transient(err) || backoff.Steps <= 1 || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// Transient reports whether an API error is worth retrying: timeouts, throttling, server errors
+// and broken connections.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "connection reset")
+}
+
+func isAlreadyBound(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "is already assigned to node") || strings.Contains(msg, "already bound")
+}

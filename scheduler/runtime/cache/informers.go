@@ -1,0 +1,422 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Index names of the informers' indexers.
+const (
+	// IndexPodGroup indexes fairway's pods by <namespace>/<pod group annotation>.
+	IndexPodGroup = "podgroup"
+	// IndexNode indexes fairway's pods by spec.nodeName.
+	IndexNode = "node"
+	// IndexClaim indexes fairway's pods by <namespace>/<claim> of every claim they use.
+	IndexClaim = "claim"
+	// IndexPriorityClass indexes PodGroups by spec.priorityClassName.
+	IndexPriorityClass = "priorityclass"
+)
+
+// Informers are the scheduler's view of the cluster: client-go shared informers whose objects
+// are trimmed before they are stored (see the Trim functions) and whose events go to a Queue.
+// They run on every replica, leader or not, so a newly elected leader builds its snapshot from
+// warm caches.
+//
+// Pods come from two watches that never overlap: fairway's own pods (spec.schedulerName=fairway,
+// pending or bound, reservation pods included) and every pod another scheduler bound
+// (spec.schedulerName!=fairway,spec.nodeName!=), which only take node capacity. Pending pods of
+// other schedulers are never seen.
+type Informers struct {
+	Pods            cache.SharedIndexInformer
+	ForeignPods     cache.SharedIndexInformer
+	Nodes           cache.SharedIndexInformer
+	Queues          cache.SharedIndexInformer
+	PodGroups       cache.SharedIndexInformer
+	PriorityClasses cache.SharedIndexInformer
+	Claims          cache.SharedIndexInformer
+	Volumes         cache.SharedIndexInformer
+
+	queue  *Queue
+	log    logr.Logger
+	synced atomic.Bool
+}
+
+// New builds the informers (not started): typed ones on cs, fairway's CRDs through crd.
+// Events go to q.
+func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logger) (*Informers, error) {
+	inf := &Informers{queue: q, log: log}
+	core := cs.CoreV1()
+	listOpts := func(selector string) func(*metav1.ListOptions) {
+		return func(o *metav1.ListOptions) { o.FieldSelector = selector }
+	}
+	own := fields.OneTermEqualSelector("spec.schedulerName", v1alpha1.SchedulerName).String()
+	foreign := fields.AndSelectors(
+		fields.OneTermNotEqualSelector("spec.schedulerName", v1alpha1.SchedulerName),
+		fields.OneTermNotEqualSelector("spec.nodeName", ""),
+	).String()
+	inf.Pods = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			listOpts(own)(&o)
+			return core.Pods("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			listOpts(own)(&o)
+			return core.Pods("").Watch(ctx, o)
+		}), &corev1.Pod{}, cache.Indexers{IndexPodGroup: indexPodGroup, IndexNode: indexNode, IndexClaim: indexClaim})
+	inf.ForeignPods = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			listOpts(foreign)(&o)
+			return core.Pods("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			listOpts(foreign)(&o)
+			return core.Pods("").Watch(ctx, o)
+		}), &corev1.Pod{}, nil)
+	inf.Nodes = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Nodes().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Nodes().Watch(ctx, o)
+		},
+	), &corev1.Node{}, nil)
+	inf.Claims = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.PersistentVolumeClaims("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.PersistentVolumeClaims("").Watch(ctx, o)
+		}), &corev1.PersistentVolumeClaim{}, nil)
+	inf.Volumes = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.PersistentVolumes().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.PersistentVolumes().Watch(ctx, o)
+		}), &corev1.PersistentVolume{}, nil)
+	sched := cs.SchedulingV1()
+	inf.PriorityClasses = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return sched.PriorityClasses().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return sched.PriorityClasses().Watch(ctx, o)
+		}), &schedulingv1.PriorityClass{}, nil)
+	inf.Queues = newInformer(crdLW[v1alpha1.QueueList](crd), &v1alpha1.Queue{}, nil)
+	inf.PodGroups = newInformer(crdLW[v1alpha1.PodGroupList](crd), &v1alpha1.PodGroup{},
+		cache.Indexers{IndexPriorityClass: indexPriorityClass})
+
+	for _, t := range []struct {
+		inf cache.SharedIndexInformer
+		fn  cache.TransformFunc
+	}{
+		{inf.Pods, transform(TrimPod)},
+		{inf.ForeignPods, transform(TrimForeignPod)},
+		{inf.Nodes, transform(TrimNode)},
+		{inf.Claims, transform(TrimClaim)},
+		{inf.Volumes, transform(TrimVolume)},
+		{inf.PriorityClasses, transform(TrimPriorityClass)},
+		{inf.Queues, transform(TrimQueue)},
+		{inf.PodGroups, transform(TrimPodGroup)},
+	} {
+		if err := t.inf.SetTransform(t.fn); err != nil {
+			return nil, fmt.Errorf("setting an informer transform: %w", err)
+		}
+	}
+	handlers := []struct {
+		inf      cache.SharedIndexInformer
+		kind     Kind
+		relevant func(old, cur any) bool
+	}{
+		{inf.Pods, KindPod, podChangeRelevant},
+		{inf.ForeignPods, KindPod, podChangeRelevant},
+		{inf.Nodes, KindNode, nodeChangeRelevant},
+		{inf.Queues, KindQueue, generationChanged},
+		{inf.PodGroups, KindPodGroup, generationChanged},
+		{inf.PriorityClasses, KindPriorityClass, func(old, cur any) bool {
+			return old.(*schedulingv1.PriorityClass).Value != cur.(*schedulingv1.PriorityClass).Value
+		}},
+		{inf.Claims, KindClaim, func(old, cur any) bool {
+			return old.(*corev1.PersistentVolumeClaim).Spec.VolumeName != cur.(*corev1.PersistentVolumeClaim).Spec.VolumeName
+		}},
+		{inf.Volumes, KindVolume, func(old, cur any) bool {
+			return !equality.Semantic.DeepEqual(old.(*corev1.PersistentVolume).Spec, cur.(*corev1.PersistentVolume).Spec)
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(queueHandler(q, h.kind, h.relevant)); err != nil {
+			return nil, fmt.Errorf("adding an event handler: %w", err)
+		}
+	}
+	return inf, nil
+}
+
+func newInformer(lw cache.ListerWatcher, obj runtime.Object, idx cache.Indexers) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{Indexers: idx})
+}
+
+func typedLW(list cache.ListWithContextFunc, w cache.WatchFuncWithContext) *cache.ListWatch {
+	return &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: w}
+}
+
+// crdLW lists and watches one of fairway's custom resources through a controller-runtime client.
+func crdLW[L any, PL interface {
+	*L
+	client.ObjectList
+}](c client.WithWatch) *cache.ListWatch {
+	return typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := PL(new(L))
+			err := c.List(ctx, list, &client.ListOptions{Raw: &o})
+			return list, err
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, PL(new(L)), &client.ListOptions{Raw: &o})
+		})
+}
+
+func queueHandler(q *Queue, kind Kind, relevant func(old, cur any) bool) cache.ResourceEventHandler {
+	key := func(obj any) (Key, bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			return Key{}, false
+		}
+		return Key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, true
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if k, ok := key(obj); ok {
+				q.Add(k, true)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if k, ok := key(cur); ok {
+				q.Add(k, relevant(old, cur))
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if k, ok := key(obj); ok {
+				q.Add(k, true)
+			}
+		},
+	}
+}
+
+// podChangeRelevant reports whether a pod update may change a decision: it was bound, started
+// terminating, finished, changed its gates, labels or fairway annotations. A pod turning Running
+// is not (the snapshot records it at the next cycle anyway).
+func podChangeRelevant(old, cur any) bool {
+	a, b := old.(*corev1.Pod), cur.(*corev1.Pod)
+	terminal := func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	}
+	return a.Spec.NodeName != b.Spec.NodeName || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
+		terminal(a) != terminal(b) || len(a.Spec.SchedulingGates) != len(b.Spec.SchedulingGates) ||
+		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations)
+}
+
+// nodeChangeRelevant reports whether a node update changes what the snapshot reads.
+func nodeChangeRelevant(old, cur any) bool {
+	a, b := old.(*corev1.Node), cur.(*corev1.Node)
+	return a.Spec.Unschedulable != b.Spec.Unschedulable || !maps.Equal(a.Labels, b.Labels) ||
+		a.Annotations[v1alpha1.GPUInventoryAnnotation] != b.Annotations[v1alpha1.GPUInventoryAnnotation] ||
+		!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
+}
+
+func generationChanged(old, cur any) bool {
+	return old.(metav1.Object).GetGeneration() != cur.(metav1.Object).GetGeneration()
+}
+
+func indexPodGroup(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if pg := p.Annotations[v1alpha1.PodGroupAnnotation]; pg != "" {
+		return []string{p.Namespace + "/" + pg}, nil
+	}
+	return nil, nil
+}
+
+func indexNode(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		return []string{p.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
+func indexClaim(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	names := ClaimNames(p)
+	for i, n := range names {
+		names[i] = p.Namespace + "/" + n
+	}
+	return names, nil
+}
+
+func indexPriorityClass(obj any) ([]string, error) {
+	if pg, ok := obj.(*v1alpha1.PodGroup); ok && pg.Spec.PriorityClassName != "" {
+		return []string{pg.Spec.PriorityClassName}, nil
+	}
+	return nil, nil
+}
+
+// NeedLeaderElection is false: every replica keeps its caches warm.
+func (inf *Informers) NeedLeaderElection() bool { return false }
+
+// Start runs the informers until ctx ends. It implements manager.Runnable.
+func (inf *Informers) Start(ctx context.Context) error {
+	all := inf.all()
+	for _, i := range all {
+		go i.RunWithContext(ctx)
+	}
+	synced := make([]cache.InformerSynced, len(all))
+	for i, x := range all {
+		synced[i] = x.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil // stopped before the caches synced
+	}
+	inf.synced.Store(true)
+	inf.log.Info("Caches synced", "pods", len(inf.Pods.GetStore().ListKeys()), "foreignPods", len(inf.ForeignPods.GetStore().ListKeys()),
+		"nodes", len(inf.Nodes.GetStore().ListKeys()), "queues", len(inf.Queues.GetStore().ListKeys()), "podGroups", len(inf.PodGroups.GetStore().ListKeys()))
+	<-ctx.Done()
+	return nil
+}
+
+func (inf *Informers) all() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes}
+}
+
+// Synced reports whether every informer has synced once.
+func (inf *Informers) Synced() bool { return inf.synced.Load() }
+
+// AllKeys returns the key of every stored object, for a full rebuild of the snapshot.
+func (inf *Informers) AllKeys() []Key {
+	var out []Key
+	add := func(kind Kind, s cache.Store) {
+		for _, k := range s.ListKeys() {
+			ns, name, _ := cache.SplitMetaNamespaceKey(k)
+			out = append(out, Key{Kind: kind, Namespace: ns, Name: name})
+		}
+	}
+	add(KindNode, inf.Nodes.GetStore())
+	add(KindQueue, inf.Queues.GetStore())
+	add(KindPodGroup, inf.PodGroups.GetStore())
+	add(KindPod, inf.Pods.GetStore())
+	add(KindPod, inf.ForeignPods.GetStore())
+	slices.SortFunc(out, CompareKeys)
+	return out
+}
+
+func get[T any](s cache.Store, key string) *T {
+	obj, ok, err := s.GetByKey(key)
+	if err != nil || !ok {
+		return nil
+	}
+	t, _ := obj.(*T)
+	return t
+}
+
+func nsKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// Pod returns a pod from either watch, nil when neither has it. The object is shared: never
+// modify it.
+func (inf *Informers) Pod(namespace, name string) *corev1.Pod {
+	if p := get[corev1.Pod](inf.Pods.GetStore(), nsKey(namespace, name)); p != nil {
+		return p
+	}
+	return get[corev1.Pod](inf.ForeignPods.GetStore(), nsKey(namespace, name))
+}
+
+// Node returns a node, or nil.
+func (inf *Informers) Node(name string) *corev1.Node {
+	return get[corev1.Node](inf.Nodes.GetStore(), name)
+}
+
+// Queue returns a Queue, or nil.
+func (inf *Informers) Queue(name string) *v1alpha1.Queue {
+	return get[v1alpha1.Queue](inf.Queues.GetStore(), name)
+}
+
+// PodGroup returns a PodGroup, or nil.
+func (inf *Informers) PodGroup(namespace, name string) *v1alpha1.PodGroup {
+	return get[v1alpha1.PodGroup](inf.PodGroups.GetStore(), nsKey(namespace, name))
+}
+
+// PriorityClass returns a PriorityClass, or nil.
+func (inf *Informers) PriorityClass(name string) *schedulingv1.PriorityClass {
+	return get[schedulingv1.PriorityClass](inf.PriorityClasses.GetStore(), name)
+}
+
+// Claim returns a PersistentVolumeClaim, or nil (VolumeLookup).
+func (inf *Informers) Claim(namespace, name string) *corev1.PersistentVolumeClaim {
+	return get[corev1.PersistentVolumeClaim](inf.Claims.GetStore(), nsKey(namespace, name))
+}
+
+// Volume returns a PersistentVolume, or nil (VolumeLookup).
+func (inf *Informers) Volume(name string) *corev1.PersistentVolume {
+	return get[corev1.PersistentVolume](inf.Volumes.GetStore(), name)
+}
+
+// PodsByIndex returns fairway's pods under an index value (IndexPodGroup, IndexNode,
+// IndexClaim). The objects are shared.
+func (inf *Informers) PodsByIndex(index, value string) []*corev1.Pod {
+	objs, err := inf.Pods.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PodGroupsByClass returns the PodGroups naming a priority class.
+func (inf *Informers) PodGroupsByClass(class string) []*v1alpha1.PodGroup {
+	objs, err := inf.PodGroups.GetIndexer().ByIndex(IndexPriorityClass, class)
+	if err != nil {
+		return nil
+	}
+	out := make([]*v1alpha1.PodGroup, 0, len(objs))
+	for _, o := range objs {
+		if pg, ok := o.(*v1alpha1.PodGroup); ok {
+			out = append(out, pg)
+		}
+	}
+	return out
+}
+
+var _ VolumeLookup = (*Informers)(nil)

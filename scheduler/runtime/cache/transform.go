@@ -1,0 +1,172 @@
+package cache
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// The transforms below run in the informers before objects are stored: they keep what the
+// snapshot, the binder and the status writers read and drop the rest (managed fields, images,
+// commands, environment, volumes other than claims, most of the status), so that the scheduler's
+// memory grows with the number of pods by a few hundred bytes each rather than kilobytes.
+
+// transform wraps f so that it also applies to the object inside a tombstone.
+func transform[T any](f func(*T) *T) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *T:
+			return f(o), nil
+		case cache.DeletedFinalStateUnknown:
+			if inner, ok := o.Obj.(*T); ok {
+				o.Obj = f(inner)
+			}
+			return o, nil
+		}
+		return obj, nil
+	}
+}
+
+// keptAnnotation reports whether a pod annotation is one fairway reads.
+func keptAnnotation(k string) bool {
+	switch k {
+	case v1alpha1.GPUFractionAliasAnnotation, v1alpha1.GPUMemoryAliasAnnotation, v1alpha1.GPUContainerAliasAnnotation:
+		return true
+	}
+	return strings.HasPrefix(k, v1alpha1.Prefix)
+}
+
+func trimMeta(m *metav1.ObjectMeta, keepLabels bool, keepAnnotation func(string) bool, keepOwners bool) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
+	}
+	if keepLabels {
+		out.Labels = m.Labels
+	}
+	if keepAnnotation != nil {
+		for k, v := range m.Annotations {
+			if keepAnnotation(k) {
+				if out.Annotations == nil {
+					out.Annotations = make(map[string]string)
+				}
+				out.Annotations[k] = v
+			}
+		}
+	}
+	if keepOwners {
+		out.OwnerReferences = m.OwnerReferences
+	}
+	return out
+}
+
+func trimContainers(in []corev1.Container) []corev1.Container {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(in))
+	for i := range in {
+		c := &in[i]
+		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		for _, p := range c.Ports {
+			if p.HostPort > 0 {
+				out[i].Ports = append(out[i].Ports, p)
+			}
+		}
+	}
+	return out
+}
+
+// TrimPod keeps what fairway reads of one of its own pods (spec.schedulerName=fairway).
+func TrimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: trimMeta(&p.ObjectMeta, true, keptAnnotation, true)}
+	s := &p.Spec
+	out.Spec = corev1.PodSpec{
+		NodeName: s.NodeName, SchedulerName: s.SchedulerName, Priority: s.Priority,
+		PriorityClassName: s.PriorityClassName, NodeSelector: s.NodeSelector, Affinity: s.Affinity,
+		Tolerations: s.Tolerations, SchedulingGates: s.SchedulingGates,
+		TopologySpreadConstraints: s.TopologySpreadConstraints, ResourceClaims: s.ResourceClaims,
+		Overhead: s.Overhead, Resources: s.Resources,
+		Containers: trimContainers(s.Containers), InitContainers: trimContainers(s.InitContainers),
+	}
+	for _, v := range s.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName}}})
+		case v.Ephemeral != nil:
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				Ephemeral: &corev1.EphemeralVolumeSource{}}})
+		}
+	}
+	out.Status = corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled || c.Type == corev1.DisruptionTarget {
+			out.Status.Conditions = append(out.Status.Conditions, c)
+		}
+	}
+	return out
+}
+
+// TrimForeignPod keeps what fairway reads of a pod another scheduler bound: only what it takes
+// from its node.
+func TrimForeignPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: trimMeta(&p.ObjectMeta, false, nil, false)}
+	s := &p.Spec
+	out.Spec = corev1.PodSpec{
+		NodeName: s.NodeName, SchedulerName: s.SchedulerName, Overhead: s.Overhead, Resources: s.Resources,
+		Containers: trimContainers(s.Containers), InitContainers: trimContainers(s.InitContainers),
+	}
+	out.Status = corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime}
+	return out
+}
+
+// TrimNode keeps what the snapshot reads of a node: labels, the GPU inventory, cordon, taints
+// and allocatable.
+func TrimNode(n *corev1.Node) *corev1.Node {
+	out := &corev1.Node{ObjectMeta: trimMeta(&n.ObjectMeta, true, func(k string) bool { return k == v1alpha1.GPUInventoryAnnotation }, false)}
+	out.Spec = corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints}
+	out.Status = corev1.NodeStatus{Allocatable: n.Status.Allocatable}
+	return out
+}
+
+// TrimQueue drops a Queue's managed fields.
+func TrimQueue(q *v1alpha1.Queue) *v1alpha1.Queue {
+	q.ManagedFields = nil
+	return q
+}
+
+// TrimPodGroup drops a PodGroup's managed fields.
+func TrimPodGroup(pg *v1alpha1.PodGroup) *v1alpha1.PodGroup {
+	pg.ManagedFields = nil
+	return pg
+}
+
+// TrimPriorityClass keeps a class's name and value.
+func TrimPriorityClass(pc *schedulingv1.PriorityClass) *schedulingv1.PriorityClass {
+	return &schedulingv1.PriorityClass{ObjectMeta: trimMeta(&pc.ObjectMeta, false, nil, false), Value: pc.Value}
+}
+
+// TrimClaim keeps a claim's bound volume.
+func TrimClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: trimMeta(&c.ObjectMeta, false, nil, false),
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: c.Spec.VolumeName},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: c.Status.Phase},
+	}
+}
+
+// TrimVolume keeps a volume's node affinity and claim.
+func TrimVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: trimMeta(&v.ObjectMeta, false, nil, false),
+		Spec:       corev1.PersistentVolumeSpec{NodeAffinity: v.Spec.NodeAffinity, ClaimRef: v.Spec.ClaimRef},
+		Status:     corev1.PersistentVolumeStatus{Phase: v.Status.Phase},
+	}
+}

@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
+	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
+	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
+	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+func scheme() *apiruntime.Scheme {
+	s := apiruntime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
+// eventSink records the runtime's events on pods and PodGroups.
+type eventSink struct {
+	rec events.EventRecorder
+}
+
+func podRef(pod types.NamespacedName, uid types.UID) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: uid}
+}
+
+// Victim records an eviction on the evicted pod.
+func (s *eventSink) Victim(pod types.NamespacedName, uid types.UID, reason, note string) {
+	s.rec.Eventf(podRef(pod, uid), nil, corev1.EventTypeNormal, reason, "Evict", "%s", note)
+}
+
+// Beneficiary records an eviction on the gang it makes room for: its PodGroup, or its pod.
+func (s *eventSink) Beneficiary(gang snapshot.GangKey, reason, note string) {
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: gang.Namespace, Name: gang.Name}
+	if gang.PodGroup {
+		ref = &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "PodGroup", Namespace: gang.Namespace, Name: gang.Name}
+	}
+	s.rec.Eventf(ref, nil, corev1.EventTypeNormal, reason, "Preempt", "%s", note)
+}
+
+// bindObserver turns binder outcomes into metrics and events.
+type bindObserver struct {
+	m      *metrics.Metrics
+	events *eventSink
+}
+
+func (o *bindObserver) Bound(r *binder.Request, at time.Time) {
+	o.m.Bindings.Inc()
+	framework := r.Framework
+	if framework == "" {
+		framework = "none"
+	}
+	if !r.Created.IsZero() {
+		o.m.SchedulingLatency.WithLabelValues(framework, r.Queue).Observe(max(at.Sub(r.Created).Seconds(), 0))
+	}
+}
+
+func (o *bindObserver) Failed(r *binder.Request, reason string, err error) {
+	o.m.BindingErrors.WithLabelValues(reason).Inc()
+	if reason == "Conflict" || reason == "NotFound" {
+		return // bound by someone else, or gone: nothing for the user to act on
+	}
+	note := "binding to node " + r.Node + " failed; the pod waits for another cycle: " + err.Error()
+	if errors.Is(err, gpushare.ErrNoGPUReported) {
+		note = "no gpu-agent on node " + r.Node + " reported the GPU of the pod's reservation; the pod waits for another cycle: " + err.Error()
+	}
+	o.events.rec.Eventf(podRef(r.Pod, r.UID), nil, corev1.EventTypeWarning, "FailedBinding", "Bind", "%s", note)
+}
+
+// evictObserver counts evictions.
+type evictObserver struct{ m *metrics.Metrics }
+
+func (o *evictObserver) Evicted(r *evictor.Request) {
+	o.m.Evictions.WithLabelValues(string(r.Reason), r.Queue).Inc()
+}
+
+func (o *evictObserver) EvictionFailed(*evictor.Request, error) {}

@@ -1,0 +1,198 @@
+package gpushare
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+func TestNames(t *testing.T) {
+	short := SlotKey{Node: "h100-0", Slot: 3}
+	if got := ReservationName(short); got != "fairway-gpu-h100-0-3" {
+		t.Errorf("ReservationName = %s", got)
+	}
+	if got := GroupID(short); got != "h100-0-3" {
+		t.Errorf("GroupID = %s", got)
+	}
+	long := SlotKey{Node: strings.Repeat("node-with-a-very-long-name.", 9) + "example", Slot: 7}
+	for _, k := range []SlotKey{short, long} {
+		if errs := validation.IsDNS1123Subdomain(ReservationName(k)); len(errs) > 0 {
+			t.Errorf("reservation name %q: %v", ReservationName(k), errs)
+		}
+		if errs := validation.IsValidLabelValue(GroupID(k)); len(errs) > 0 {
+			t.Errorf("group id %q: %v", GroupID(k), errs)
+		}
+	}
+	other := long
+	other.Slot = 6
+	if ReservationName(long) == ReservationName(other) || GroupID(long) == GroupID(other) {
+		t.Error("shortened names of two slots collide")
+	}
+}
+
+func TestEnv(t *testing.T) {
+	if diff := cmp.Diff(map[string]string{EnvVisibleDevices: "GPU-1"}, Env("GPU-1", false, 333, 27000)); diff != "" {
+		t.Errorf("soft mode (-want +got):\n%s", diff)
+	}
+	want := map[string]string{EnvVisibleDevices: "GPU-1", EnvMPSMemoryLimit: "0=27000M", EnvMPSThreads: "34"}
+	if diff := cmp.Diff(want, Env("GPU-1", true, 333, 27000)); diff != "" {
+		t.Errorf("MPS (-want +got):\n%s", diff)
+	}
+}
+
+// pods is the informer cache as the manager sees it; agent plays the gpu-agent.
+type pods struct {
+	mu sync.Mutex
+	m  map[string]*corev1.Pod
+}
+
+func (p *pods) Pod(ns, name string) *corev1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[ns+"/"+name]
+}
+
+func (p *pods) set(pod *corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.m[pod.Namespace+"/"+pod.Name] = pod
+}
+
+// newManager returns a manager whose created reservations reach the cache, and get a UUID from
+// the "agent" unless noAgent.
+func newManager(t *testing.T, noAgent bool) (*Manager, *fake.Clientset, *pods) {
+	cs := fake.NewClientset()
+	cache := &pods{m: map[string]*corev1.Pod{}}
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		obj.UID = "resv-uid" // as the API server would
+		pod := obj.DeepCopy()
+		go func() {
+			cache.set(pod.DeepCopy())
+			if noAgent {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			pod.Annotations[v1alpha1.GPUUUIDAnnotation] = "GPU-physical-5"
+			pod.Annotations[v1alpha1.GPUIndexAnnotation] = "5"
+			cache.set(pod)
+		}()
+		return false, nil, nil // let the tracker store it too
+	})
+	m := New(cs, cache, Options{Namespace: "fairway-system", Image: "pause", PriorityClassName: "system-node-critical", Timeout: 300 * time.Millisecond, Poll: time.Millisecond})
+	return m, cs, cache
+}
+
+func TestAcquireCreatesTheReservationAndWaitsForItsGPU(t *testing.T) {
+	m, cs, _ := newManager(t, false)
+	k := SlotKey{Node: "n1", Slot: 2}
+	g, done, err := m.Acquire(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if g.UUID != "GPU-physical-5" || g.Group != "n1-2" || g.Reservation.Name != "fairway-gpu-n1-2" {
+		t.Errorf("grant %+v", g)
+	}
+	p, err := cs.CoreV1().Pods("fairway-system").Get(context.Background(), "fairway-gpu-n1-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := p.Spec.Containers[0].Resources.Limits[v1alpha1.ResourceGPU]
+	if p.Spec.NodeName != "n1" || gpu.Value() != 1 || p.Labels[v1alpha1.ReservationLabel] != "true" ||
+		p.Annotations[snapshot.ReservationSlotAnnotation] != "2" || p.Spec.PriorityClassName != "system-node-critical" ||
+		len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
+		t.Errorf("reservation pod: %+v", p)
+	}
+	// A second pod on the slot reuses the reservation.
+	g2, done2, err := m.Acquire(context.Background(), k)
+	if err != nil || g2.UUID != g.UUID {
+		t.Fatalf("second acquire: %+v %v", g2, err)
+	}
+	done2()
+	creates := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "create" {
+			creates++
+		}
+	}
+	if creates != 1 {
+		t.Errorf("%d reservations created, want 1", creates)
+	}
+}
+
+func TestAcquireWithoutAgentTimesOut(t *testing.T) {
+	m, _, _ := newManager(t, true)
+	_, done, err := m.Acquire(context.Background(), SlotKey{Node: "n1", Slot: 0})
+	if !errors.Is(err, ErrNoGPUReported) || done != nil {
+		t.Fatalf("err %v done %v, want ErrNoGPUReported", err, done != nil)
+	}
+	if m.state(SlotKey{Node: "n1", Slot: 0}).inflight != 0 {
+		t.Error("a failed acquire must hold nothing")
+	}
+}
+
+func TestReleaseRefusesHeldOrOvertakenSlots(t *testing.T) {
+	m, cs, _ := newManager(t, false)
+	ctx := context.Background()
+	k := SlotKey{Node: "n1", Slot: 1}
+	gen := m.Generation(k)
+	_, done, err := m.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.Release(ctx, k, ReservationName(k), "resv-uid", m.Generation(k)); ok || err != nil {
+		t.Errorf("released a slot a binding holds: %v %v", ok, err)
+	}
+	done()
+	if ok, _ := m.Release(ctx, k, ReservationName(k), "resv-uid", gen); ok {
+		t.Error("released on a decision older than the last acquire")
+	}
+	if ok, err := m.Release(ctx, k, ReservationName(k), "resv-uid", m.Generation(k)); !ok || err != nil {
+		t.Fatalf("release of an idle slot: %v %v", ok, err)
+	}
+	var del k8stesting.DeleteAction
+	for _, a := range cs.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			del = d
+		}
+	}
+	if del == nil || del.GetName() != "fairway-gpu-n1-1" || del.GetDeleteOptions().Preconditions == nil ||
+		*del.GetDeleteOptions().Preconditions.UID != "resv-uid" || *del.GetDeleteOptions().GracePeriodSeconds != 0 {
+		t.Errorf("delete action %+v", del)
+	}
+}
+
+func TestPrepareWritesConfigMapAndRecordsTheGPU(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nb", UID: "nb-uid"}}
+	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb"}, Data: map[string]string{EnvVisibleDevices: "GPU-old"}}
+	cs := fake.NewClientset(pod, stale)
+	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
+	env := Env("GPU-7", true, 500, 40000)
+	g := Grant{UUID: "GPU-7", Group: "n1-3"}
+	if err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", g, 3, env); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ := cs.CoreV1().ConfigMaps("a").Get(context.Background(), "fairway-gpu-nb", metav1.GetOptions{})
+	if diff := cmp.Diff(env, cm.Data); diff != "" || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != "nb-uid" {
+		t.Errorf("ConfigMap data (-want +got):\n%s owners %v", diff, cm.OwnerReferences)
+	}
+	got, _ := cs.CoreV1().Pods("a").Get(context.Background(), "nb", metav1.GetOptions{})
+	if got.Annotations[v1alpha1.GPUIndexAnnotation] != "3" || got.Annotations[v1alpha1.GPUUUIDAnnotation] != "GPU-7" || got.Labels[v1alpha1.GPUGroupLabel] != "n1-3" {
+		t.Errorf("pod annotations %v labels %v", got.Annotations, got.Labels)
+	}
+}

@@ -1,0 +1,155 @@
+// Package metrics defines the scheduler's Prometheus metrics, all prefixed fairway_. Their names
+// and labels are a stable interface (dashboards are built on them); scheduler/runtime/README.md
+// lists them with their units.
+//
+// Event metrics (cycle durations, scheduling latency, evictions, binding errors) are ordinary
+// collectors updated as things happen. State metrics (queue amounts, waiting pods and gangs,
+// shared GPUs) are built at scrape time from the last State the loop published, so a queue or a
+// GPU that goes away leaves no stale series behind.
+package metrics
+
+import (
+	"sort"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label names.
+const (
+	LabelQueue     = "queue"
+	LabelResource  = "resource"
+	LabelReason    = "reason"
+	LabelFramework = "framework"
+	LabelNode      = "node"
+	LabelGPUIndex  = "gpu_index"
+)
+
+// QueueAmounts is one queue's accounting, per resource (gpu, cpu, memory, gpu/<type>), in
+// natural units: GPUs, CPU cores, bytes.
+type QueueAmounts struct {
+	Queue                   string
+	Guaranteed              map[string]float64
+	FairShare               map[string]float64
+	Allocated               map[string]float64
+	AllocatedNonPreemptible map[string]float64
+	Requested               map[string]float64
+	Borrowed                map[string]float64
+}
+
+// Pending counts waiting pods and gangs of a queue for one reason code.
+type Pending struct {
+	Queue, Reason string
+	Pods, Gangs   int
+}
+
+// Share is how much of one GPU its fractional pods hold, 0 to 1.
+type Share struct {
+	Node     string
+	GPUIndex int
+	Ratio    float64
+}
+
+// State is what the loop publishes after a cycle; never modified once published.
+type State struct {
+	Queues  []QueueAmounts
+	Pending []Pending
+	Shares  []Share
+}
+
+// Metrics holds every scheduler metric.
+type Metrics struct {
+	CycleDuration     prometheus.Histogram
+	SchedulingLatency *prometheus.HistogramVec
+	Bindings          prometheus.Counter
+	BindingErrors     *prometheus.CounterVec
+	Evictions         *prometheus.CounterVec
+	Leader            prometheus.Gauge
+
+	state atomic.Pointer[State]
+}
+
+var (
+	descGuaranteed = prometheus.NewDesc("fairway_queue_guaranteed", "Guaranteed quota of a queue per resource (GPUs, CPU cores, memory bytes).", []string{LabelQueue, LabelResource}, nil)
+	descFairShare  = prometheus.NewDesc("fairway_queue_fair_share", "Fair share of a queue per resource, as of the last cycle.", []string{LabelQueue, LabelResource}, nil)
+	descAllocated  = prometheus.NewDesc("fairway_queue_allocated", "What a queue's bound pods hold, per resource.", []string{LabelQueue, LabelResource}, nil)
+	descAllocNP    = prometheus.NewDesc("fairway_queue_allocated_nonpreemptible", "The non-preemptible part of fairway_queue_allocated.", []string{LabelQueue, LabelResource}, nil)
+	descRequested  = prometheus.NewDesc("fairway_queue_requested", "Allocated plus what a queue's waiting pods ask for, per resource.", []string{LabelQueue, LabelResource}, nil)
+	descBorrowed   = prometheus.NewDesc("fairway_queue_borrowed", "Allocated above the guaranteed quota, per resource.", []string{LabelQueue, LabelResource}, nil)
+	descPendPods   = prometheus.NewDesc("fairway_pending_pods", "Pods waiting to be scheduled, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
+	descPendGangs  = prometheus.NewDesc("fairway_pending_gangs", "Gangs with pods waiting, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
+	descShare      = prometheus.NewDesc("fairway_gpu_share_allocated", "Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed).", []string{LabelNode, LabelGPUIndex}, nil)
+)
+
+// New makes the metrics (not registered).
+func New() *Metrics {
+	return &Metrics{
+		CycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fairway_cycle_duration_seconds", Help: "Duration of a scheduling cycle: applying cache changes, the engine, handing out decisions.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		SchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fairway_pod_scheduling_latency_seconds", Help: "Time from a pod's creation (creationTimestamp, second resolution) to its successful binding.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
+		}, []string{LabelFramework, LabelQueue}),
+		Bindings: prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_bindings_total", Help: "Pods bound."}),
+		BindingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error).",
+		}, []string{LabelReason}),
+		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, NodeDeleted) and the victim's queue.",
+		}, []string{LabelReason, LabelQueue}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_leader", Help: "1 while this replica is the leader, which schedules."}),
+	}
+}
+
+// Register registers every metric with reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.CycleDuration, m.SchedulingLatency, m.Bindings, m.BindingErrors, m.Evictions, m.Leader, stateCollector{m}} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetState publishes the state metrics; s must not change afterwards.
+func (m *Metrics) SetState(s *State) { m.state.Store(s) }
+
+type stateCollector struct{ m *Metrics }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descPendPods, descPendGangs, descShare} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.m.state.Load()
+	if s == nil {
+		return
+	}
+	for _, q := range s.Queues {
+		for _, x := range []struct {
+			d *prometheus.Desc
+			v map[string]float64
+		}{{descGuaranteed, q.Guaranteed}, {descFairShare, q.FairShare}, {descAllocated, q.Allocated}, {descAllocNP, q.AllocatedNonPreemptible}, {descRequested, q.Requested}, {descBorrowed, q.Borrowed}} {
+			keys := make([]string, 0, len(x.v))
+			for k := range x.v {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, r := range keys {
+				ch <- prometheus.MustNewConstMetric(x.d, prometheus.GaugeValue, x.v[r], q.Queue, r)
+			}
+		}
+	}
+	for _, p := range s.Pending {
+		ch <- prometheus.MustNewConstMetric(descPendPods, prometheus.GaugeValue, float64(p.Pods), p.Queue, p.Reason)
+		ch <- prometheus.MustNewConstMetric(descPendGangs, prometheus.GaugeValue, float64(p.Gangs), p.Queue, p.Reason)
+	}
+	for _, sh := range s.Shares {
+		ch <- prometheus.MustNewConstMetric(descShare, prometheus.GaugeValue, sh.Ratio, sh.Node, strconv.Itoa(sh.GPUIndex))
+	}
+}

@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/fairway-sched/fairway/scheduler/engine"
+)
+
+// Options configure the scheduler runtime. Zero fields take the defaults documented on them.
+type Options struct {
+	// Namespace is fairway's own namespace: reservation pods live there. Default fairway-system.
+	Namespace string
+
+	// CyclePeriod is the longest time between two cycles. Default 1s.
+	CyclePeriod time.Duration
+	// Debounce is how long a cycle waits after the first relevant event, to take the events
+	// that come with it. Default 20ms.
+	Debounce time.Duration
+
+	// BindWorkers bound the bindings in flight. Default 32.
+	BindWorkers int
+	// EvictWorkers bound the evictions in flight. Default 8.
+	EvictWorkers int
+
+	// StatusInterval is how often Queue, PodGroup and waiting pods' status is written (only what
+	// changed). Default 2s.
+	StatusInterval time.Duration
+
+	// ReservationImage is the image of reservation pods. Default registry.k8s.io/pause:3.10.
+	ReservationImage string
+	// ReservationPriorityClass is the priority class of reservation pods. Default
+	// system-node-critical.
+	ReservationPriorityClass string
+	// ReservationTimeout bounds the wait for a gpu-agent to report a new reservation's GPU;
+	// the binding is then given up and retried in a later cycle. Default 60s.
+	ReservationTimeout time.Duration
+
+	// OrphanGrace is how long fairway's pods (and reservations) bound to a deleted node are left
+	// before the runtime deletes them, so their gangs are handled and their owners re-create
+	// them. Default 30s.
+	OrphanGrace time.Duration
+
+	// Engine configures the scheduling engine; its Logger defaults to Log.
+	Engine engine.Options
+
+	Log logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Namespace == "" {
+		o.Namespace = "fairway-system"
+	}
+	if o.CyclePeriod <= 0 {
+		o.CyclePeriod = time.Second
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = 20 * time.Millisecond
+	}
+	if o.BindWorkers <= 0 {
+		o.BindWorkers = 32
+	}
+	if o.EvictWorkers <= 0 {
+		o.EvictWorkers = 8
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = 2 * time.Second
+	}
+	if o.ReservationImage == "" {
+		o.ReservationImage = "registry.k8s.io/pause:3.10"
+	}
+	if o.ReservationPriorityClass == "" {
+		o.ReservationPriorityClass = "system-node-critical"
+	}
+	if o.ReservationTimeout <= 0 {
+		o.ReservationTimeout = time.Minute
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = 30 * time.Second
+	}
+	if o.Log.GetSink() == nil {
+		o.Log = logr.Discard()
+	}
+	if o.Engine.Logger.GetSink() == nil {
+		o.Engine.Logger = o.Log.WithName("engine")
+	}
+	return o
+}

@@ -1,0 +1,263 @@
+// Package podgroups creates a PodGroup for every gang named by a fairway.dev/pod-group
+// annotation that has none, owned so that it is garbage-collected with its workload.
+//
+// Ownership: when the gang's pods have a controller (a Job, a ReplicaSet, an Argo Workflow, a
+// RayCluster...) the PodGroup is owned by the controller of the oldest pod, so it goes when that
+// object goes. Walking up to the top owner would need a read of an arbitrary kind per gang; the
+// direct controller is deleted with the top owner anyway (cascading deletion), so the PodGroup
+// goes then too. Bare pods have no controller: the PodGroup is then owned by every pod of the
+// gang (non-controller references, added as pods appear), and the garbage collector deletes it
+// when the last of them is gone, not with the first.
+package podgroups
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
+)
+
+// ManagedByLabel marks PodGroups the runtime created.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// Derive returns the PodGroup a gang's pods call for: name and namespace from their annotation,
+// minMember (the largest fairway.dev/min-member), queue, priority class, preemptibility and
+// topology from the oldest pod, and its owners (see the package documentation). pods must be
+// non-empty and share the annotation.
+func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
+	pods = slices.Clone(pods)
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	first := pods[0]
+	pg := &v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: first.Annotations[v1alpha1.PodGroupAnnotation], Namespace: first.Namespace,
+			Labels: map[string]string{ManagedByLabel: "fairway"},
+		},
+		Spec: v1alpha1.PodGroupSpec{
+			MinMember:         1,
+			Queue:             queueOf(first),
+			PriorityClassName: first.Spec.PriorityClassName,
+			Preemptibility:    v1alpha1.Preemptibility(first.Labels[v1alpha1.PreemptibilityLabel]),
+		},
+	}
+	switch pg.Spec.Preemptibility {
+	case v1alpha1.Preemptible, v1alpha1.NonPreemptible:
+	default:
+		pg.Spec.Preemptibility = ""
+	}
+	for _, p := range pods {
+		if n, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[v1alpha1.MinMemberAnnotation]), 10, 32); err == nil && int32(n) > pg.Spec.MinMember {
+			pg.Spec.MinMember = int32(n)
+		}
+	}
+	req, pref := first.Annotations[v1alpha1.TopologyRequiredAnnotation], first.Annotations[v1alpha1.TopologyPreferredAnnotation]
+	if req != "" || pref != "" {
+		pg.Spec.TopologyConstraint = &v1alpha1.TopologyConstraint{RequiredLevel: req, PreferredLevel: pref}
+	}
+	pg.OwnerReferences = Owners(pods, nil)
+	return pg
+}
+
+func queueOf(p *corev1.Pod) string {
+	for _, k := range []string{v1alpha1.QueueLabel, v1alpha1.RunAIQueueLabel, v1alpha1.KAIQueueLabel} {
+		if v := p.Labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Owners returns the owner references a PodGroup of these pods must have, given those it has:
+// the controller of the oldest pod that has one, or else every bare pod (pods must be sorted
+// oldest first). have is returned unchanged when it already covers them.
+func Owners(pods []*corev1.Pod, have []metav1.OwnerReference) []metav1.OwnerReference {
+	for _, p := range pods {
+		if c := metav1.GetControllerOfNoCopy(p); c != nil {
+			if len(have) > 0 {
+				return have // owned by a controller (or by pods before the controller appeared)
+			}
+			ref := *c
+			ref.Controller, ref.BlockOwnerDeletion = nil, nil
+			return []metav1.OwnerReference{ref}
+		}
+	}
+	out := slices.Clone(have)
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || slices.ContainsFunc(out, func(r metav1.OwnerReference) bool { return r.UID == p.UID }) {
+			continue
+		}
+		out = append(out, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID})
+	}
+	return out
+}
+
+// Options configure a Controller.
+type Options struct {
+	// Workers reconcile gangs concurrently. 2 when 0.
+	Workers int
+	Log     logr.Logger
+}
+
+// Controller creates and owns PodGroups. It implements manager.Runnable (leader only).
+type Controller struct {
+	client client.Client
+	inf    *cache.Informers
+	opts   Options
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+}
+
+// New returns a controller reading the caches of inf and writing through c. Call it before the
+// informers start so it sees every pod.
+func New(c client.Client, inf *cache.Informers, opts Options) (*Controller, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	ctl := &Controller{client: c, inf: inf, opts: opts, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "podgroups"})}
+	enqueuePod := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			if pg := p.Annotations[v1alpha1.PodGroupAnnotation]; pg != "" {
+				ctl.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: pg})
+			}
+		}
+	}
+	if _, err := inf.Pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueuePod,
+		UpdateFunc: func(old, cur any) {
+			if old.(*corev1.Pod).Annotations[v1alpha1.PodGroupAnnotation] != cur.(*corev1.Pod).Annotations[v1alpha1.PodGroupAnnotation] {
+				enqueuePod(cur)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := inf.PodGroups.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+				ctl.queue.Add(types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name})
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	return ctl, nil
+}
+
+// NeedLeaderElection is true: only the leader creates PodGroups.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start reconciles gangs until ctx ends. Gangs seen before it started are already queued.
+func (c *Controller) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for !c.inf.Synced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	done := make(chan struct{})
+	for range c.opts.Workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	for range c.opts.Workers {
+		<-done
+	}
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.Reconcile(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			c.opts.Log.Error(err, "Reconciling a pod group", "podGroup", klog.KRef(key.Namespace, key.Name))
+		}
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// Reconcile creates the PodGroup of a gang that has pods and none, and adds bare pods to the
+// owners of a PodGroup the runtime created.
+func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) error {
+	var pods []*corev1.Pod
+	for _, p := range c.inf.PodsByIndex(cache.IndexPodGroup, key.Namespace+"/"+key.Name) {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) == 0 {
+		return nil
+	}
+	cur := c.inf.PodGroup(key.Namespace, key.Name)
+	if cur == nil {
+		pg := Derive(pods)
+		err := c.client.Create(ctx, pg)
+		switch {
+		case err == nil:
+			c.opts.Log.V(1).Info("Created a pod group", "podGroup", klog.KObj(pg), "minMember", pg.Spec.MinMember, "queue", pg.Spec.Queue)
+			return nil
+		case apierrors.IsAlreadyExists(err):
+			return nil // the cache is behind; its event brings us back if needed
+		}
+		return err
+	}
+	if cur.Labels[ManagedByLabel] != "fairway" {
+		return nil // someone else's: leave its owners alone
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	want := Owners(pods, cur.OwnerReferences)
+	if len(want) == len(cur.OwnerReferences) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	obj := cur.DeepCopy()
+	obj.OwnerReferences = want
+	if err := c.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+// These tests wire the whole runtime to fake clients: tiny checks that the loop, the workers
+// and their outcomes fit together. The proof that the runtime works is the e2e suite, against a
+// real API server.
+
+func startRuntime(t *testing.T, cs *fake.Clientset, objs ...apiruntime.Object) *Runtime {
+	t.Helper()
+	crd := crfake.NewClientBuilder().WithScheme(scheme()).WithRuntimeObjects(objs...).Build()
+	rt, err := New(Clients{Scheduling: cs, Status: cs, Events: cs, CRD: crd}, Options{
+		CyclePeriod: 50 * time.Millisecond, Debounce: time.Millisecond, StatusInterval: time.Hour,
+		Engine: engine.Options{EvictionGracePeriod: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, run := range []func(context.Context) error{rt.inf.Start, rt.loop.Start, rt.binder.Start, rt.evictor.Start, rt.gpu.Start, rt.runEvents} {
+		go func() { _ = run(ctx) }()
+	}
+	return rt
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A binding the API server refuses is forgotten; a later cycle binds the pod again.
+func TestFailedBindingIsRetriedByALaterCycle(t *testing.T) {
+	pod := testutil.MakePod("a", "p").Queue("a").GPU(1).Obj()
+	pod.Spec.SchedulerName = "fairway"
+	pod.UID = "p-uid"
+	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(8, "H100").Obj(), pod)
+	var attempts atomic.Int32
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+		if a.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		if attempts.Add(1) == 1 {
+			return true, nil, apierrors.NewBadRequest("not today")
+		}
+		b := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		p, _ := cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "a", b.Name)
+		bound := p.(*corev1.Pod).DeepCopy()
+		bound.Spec.NodeName = b.Target.Name
+		return true, nil, cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), bound, "a")
+	})
+	rt := startRuntime(t, cs, testutil.MakeQueue("a").Obj())
+	eventually(t, "the pod bound on the second attempt", func() bool {
+		p, err := cs.CoreV1().Pods("a").Get(context.Background(), "p", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName == "n1"
+	})
+	if n := attempts.Load(); n != 2 {
+		t.Errorf("%d binding attempts, want 2", n)
+	}
+	if !rt.loop.built.Load() {
+		t.Error("the loop never built its snapshot")
+	}
+}
+
+// A reservation whose slot no fractional pod uses (left by a scheduler that died between
+// creating it and binding its pod) is deleted.
+func TestOrphanReservationIsReleased(t *testing.T) {
+	resv := testutil.MakePod("fairway-system", "fairway-gpu-n1-0").Reservation("n1", 0, 3).Obj()
+	resv.UID = "resv-uid"
+	resv.Spec.SchedulerName = "fairway"
+	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(8, "H100").Obj(), resv)
+	startRuntime(t, cs)
+	eventually(t, "the orphan reservation deleted", func() bool {
+		_, err := cs.CoreV1().Pods("fairway-system").Get(context.Background(), resv.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestMain(m *testing.M) {
+	// Fake clients answer no streaming list; the informers list and watch instead.
+	os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	os.Exit(m.Run())
+}

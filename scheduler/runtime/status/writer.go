@@ -1,0 +1,219 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// Report is what one cycle decided that status shows. The loop publishes a new Report after
+// every cycle and never changes a published one.
+type Report struct {
+	// Queues by name.
+	Queues map[string]*engine.QueueStatus
+	// Waiting are the gangs with pods waiting, and why.
+	Waiting map[snapshot.GangKey]*engine.GangReason
+	// Pending are the waiting pods of each waiting gang, as the snapshot had them after the
+	// cycle (pods whose binding is in flight are not among them).
+	Pending map[snapshot.GangKey][]types.NamespacedName
+}
+
+// NewReport indexes a cycle's result; snap is the snapshot after the cycle.
+func NewReport(res *engine.Result, snap *snapshot.Snapshot) *Report {
+	r := &Report{
+		Queues:  make(map[string]*engine.QueueStatus, len(res.Queues)),
+		Waiting: make(map[snapshot.GangKey]*engine.GangReason, len(res.Unschedulable)),
+		Pending: make(map[snapshot.GangKey][]types.NamespacedName, len(res.Unschedulable)),
+	}
+	for i := range res.Queues {
+		r.Queues[res.Queues[i].Name] = &res.Queues[i]
+	}
+	for i := range res.Unschedulable {
+		k := res.Unschedulable[i].Gang
+		r.Waiting[k] = &res.Unschedulable[i]
+		if g := snap.Gang(k); g != nil {
+			keys := make([]types.NamespacedName, 0, len(g.Pending))
+			for _, t := range g.Pending {
+				keys = append(keys, t.Key)
+			}
+			r.Pending[k] = keys
+		}
+	}
+	return r
+}
+
+// Options configure a Writer.
+type Options struct {
+	// Interval between two rounds of writes. 2s when 0.
+	Interval time.Duration
+	// MaxPodWrites bounds the pod condition writes of one round. 200 when 0.
+	MaxPodWrites int
+	Log          logr.Logger
+}
+
+// Writer writes Queue, PodGroup and waiting pods' status at most every Interval, only what
+// changed. It implements manager.Runnable (leader only).
+type Writer struct {
+	crd    client.Client
+	core   kubernetes.Interface
+	inf    *cache.Informers
+	opts   Options
+	latest atomic.Pointer[Report]
+}
+
+// NewWriter returns a writer that reads the caches of inf and writes through crd (Queues,
+// PodGroups) and core (pods).
+func NewWriter(crd client.Client, core kubernetes.Interface, inf *cache.Informers, opts Options) *Writer {
+	if opts.Interval <= 0 {
+		opts.Interval = 2 * time.Second
+	}
+	if opts.MaxPodWrites <= 0 {
+		opts.MaxPodWrites = 200
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Writer{crd: crd, core: core, inf: inf, opts: opts}
+}
+
+// Publish hands over the latest cycle's report; it never blocks.
+func (w *Writer) Publish(r *Report) { w.latest.Store(r) }
+
+// NeedLeaderElection is true: only the leader writes status.
+func (w *Writer) NeedLeaderElection() bool { return true }
+
+// Start writes every Interval until ctx ends.
+func (w *Writer) Start(ctx context.Context) error {
+	t := time.NewTicker(w.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if r := w.latest.Load(); r != nil {
+			w.Write(ctx, r)
+		}
+	}
+}
+
+// Write makes one round of writes from r.
+func (w *Writer) Write(ctx context.Context, r *Report) {
+	now := metav1.Now()
+	q, pg, p := w.writeQueues(ctx, r, now), w.writePodGroups(ctx, r, now), w.writePods(ctx, r, now)
+	if q+pg+p > 0 {
+		w.opts.Log.V(2).Info("Status written", "queues", q, "podGroups", pg, "pods", p)
+	}
+}
+
+func (w *Writer) writeQueues(ctx context.Context, r *Report, now metav1.Time) int {
+	var queues []*v1alpha1.Queue
+	children := map[string][]string{}
+	for _, o := range w.inf.Queues.GetStore().List() {
+		q := o.(*v1alpha1.Queue)
+		queues = append(queues, q)
+		if q.Spec.Parent != "" {
+			children[q.Spec.Parent] = append(children[q.Spec.Parent], q.Name)
+		}
+	}
+	n := 0
+	for _, q := range queues {
+		kids := children[q.Name]
+		slices.Sort(kids)
+		want := QueueStatus(&q.Status, r.Queues[q.Name], kids, now)
+		if equality.Semantic.DeepEqual(q.Status, want) {
+			continue
+		}
+		obj := q.DeepCopy()
+		obj.Status = want
+		if err := w.crd.Status().Update(ctx, obj); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+				w.opts.Log.Error(err, "Writing queue status", "queue", q.Name)
+			}
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+func (w *Writer) writePodGroups(ctx context.Context, r *Report, now metav1.Time) int {
+	n := 0
+	for _, o := range w.inf.PodGroups.GetStore().List() {
+		pg := o.(*v1alpha1.PodGroup)
+		pods := w.inf.PodsByIndex(cache.IndexPodGroup, pg.Namespace+"/"+pg.Name)
+		reason := r.Waiting[snapshot.GangKey{Namespace: pg.Namespace, Name: pg.Name, PodGroup: true}]
+		want := PodGroupStatus(&pg.Status, pg.Spec.MinMember, pods, reason, now)
+		if equality.Semantic.DeepEqual(pg.Status, want) {
+			continue
+		}
+		obj := pg.DeepCopy()
+		obj.Status = want
+		if err := w.crd.Status().Update(ctx, obj); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+				w.opts.Log.Error(err, "Writing pod group status", "podGroup", klog.KObj(pg))
+			}
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// writePods sets PodScheduled=False with the engine's reason on pods that have waited at least
+// one interval (a pod bound a moment after it was created needs no condition).
+func (w *Writer) writePods(ctx context.Context, r *Report, now metav1.Time) int {
+	n := 0
+	minAge := w.opts.Interval
+	for key, reason := range r.Waiting {
+		if w.latest.Load() != r {
+			return n // a newer cycle may have bound some of these pods
+		}
+		var pods []*corev1.Pod
+		for _, k := range r.Pending[key] {
+			if p := w.inf.Pod(k.Namespace, k.Name); p != nil {
+				pods = append(pods, p)
+			}
+		}
+		cond := PodUnschedulable(reason, now)
+		for _, p := range pods {
+			if n >= w.opts.MaxPodWrites {
+				return n
+			}
+			if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || now.Sub(p.CreationTimestamp.Time) < minAge || !PodConditionDiffers(p, cond) {
+				continue
+			}
+			patch, _ := json.Marshal(map[string]any{
+				"metadata": map[string]any{"uid": p.UID},
+				"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+			})
+			_, err := w.core.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+			if err != nil {
+				if !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) && ctx.Err() == nil {
+					w.opts.Log.V(1).Info("Writing a waiting pod's condition", "pod", klog.KObj(p), "err", err.Error())
+				}
+				continue
+			}
+			n++
+		}
+	}
+	return n
+}

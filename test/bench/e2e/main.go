@@ -1,0 +1,498 @@
+// Command e2e is `make bench-e2e`: scheduling throughput on a local cluster of kwok nodes,
+// fairway against the real kube-scheduler, in the same run, on the same API server, with the
+// same client QPS and burst.
+//
+// For each scheduler in turn it creates a burst of plain 1-GPU pods as fast as the API server
+// takes them (a creator client with its own high limits) and measures pods per second from the
+// first creation to the last binding, as seen by a watch. Only one scheduler runs at a time;
+// the pods of a run are deleted before the next. With -runs > 1 the order of the schedulers
+// alternates and the medians are printed. The last line of output is
+//
+//	bench-e2e: nodes=N pods=M fairway=X pods/s kube-scheduler=Y pods/s ratio=X/Y
+//
+// With -gang G the fairway pods come in gangs of G (PodGroup annotations, minMember G) and only
+// fairway runs (kube-scheduler has no gangs):
+//
+//	bench-e2e: nodes=N pods=M gang=G fairway=X pods/s
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/test/cluster"
+)
+
+type options struct {
+	nodes, pods, gang, runs int
+	qps                     float64
+	burst                   int
+	creators                int
+	verbose                 bool
+	keep                    string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.nodes, "nodes", 500, "kwok nodes")
+	flag.IntVar(&o.pods, "pods", 5000, "pods in each burst")
+	flag.IntVar(&o.gang, "gang", 0, "fairway only: pods in gangs of this size (0: plain pods, both schedulers)")
+	flag.IntVar(&o.runs, "runs", 1, "bursts per scheduler; the medians are printed")
+	flag.Float64Var(&o.qps, "qps", 100, "client QPS of both schedulers")
+	flag.IntVar(&o.burst, "burst", 200, "client burst of both schedulers")
+	flag.IntVar(&o.creators, "creators", 32, "goroutines creating pods")
+	flag.BoolVar(&o.verbose, "v", false, "log the cluster's progress")
+	flag.StringVar(&o.keep, "keep-logs", "", "copy the components' logs to this directory at the end")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := logr.Discard()
+	if o.verbose {
+		log = funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, "cluster:", args) }, funcr.Options{})
+	}
+	tmp, err := os.MkdirTemp("", "bench-e2e-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin, err := buildFairway(ctx, tmp)
+	if err != nil {
+		return err
+	}
+	// Enough GPUs that neither scheduler ever meets a full node: 1.5 pods' worth per node, at
+	// least 8, and the pods' count per node within the 110 pods a node takes.
+	gpus := max(8, (o.pods*3+o.nodes*2-1)/(o.nodes*2))
+	pool := cluster.NodePool{Name: "bench", Count: o.nodes, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3",
+		GPUsPerNode: gpus, GPUMemoryMiB: 81559, CPU: "256", Memory: "2Ti", Pods: 110}
+	fmt.Printf("bench-e2e: starting a cluster of %d kwok nodes (%d GPUs each)\n", o.nodes, gpus)
+	begin := time.Now()
+	c, err := cluster.Start(ctx, cluster.Config{NodePools: []cluster.NodePool{pool}, SkipCRDs: true, Logger: log,
+		StartTimeout: 10 * time.Minute})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if o.keep != "" {
+			keepLogs(c.LogDir(), o.keep)
+		}
+		_ = c.Stop()
+	}()
+	if err := applyCRDs(ctx, c, tmp); err != nil {
+		return err
+	}
+	fmt.Printf("bench-e2e: cluster ready in %v\n", time.Since(begin).Round(time.Second))
+
+	creatorCfg := c.RESTConfig()
+	creatorCfg.QPS, creatorCfg.Burst = 5000, 10000
+	creatorCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	creator, err := kubernetes.NewForConfig(creatorCfg)
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, c: c, cs: creator, bin: bin}
+	if err := b.setup(ctx); err != nil {
+		return err
+	}
+
+	var fw, ks []float64
+	for i := range o.runs {
+		order := []string{"fairway", "kube-scheduler"}
+		if o.gang > 0 {
+			order = order[:1]
+		} else if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, s := range order {
+			r, err := b.runOnce(ctx, s, i)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("bench-e2e: run %d %-14s %7.1f pods/s (created in %v, last bound %v after the first creation, p50 latency %v, p99 %v, RSS %d MiB)\n",
+				i+1, s, r.rate, r.created.Round(time.Millisecond), r.span.Round(time.Millisecond), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.rssMiB)
+			if s == "fairway" {
+				fw = append(fw, r.rate)
+			} else {
+				ks = append(ks, r.rate)
+			}
+		}
+	}
+	if o.gang > 0 {
+		fmt.Printf("bench-e2e: nodes=%d pods=%d gang=%d fairway=%.1f pods/s\n", o.nodes, o.pods, o.gang, median(fw))
+		return nil
+	}
+	x, y := median(fw), median(ks)
+	fmt.Printf("bench-e2e: nodes=%d pods=%d fairway=%.1f pods/s kube-scheduler=%.1f pods/s ratio=%.2f\n", o.nodes, o.pods, x, y, x/y)
+	return nil
+}
+
+type bench struct {
+	o   options
+	c   *cluster.Cluster
+	cs  kubernetes.Interface
+	bin string
+}
+
+const benchNS = "bench"
+
+func (b *bench) setup(ctx context.Context) error {
+	for _, obj := range []struct {
+		create func() error
+	}{
+		{func() error {
+			_, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{})
+			return err
+		}},
+		{func() error {
+			_, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fairway-system"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{func() error {
+			return b.c.Client().Create(ctx, &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: benchNS}, Spec: fairwayv1.QueueSpec{Namespaces: []string{benchNS}}})
+		}},
+	} {
+		if err := obj.create(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	// Pods are refused until the default ServiceAccount exists.
+	return poll(ctx, time.Minute, func() bool {
+		_, err := b.cs.CoreV1().ServiceAccounts(benchNS).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	})
+}
+
+type result struct {
+	rate          float64
+	created, span time.Duration
+	p50, p99      time.Duration
+	rssMiB        int64
+}
+
+// runOnce starts one scheduler, runs one burst through it, stops it and deletes the pods.
+func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, error) {
+	qps, burst := strconv.FormatFloat(b.o.qps, 'f', -1, 64), strconv.Itoa(b.o.burst)
+	var proc *cluster.Process
+	var err error
+	name := fmt.Sprintf("%s-%d", sched, run)
+	if sched == "fairway" {
+		port, _ := cluster.FreePort()
+		mport, _ := cluster.FreePort()
+		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: b.bin, Args: []string{"scheduler",
+			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
+			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}})
+	} else {
+		// StartKubeScheduler names its process kube-scheduler; one per cluster at a time.
+		proc, err = b.startKubeScheduler(name, qps, burst)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	defer proc.Stop()
+	// Ready: a probe pod gets bound.
+	probe := b.pod(sched, "probe-"+name, "")
+	if _, err := b.cs.CoreV1().Pods(benchNS).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		return result{}, err
+	}
+	if err := poll(ctx, 2*time.Minute, func() bool {
+		p, err := b.cs.CoreV1().Pods(benchNS).Get(ctx, probe.Name, metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != ""
+	}); err != nil {
+		return result{}, fmt.Errorf("%s did not bind its probe pod: %w\n%s", sched, err, proc.Tail(20))
+	}
+	_ = b.cs.CoreV1().Pods(benchNS).Delete(ctx, probe.Name, metav1.DeleteOptions{})
+
+	// Watch bindings, then create the burst.
+	var mu sync.Mutex
+	boundAt := make(map[string]time.Time, b.o.pods)
+	created := make(map[string]time.Time, b.o.pods)
+	prefix := fmt.Sprintf("%s-%d-", sched, run)
+	lw := cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "pods", benchNS, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+	})
+	inf := cache.NewSharedInformer(lw, &corev1.Pod{}, 0)
+	record := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			mu.Lock()
+			if _, seen := boundAt[p.Name]; !seen {
+				boundAt[p.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }}); err != nil {
+		return result{}, err
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go inf.RunWithContext(ictx)
+	if !cache.WaitForCacheSync(ictx.Done(), inf.HasSynced) {
+		return result{}, errors.New("watch did not sync")
+	}
+
+	begin := time.Now()
+	ch := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	for range b.o.creators {
+		wg.Go(func() {
+			for i := range ch {
+				group := ""
+				if b.o.gang > 0 {
+					group = fmt.Sprintf("%sg%05d", prefix, i/b.o.gang)
+				}
+				p := b.pod(sched, fmt.Sprintf("%s%05d", prefix, i), group)
+				at := time.Now()
+				if _, err := b.cs.CoreV1().Pods(benchNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					continue
+				}
+				mu.Lock()
+				created[p.Name] = at
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range b.o.pods {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	createdIn := time.Since(begin)
+	if firstErr != nil {
+		return result{}, fmt.Errorf("creating pods: %w", firstErr)
+	}
+	timeout := 10*time.Minute + time.Duration(b.o.pods)*20*time.Millisecond
+	if err := poll(ctx, timeout, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for name := range boundAt {
+			if len(name) > len(prefix) && name[:len(prefix)] == prefix {
+				n++
+			}
+		}
+		return n >= b.o.pods
+	}); err != nil {
+		return result{}, fmt.Errorf("%s did not bind the burst: %w\n%s", sched, err, proc.Tail(20))
+	}
+	var last time.Time
+	var lat []time.Duration
+	mu.Lock()
+	for name, at := range boundAt {
+		if len(name) <= len(prefix) || name[:len(prefix)] != prefix {
+			continue
+		}
+		if at.After(last) {
+			last = at
+		}
+		lat = append(lat, at.Sub(created[name]))
+	}
+	mu.Unlock()
+	slices.Sort(lat)
+	span := last.Sub(begin)
+	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid())}
+	cancel()
+	_ = proc.Stop()
+	return r, b.cleanup(ctx)
+}
+
+// startKubeScheduler runs the real kube-scheduler with the same client limits.
+func (b *bench) startKubeScheduler(name, qps, burst string) (*cluster.Process, error) {
+	path := filepath.Join(b.c.BinDir(), "kube-scheduler")
+	return b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: path, Args: []string{
+		"--kubeconfig=" + b.c.Kubeconfig(), "--leader-elect=false", "--secure-port=0", "--v=1",
+		"--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
+	}})
+}
+
+// pod is one burst pod: one GPU, a little CPU and memory, for the given scheduler.
+func (b *bench) pod(sched, name, group string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, Labels: map[string]string{"bench": "true"}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+					fairwayv1.ResourceGPU: resource.MustParse("1")},
+				Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")},
+			}}},
+		},
+	}
+	if sched == "fairway" {
+		p.Spec.SchedulerName = fairwayv1.SchedulerName
+		p.Labels[fairwayv1.QueueLabel] = benchNS
+		if group != "" {
+			p.Annotations = map[string]string{fairwayv1.PodGroupAnnotation: group, fairwayv1.MinMemberAnnotation: strconv.Itoa(b.o.gang)}
+		}
+	}
+	return p
+}
+
+// cleanup deletes the burst's pods and PodGroups and waits until they are gone.
+func (b *bench) cleanup(ctx context.Context) error {
+	if err := b.cs.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	_ = b.c.Client().DeleteAllOf(ctx, &fairwayv1.PodGroup{}, clientInNamespace(benchNS))
+	return poll(ctx, 5*time.Minute, func() bool {
+		list, err := b.cs.CoreV1().Pods(benchNS).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(list.Items) == 0
+	})
+}
+
+func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// buildFairway builds fairway's binary of this tree (no cgo: the scheduler needs none).
+func buildFairway(ctx context.Context, dir string) (string, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "fairway")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/fairway")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building fairway: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// applyCRDs installs fairway's CRDs; if the API server refuses their CEL rules, without them.
+func applyCRDs(ctx context.Context, c *cluster.Cluster, tmp string) error {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, "charts", "fairway", "crds")
+	if c.ApplyCRDs(ctx, dir) == nil {
+		return nil
+	}
+	out := filepath.Join(tmp, "crds")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(data, &obj); err != nil {
+			return err
+		}
+		dropKey(obj, "x-kubernetes-validations")
+		data, err = yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(out, filepath.Base(f)), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return c.ApplyCRDs(ctx, out)
+}
+
+func dropKey(v any, key string) {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, key)
+		for _, e := range x {
+			dropKey(e, key)
+		}
+	case []any:
+		for _, e := range x {
+			dropKey(e, key)
+		}
+	}
+}
+
+func keepLogs(from, to string) {
+	_ = os.MkdirAll(to, 0o755)
+	entries, _ := os.ReadDir(from)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err == nil {
+			_ = os.WriteFile(filepath.Join(to, e.Name()), data, 0o644)
+		}
+	}
+}
+
+func clientInNamespace(ns string) ctrlclient.InNamespace { return ctrlclient.InNamespace(ns) }
+
+// rssMiB is a process's resident memory, from /proc (0 where there is none).
+func rssMiB(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			return kib / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,368 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/gpuagents"
+)
+
+// This file holds what the scheduler's e2e tests share: running `fairway scheduler` as a real
+// process against a local cluster, and building the pods, queues and workloads the scenarios
+// submit, shaped as fairway's webhook leaves them.
+
+// fairwayNS is fairway's own namespace in the scheduler tests.
+const schedNamespace = "fairway-system"
+
+// schedFastFlags make the scheduler react at test speed: short leases, short grace periods.
+var schedFastFlags = []string{
+	"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+	"--status-update-interval=500ms", "--eviction-grace-period=1s", "--stale-gang-grace-period=3s",
+	"--orphan-pod-grace-period=2s", "--reservation-timeout=20s", "--zap-log-level=2",
+}
+
+// schedProc is one running `fairway scheduler`.
+type schedProc struct {
+	*cluster.Process
+	MetricsURL, ReadyURL string
+}
+
+// buildFairway builds the fairway binary of this tree (with cgo, for the agents too).
+func buildFairway(t *testing.T) string {
+	t.Helper()
+	bin, err := gpuagents.BuildBinary(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// startSched starts a scheduler replica named name and waits until it is ready (caches synced;
+// when it is the leader, snapshot built) unless wait is false.
+func startSched(t *testing.T, c *cluster.Cluster, bin, name string, wait bool, extra ...string) *schedProc {
+	t.Helper()
+	metrics, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"scheduler", "--kubeconfig=" + c.Kubeconfig(), "--namespace=" + schedNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe)}, schedFastFlags...)
+	p, err := c.StartProcess(cluster.ProcessSpec{Name: name, Path: bin, Args: append(args, extra...), StopTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("FAIRWAY_E2E_KEEP_LOGS") != "" {
+		t.Cleanup(func() { keepLog(t, p) })
+	}
+	sp := &schedProc{Process: p, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics), ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)}
+	if wait {
+		eventually(t, 60*time.Second, name+" ready", func(ctx context.Context) (bool, error) {
+			if exited, err := p.Exited(); exited {
+				return false, fmt.Errorf("%s exited (%v):\n%s", name, err, p.Tail(30))
+			}
+			return httpOK(ctx, sp.ReadyURL), nil
+		})
+	}
+	return sp
+}
+
+func httpOK(ctx context.Context, url string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// ensureSchedFixtures creates fairway's namespace and its default priority classes.
+func ensureSchedFixtures(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNamespace}})
+	for name, v := range map[string]int32{
+		fairwayv1.PriorityClassTraining: 50, fairwayv1.PriorityClassInteractive: 100, fairwayv1.PriorityClassInference: 125,
+	} {
+		mustCreate(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v})
+	}
+	eventually(t, 30*time.Second, "the default ServiceAccount of "+schedNamespace, func(ctx context.Context) (bool, error) {
+		_, err := c.Clientset().CoreV1().ServiceAccounts(schedNamespace).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// mustCreate creates obj, accepting that it exists already.
+func mustCreate(t *testing.T, c *cluster.Cluster, obj client.Object) {
+	t.Helper()
+	if err := c.Client().Create(t.Context(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// newNamespace creates a namespace for one scenario, with a default ServiceAccount ready.
+func newNamespace(t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	eventually(t, 30*time.Second, "the default ServiceAccount of "+name, func(ctx context.Context) (bool, error) {
+		_, err := c.Clientset().CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// schedQueue creates a leaf queue serving namespaces, with a GPU quota ("" for none).
+func schedQueue(t *testing.T, c *cluster.Cluster, name, gpuQuota string, namespaces ...string) {
+	t.Helper()
+	q := &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fairwayv1.QueueSpec{Namespaces: namespaces}}
+	if gpuQuota != "" {
+		v := resource.MustParse(gpuQuota)
+		q.Spec.Resources.GPU = &fairwayv1.ResourceQuota{Quota: &v}
+	}
+	mustCreate(t, c, q)
+}
+
+// podB builds a pod the way fairway's webhook leaves it.
+type podB struct{ corev1.Pod }
+
+func schedPod(namespace, name, queue string) *podB {
+	p := &podB{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{fairwayv1.QueueLabel: queue, fairwayv1.ManagedLabel: "true"},
+			Annotations: map[string]string{fairwayv1.WorkloadKindAnnotation: "pod"}},
+		Spec: corev1.PodSpec{
+			SchedulerName:                 fairwayv1.SchedulerName,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			}}},
+		},
+	}}
+	return p
+}
+
+func (p *podB) GPUs(n int) *podB {
+	q := resource.MustParse(strconv.Itoa(n))
+	c := &p.Spec.Containers[0]
+	if c.Resources.Limits == nil {
+		c.Resources.Limits = corev1.ResourceList{}
+	}
+	c.Resources.Requests[fairwayv1.ResourceGPU] = q
+	c.Resources.Limits[fairwayv1.ResourceGPU] = q
+	return p
+}
+
+// Fraction makes the pod a fractional one, with the ConfigMap-fed GPU environment the webhook
+// wires into its GPU container.
+func (p *podB) Fraction(f string) *podB {
+	cm := "fairway-gpu-" + p.Name
+	p.Annotations[fairwayv1.GPUFractionAnnotation] = f
+	p.Annotations[fairwayv1.GPUContainerAnnotation] = "main"
+	p.Annotations[fairwayv1.GPUConfigMapAnnotation] = cm
+	ref := func(key string, optional bool) corev1.EnvVar {
+		return corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: key, Optional: ptr.To(optional)}}}
+	}
+	p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, ref("NVIDIA_VISIBLE_DEVICES", false),
+		ref("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", true), ref("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", true))
+	return p
+}
+
+func (p *podB) Gang(group string, minMember int) *podB {
+	p.Annotations[fairwayv1.PodGroupAnnotation] = group
+	p.Annotations[fairwayv1.MinMemberAnnotation] = strconv.Itoa(minMember)
+	return p
+}
+
+func (p *podB) Priority(class string) *podB { p.Spec.PriorityClassName = class; return p }
+
+func (p *podB) OnNodes(names ...string) *podB {
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: names}}}}}}}
+	return p
+}
+
+func (p *podB) Label(k, v string) *podB { p.Labels[k] = v; return p }
+
+func (p *podB) Annotate(k, v string) *podB { p.Annotations[k] = v; return p }
+
+// CompleteAfter has kwok finish the pod that long after it started.
+func (p *podB) CompleteAfter(d time.Duration) *podB {
+	p.Annotations[cluster.CompleteDelayAnnotation] = d.String()
+	return p
+}
+
+func (p *podB) Obj() *corev1.Pod { return p.Pod.DeepCopy() }
+
+// replicaSet runs n copies of the pod template p (its name is the ReplicaSet's), so that evicted
+// pods are re-created by the ReplicaSet controller.
+func replicaSet(p *podB, n int32) client.Object {
+	sel := map[string]string{"app": p.Name}
+	tmpl := p.Obj()
+	labels := maps.Clone(tmpl.Labels)
+	labels["app"] = p.Name
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: maps.Clone(tmpl.Annotations)}, Spec: tmpl.Spec}},
+	}
+}
+
+// podsIn lists the pods of a namespace with a label selector ("" for all).
+func podsIn(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace string, labels map[string]string) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := c.Client().List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+		t.Fatalf("listing pods: %v", err)
+	}
+	slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return list.Items
+}
+
+func bound(pods []corev1.Pod) (out []corev1.Pod) {
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func pendingPods(pods []corev1.Pod) (out []corev1.Pod) {
+	for _, p := range pods {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// deleteNamespace removes a scenario's namespace and waits for its pods to be gone, so that the
+// next scenario starts on an empty cluster.
+func deleteNamespace(t *testing.T, c *cluster.Cluster, name string, queues ...string) {
+	t.Helper()
+	ctx := context.Background()
+	_ = c.Client().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	for _, q := range queues {
+		_ = c.Client().Delete(ctx, &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q}})
+	}
+	eventually(t, 60*time.Second, "the pods of "+name+" to be gone", func(ctx context.Context) (bool, error) {
+		var list corev1.PodList
+		if err := c.Client().List(ctx, &list, client.InNamespace(name)); err != nil {
+			return false, nil
+		}
+		return len(list.Items) == 0, nil
+	})
+}
+
+// reasonOf returns the PodScheduled condition's message of a waiting pod.
+func reasonOf(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// startSchedCluster starts a cluster for the scheduler tests with fairway's CRDs. The API server
+// refuses some of the Queue CRD's CEL rules (charts/fairway/crds, see the known issue in
+// scheduler/runtime/README.md); when it does, the CRDs are applied without their CEL rules, which
+// the scheduler does not depend on.
+func startSchedCluster(t *testing.T, cfg cluster.Config) *cluster.Cluster {
+	t.Helper()
+	cfg.SkipCRDs = true
+	c := cluster.StartT(t, cfg)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "charts", "fairway", "crds")
+	if err := c.ApplyCRDs(t.Context(), dir); err == nil {
+		return c
+	} else {
+		t.Logf("the API server refuses fairway's CRDs as generated; applying them without CEL rules: %.300s", err)
+	}
+	tmp := t.TempDir()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(data, &obj); err != nil {
+			t.Fatal(err)
+		}
+		dropCELRules(obj)
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, filepath.Base(f)), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ApplyCRDs(t.Context(), tmp); err != nil {
+		t.Fatalf("applying fairway's CRDs without CEL rules: %v", err)
+	}
+	return c
+}
+
+func dropCELRules(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "x-kubernetes-validations")
+		for _, e := range x {
+			dropCELRules(e)
+		}
+	case []any:
+		for _, e := range x {
+			dropCELRules(e)
+		}
+	}
+}
+
+// keepLog copies a process's log into the test's artifacts directory (FAIRWAY_E2E_KEEP_LOGS=1
+// keeps the scheduler's logs of passing tests too).
+func keepLog(t *testing.T, p *cluster.Process) {
+	dir, err := cluster.ArtifactsDir(t)
+	if err != nil {
+		return
+	}
+	data, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		return
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	_ = os.WriteFile(filepath.Join(dir, p.Name()+".log"), data, 0o644)
+}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,16 +20,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/dashboards"
 	"github.com/fairway-sched/fairway/dashboards/catalog"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 	"github.com/fairway-sched/fairway/test/gpuagents"
 )
 
@@ -67,22 +63,22 @@ func TestDashboards(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fleet.Stop)
-	dashCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fairway-system"}})
-	for name, v := range map[string]int32{fairwayv1.PriorityClassTraining: 50, fairwayv1.PriorityClassInteractive: 100} {
-		dashCreate(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v})
+	if err := fairwayproc.EnsureSystem(ctx, c, fairwayproc.DefaultNamespace); err != nil {
+		t.Fatal(err)
 	}
 
 	targets := map[string][]string{}
 	for _, n := range nodes {
 		targets["gpu-agent"] = append(targets["gpu-agent"], hostPort(t, fleet.Agent(n.Name).MetricsURL))
 	}
-	running := map[string]bool{"gpu-agent": true}
-	if missing := subcommandMissing(ctx, bin, "scheduler"); missing != "" {
-		t.Logf("MISSING scheduler: %s; panels over its metrics are reported, not checked", missing)
-	} else {
-		targets["scheduler"] = []string{startDashScheduler(t, c, bin)}
-		running["scheduler"] = true
+	running := map[string]bool{"gpu-agent": true, "scheduler": true}
+	sched, err := fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
+		Binary: bin, Args: []string{"--leader-elect=false", "--cycle-period=500ms"},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	targets["scheduler"] = []string{hostPort(t, sched.MetricsURL)}
 	prom := startPrometheus(t, c, targets)
 	prom.waitTargetsUp(t, len(targets["gpu-agent"])+len(targets["scheduler"]))
 
@@ -119,61 +115,6 @@ func hostPort(t *testing.T, raw string) string {
 		t.Fatal(err)
 	}
 	return u.Host
-}
-
-// subcommandMissing returns why `bin <sub> --help` fails ("" when the subcommand exists).
-func subcommandMissing(ctx context.Context, bin, sub string) string {
-	out, err := exec.CommandContext(ctx, bin, sub, "--help").CombinedOutput()
-	if err == nil && strings.Contains(string(out), "fairway "+sub) {
-		return ""
-	}
-	return fmt.Sprintf("%s has no %q command yet (%v)", filepath.Base(bin), sub, err)
-}
-
-// startDashScheduler runs `fairway scheduler` with test-speed settings (those its flags know)
-// and returns its metrics address once it is ready.
-func startDashScheduler(t *testing.T, c *cluster.Cluster, bin string) string {
-	t.Helper()
-	help, _ := exec.CommandContext(t.Context(), bin, "scheduler", "--help").CombinedOutput()
-	metrics, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"scheduler", "--kubeconfig=" + c.Kubeconfig(), "--namespace=fairway-system",
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe)}
-	for _, f := range []string{"--leader-elect=false", "--status-update-interval=500ms", "--eviction-grace-period=1s",
-		"--stale-gang-grace-period=3s", "--reservation-timeout=20s", "--cycle-period=500ms"} {
-		name, _, _ := strings.Cut(f, "=")
-		if strings.Contains(string(help), name+" ") {
-			args = append(args, f)
-		}
-	}
-	p, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-scheduler", Path: bin, Args: args, StopTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
-	eventually(t, 60*time.Second, "the scheduler ready", func(ctx context.Context) (bool, error) {
-		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("the scheduler exited (%w):\n%s", err, p.Tail(30))
-		}
-		return dashHTTPOK(ctx, ready), nil
-	})
-	return "127.0.0.1:" + strconv.Itoa(metrics)
-}
-
-func dashHTTPOK(ctx context.Context, u string) bool {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 func dashIndex(t *testing.T) *catalog.Index {
@@ -225,12 +166,9 @@ func startPrometheus(t *testing.T, c *cluster.Cluster, targets map[string][]stri
 		t.Fatal(err)
 	}
 	s := &promServer{url: "http://127.0.0.1:" + strconv.Itoa(port), proc: p}
-	eventually(t, 60*time.Second, "Prometheus ready", func(ctx context.Context) (bool, error) {
-		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("prometheus exited (%w):\n%s", err, p.Tail(20))
-		}
-		return dashHTTPOK(ctx, s.url+"/-/ready"), nil
-	})
+	if err := fairwayproc.WaitReady(t.Context(), p, s.url+"/-/ready", 0); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 

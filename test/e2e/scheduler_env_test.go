@@ -4,9 +4,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +15,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +24,7 @@ import (
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 	"github.com/fairway-sched/fairway/test/gpuagents"
 )
 
@@ -35,20 +33,10 @@ import (
 // submit, shaped as fairway's webhook leaves them.
 
 // fairwayNS is fairway's own namespace in the scheduler tests.
-const schedNamespace = "fairway-system"
-
-// schedFastFlags make the scheduler react at test speed: short leases, short grace periods.
-var schedFastFlags = []string{
-	"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
-	"--status-update-interval=500ms", "--eviction-grace-period=1s", "--stale-gang-grace-period=3s",
-	"--orphan-pod-grace-period=2s", "--reservation-timeout=20s", "--zap-log-level=2",
-}
+const schedNamespace = fairwayproc.DefaultNamespace
 
 // schedProc is one running `fairway scheduler`.
-type schedProc struct {
-	*cluster.Process
-	MetricsURL, ReadyURL string
-}
+type schedProc = fairwayproc.Scheduler
 
 // buildFairway builds the fairway binary of this tree (with cgo, for the agents too).
 func buildFairway(t *testing.T) string {
@@ -64,59 +52,24 @@ func buildFairway(t *testing.T) string {
 // when it is the leader, snapshot built) unless wait is false.
 func startSched(t *testing.T, c *cluster.Cluster, bin, name string, wait bool, extra ...string) *schedProc {
 	t.Helper()
-	metrics, err := cluster.FreePort()
+	sp, err := fairwayproc.StartScheduler(t.Context(), c, fairwayproc.SchedulerOptions{
+		Binary: bin, Name: name, Namespace: schedNamespace, Args: extra, NoWait: !wait,
+	})
+	if sp != nil && os.Getenv("FAIRWAY_E2E_KEEP_LOGS") != "" {
+		t.Cleanup(func() { keepLog(t, sp.Process) })
+	}
 	if err != nil {
 		t.Fatal(err)
-	}
-	probe, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"scheduler", "--kubeconfig=" + c.Kubeconfig(), "--namespace=" + schedNamespace,
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe)}, schedFastFlags...)
-	p, err := c.StartProcess(cluster.ProcessSpec{Name: name, Path: bin, Args: append(args, extra...), StopTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("FAIRWAY_E2E_KEEP_LOGS") != "" {
-		t.Cleanup(func() { keepLog(t, p) })
-	}
-	sp := &schedProc{Process: p, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics), ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)}
-	if wait {
-		eventually(t, 60*time.Second, name+" ready", func(ctx context.Context) (bool, error) {
-			if exited, err := p.Exited(); exited {
-				return false, fmt.Errorf("%s exited (%v):\n%s", name, err, p.Tail(30))
-			}
-			return httpOK(ctx, sp.ReadyURL), nil
-		})
 	}
 	return sp
-}
-
-func httpOK(ctx context.Context, url string) bool {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // ensureSchedFixtures creates fairway's namespace and its default priority classes.
 func ensureSchedFixtures(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNamespace}})
-	for name, v := range map[string]int32{
-		fairwayv1.PriorityClassTraining: 50, fairwayv1.PriorityClassInteractive: 100, fairwayv1.PriorityClassInference: 125,
-	} {
-		mustCreate(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v})
+	if err := fairwayproc.EnsureSystem(t.Context(), c, schedNamespace); err != nil {
+		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the default ServiceAccount of "+schedNamespace, func(ctx context.Context) (bool, error) {
-		_, err := c.Clientset().CoreV1().ServiceAccounts(schedNamespace).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
 }
 
 // mustCreate creates obj, accepting that it exists already.

@@ -121,21 +121,39 @@ func StartWebhook(ctx context.Context, c *cluster.Cluster, o WebhookOptions) (*W
 	if timeout == 0 {
 		timeout = 90 * time.Second
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if exited, _ := p.Exited(); exited {
-			return false, fmt.Errorf("fairway webhook exited:\n%s", p.Tail(30))
+	if o.ProbeNamespace == "" {
+		// Nothing to probe through the API server yet: wait for the webhook's own readiness and
+		// for its configuration to carry the CA bundle.
+		if err := WaitReady(ctx, p, "http://127.0.0.1:"+strconv.Itoa(probe)+"/readyz", timeout); err != nil {
+			return nil, err
 		}
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: o.ProbeNamespace},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := c.Client().Get(ctx, client.ObjectKey{Name: ConfigurationName}, mwc); err != nil {
+				return false, nil
+			}
+			return len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("waiting for the webhook configuration: %w\n%s", err, p.Tail(40))
 		}
-		if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
-			return false, nil
+	} else {
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			if exited, _ := p.Exited(); exited {
+				return false, fmt.Errorf("fairway webhook exited:\n%s", p.Tail(30))
+			}
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: o.ProbeNamespace},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			}
+			if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
+				return false, nil
+			}
+			return pod.Spec.SchedulerName == fairwayv1.SchedulerName, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the API server does not call the webhook: %w\n%s", err, p.Tail(40))
 		}
-		return pod.Spec.SchedulerName == fairwayv1.SchedulerName, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("the API server does not call the webhook: %w\n%s", err, p.Tail(40))
 	}
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := c.Client().Get(ctx, client.ObjectKey{Name: ConfigurationName}, mwc); err != nil {

@@ -1,0 +1,127 @@
+// Package stack runs the whole of fairway against a local test cluster (test/cluster) as local
+// processes: one gpu-agent per fake GPU node (on go-nvml mocks, with a kubelet PodResources
+// stand-in), the scheduler and the admission webhook. Examples' e2e tests, the dashboards check,
+// the idle-lending test and the demo start fairway through it, so they all run it the same way.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
+	"github.com/fairway-sched/fairway/test/gpuagents"
+)
+
+// Options say which components to run and how. The zero value runs all three with test-speed
+// settings.
+type Options struct {
+	// Binary is the fairway binary; fairwayproc.Build's choice when empty.
+	Binary string
+	// Namespace is fairway's own namespace; fairwayproc.DefaultNamespace when empty. Start
+	// creates it and the default PriorityClasses.
+	Namespace string
+
+	// NoAgents, NoScheduler and NoWebhook leave a component out.
+	NoAgents, NoScheduler, NoWebhook bool
+
+	// Agents configures the gpu-agents; Nodes is filled with every fake GPU node when empty.
+	Agents gpuagents.Options
+	// SchedulerArgs and WebhookArgs are appended to the components' flags.
+	SchedulerArgs, WebhookArgs []string
+	// ProbeNamespace is a namespace some Queue serves, which the webhook must rewrite before
+	// Start returns; without one Start does not wait for the webhook to be called.
+	ProbeNamespace string
+
+	Log logr.Logger
+}
+
+// Stack is a running fairway.
+type Stack struct {
+	Binary    string
+	Agents    *gpuagents.Fleet
+	Scheduler *fairwayproc.Scheduler
+	Webhook   *fairwayproc.Webhook
+	workDir   string
+}
+
+// Start runs the components Options ask for, in dependency order (agents publish the GPU
+// inventory the scheduler places shares by; the webhook comes last so that pods are only
+// rewritten once something schedules them), and returns once each is ready.
+func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err error) {
+	if o.Namespace == "" {
+		o.Namespace = fairwayproc.DefaultNamespace
+	}
+	s := &Stack{}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if s.workDir, err = os.MkdirTemp("", "fairway-stack-"); err != nil {
+		return nil, err
+	}
+	if s.Binary = o.Binary; s.Binary == "" {
+		if s.Binary, err = fairwayproc.Build(ctx, s.workDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := fairwayproc.EnsureSystem(ctx, c, o.Namespace); err != nil {
+		return nil, err
+	}
+	if !o.NoAgents {
+		ao := o.Agents
+		ao.Binary = s.Binary
+		if ao.Log.GetSink() == nil {
+			ao.Log = o.Log
+		}
+		if len(ao.Nodes) == 0 {
+			if ao.Nodes, err = gpuagents.GPUNodes(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		if s.Agents, err = gpuagents.Start(ctx, c, ao); err != nil {
+			return nil, fmt.Errorf("starting gpu-agents: %w", err)
+		}
+	}
+	if !o.NoScheduler {
+		if s.Scheduler, err = fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
+			Binary: s.Binary, Namespace: o.Namespace, Args: o.SchedulerArgs,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if !o.NoWebhook {
+		if s.Webhook, err = fairwayproc.StartWebhook(ctx, c, fairwayproc.WebhookOptions{
+			Binary: s.Binary, Namespace: o.Namespace, ProbeNamespace: o.ProbeNamespace, Args: o.WebhookArgs,
+			Timeout: 90 * time.Second,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Stop stops every component Start started (the cluster stops the processes too, so this is
+// for tests that outlive a stack).
+func (s *Stack) Stop() {
+	var errs []error
+	if s.Webhook != nil {
+		errs = append(errs, s.Webhook.Process.Stop())
+	}
+	if s.Scheduler != nil {
+		errs = append(errs, s.Scheduler.Stop())
+	}
+	if s.Agents != nil {
+		s.Agents.Stop()
+	}
+	if s.workDir != "" {
+		errs = append(errs, os.RemoveAll(s.workDir))
+	}
+	_ = errors.Join(errs...)
+}

@@ -332,6 +332,9 @@ func (c *cycle) planHolds(g *snapshot.Gang, set []*snapshot.Task) string {
 					}
 					held, heldWhole := heldByOthers(n, g, true)
 					r := &t.Req
+					if c.noShares(n, r) {
+						continue
+					}
 					whole := r.WholeGPUs
 					if r.Shared() {
 						whole = 1

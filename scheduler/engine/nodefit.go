@@ -19,6 +19,7 @@ const (
 	FailGPUs
 	FailGPUShare
 	FailGPUMemoryUnknown
+	FailNoInventory
 	FailCPU
 	FailMemory
 	FailPods
@@ -50,6 +51,8 @@ func (f FitFailure) String() string {
 		return "no GPU with enough free share or memory"
 	case FailGPUMemoryUnknown:
 		return "GPU memory unknown"
+	case FailNoInventory:
+		return "no GPU inventory for a GPU share (no fairway gpu-agent on the node)"
 	case FailCPU:
 		return "insufficient cpu"
 	case FailMemory:

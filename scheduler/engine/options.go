@@ -41,6 +41,12 @@ type Options struct {
 	// MaxConsolidationsPerCycle bounds the consolidation what-ifs of one cycle. Default 4.
 	MaxConsolidationsPerCycle int
 
+	// SharesNeedInventory places fractional pods only on nodes that publish a GPU inventory
+	// (Node.Inventory: a gpu-agent runs there). The scheduler runtime sets it: it learns the
+	// device of a shared GPU from the node's agent, so a share on a node without one could never
+	// be made true. Default false (the engine alone does not care).
+	SharesNeedInventory bool
+
 	// Logger receives decisions at V(2) and what-ifs at V(5). Default: discard.
 	Logger logr.Logger
 }

@@ -467,6 +467,9 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	if f := FitsNode(n, &t.Req, g, afterRelease); f != Fits {
 		return snapshot.Assignment{}, f
 	}
+	if c.noShares(n, &t.Req) {
+		return snapshot.Assignment{}, FailNoInventory
+	}
 	_, reserved := heldByOthers(n, g, afterRelease)
 	a, f := PickGPUs(n, &t.Req, afterRelease, reserved)
 	if f == Fits && t.Req.GPUMemoryMiB > 0 && !t.IsShadow() {
@@ -558,5 +561,11 @@ func (c *cycle) fitsIgnoringHolds(n *snapshot.Node, t *snapshot.Task, afterRelea
 		return false
 	}
 	_, f := PickGPUs(n, &t.Req, afterRelease, 0)
-	return f == Fits
+	return f == Fits && !c.noShares(n, &t.Req)
+}
+
+// noShares reports whether a fractional request may not go to the node because it publishes no
+// GPU inventory (Options.SharesNeedInventory).
+func (c *cycle) noShares(n *snapshot.Node, r *snapshot.Request) bool {
+	return c.e.opts.SharesNeedInventory && r.Shared() && !n.Inventory
 }

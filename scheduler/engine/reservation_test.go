@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/fairway-sched/fairway/scheduler/engine"
@@ -41,5 +42,41 @@ func TestReservationOnlyGPU(t *testing.T) {
 	}
 	if wholes != 1 {
 		t.Errorf("exactly one whole-GPU pod fits beside the reservation, got %d: %+v", wholes, res.Bindings)
+	}
+}
+
+// With SharesNeedInventory, fractional pods go only to nodes whose gpu-agent publishes an
+// inventory, and wait with that reason when none does; whole-GPU pods go anywhere.
+func TestSharesNeedInventory(t *testing.T) {
+	for name, tc := range map[string]struct {
+		agentNode bool
+		want      string
+	}{
+		"agent on one node": {true, "with-agent"},
+		"no agent anywhere": {false, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snap := snapshot.New()
+			mustNoErr(t, snap.UpsertNode(testutil.MakeNode("bare").GPUs(8, "H100").Obj()))
+			if tc.agentNode {
+				mustNoErr(t, snap.UpsertNode(testutil.MakeNode("with-agent").GPUs(8, "H100").Inventory(81920).Obj()))
+			}
+			mustNoErr(t, snap.UpsertQueue(testutil.MakeQueue("a").Obj()))
+			mustNoErr(t, snap.UpsertPod(testutil.MakePod("a", "frac").Queue("a").Fraction("0.5").Obj()))
+			mustNoErr(t, snap.UpsertPod(testutil.MakePod("a", "whole").Queue("a").GPU(1).Obj()))
+			res := engine.New(engine.Options{SharesNeedInventory: true}).Schedule(snap, benchNow)
+			got := map[string]string{}
+			for _, b := range res.Bindings {
+				got[b.Pod.Name] = b.Node
+			}
+			if got["frac"] != tc.want || got["whole"] == "" {
+				t.Errorf("bindings %v, want frac on %q and whole bound", got, tc.want)
+			}
+			if tc.want == "" {
+				if len(res.Unschedulable) != 1 || !strings.Contains(res.Unschedulable[0].Message, "no fairway gpu-agent") {
+					t.Errorf("reason %+v", res.Unschedulable)
+				}
+			}
+		})
 	}
 }

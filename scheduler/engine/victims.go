@@ -346,6 +346,7 @@ const maxCompared = 8
 // taken off it.
 type nodeRoom struct {
 	n               *snapshot.Node
+	noShares        bool
 	cpu, mem, pods  int64
 	floating, resvd int64
 	slots           []slotLeft
@@ -357,6 +358,7 @@ func (c *cycle) roomOf(n *snapshot.Node, g *snapshot.Gang) *nodeRoom {
 	r := &c.scratch.room
 	*r = nodeRoom{
 		n:        n,
+		noShares: c.e.opts.SharesNeedInventory && !n.Inventory,
 		cpu:      n.Allocatable.MilliCPU - n.Used.MilliCPU + n.Releasing.MilliCPU - held.MilliCPU,
 		mem:      n.Allocatable.Memory - n.Used.Memory + n.Releasing.Memory - held.Memory,
 		pods:     n.Allocatable.Pods - n.Used.Pods + n.Releasing.Pods - held.Pods,
@@ -459,6 +461,9 @@ func (r *nodeRoom) gpuFits(req *snapshot.Request) bool {
 	avail := empty - r.floating - r.resvd
 	if req.WholeGPUs > 0 {
 		return avail >= req.WholeGPUs
+	}
+	if r.noShares {
+		return false
 	}
 	for i := range r.slots {
 		s := &r.slots[i]

@@ -42,7 +42,8 @@ type Options struct {
 	// them. Default 30s.
 	OrphanGrace time.Duration
 
-	// Engine configures the scheduling engine; its Logger defaults to Log.
+	// Engine configures the scheduling engine; its Logger defaults to Log, and
+	// SharesNeedInventory is always set (fractional pods go only to nodes with a gpu-agent).
 	Engine engine.Options
 
 	Log logr.Logger
@@ -85,5 +86,7 @@ func (o Options) withDefaults() Options {
 	if o.Engine.Logger.GetSink() == nil {
 		o.Engine.Logger = o.Log.WithName("engine")
 	}
+	// The device of a shared GPU comes from the node's gpu-agent: shares go where one runs.
+	o.Engine.SharesNeedInventory = true
 	return o
 }

@@ -146,6 +146,9 @@ type Node struct {
 	TypeDim int
 	// Unschedulable is spec.unschedulable (cordoned).
 	Unschedulable bool
+	// Inventory is true when the node publishes a GPU inventory (fairway.dev/gpu-inventory):
+	// a gpu-agent runs there, which is what tells the runtime the device of a shared GPU.
+	Inventory bool
 
 	// Tasks are the pods bound to the node, in no particular order.
 	Tasks []*Task
@@ -279,6 +282,7 @@ type nodeSpec struct {
 	slots         []GPUSlot
 	gpuType       string
 	unschedulable bool
+	inventory     bool
 }
 
 func readNode(obj *corev1.Node) (nodeSpec, error) {
@@ -310,6 +314,7 @@ func readNode(obj *corev1.Node) (nodeSpec, error) {
 	if v, ok := obj.Annotations[v1alpha1.GPUInventoryAnnotation]; ok && v != "" {
 		inv, err = ParseGPUInventory(v)
 		// A bad inventory leaves the GPUs usable, without UUIDs; the error is reported.
+		ns.inventory = err == nil && len(inv) > 0
 	}
 	labelMem := int64(0)
 	if v, ok := obj.Labels[v1alpha1.GPUMemoryLabel]; ok {

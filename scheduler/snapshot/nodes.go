@@ -100,6 +100,7 @@ func (s *Snapshot) applyNodeSpec(n *Node, obj *corev1.Node, spec nodeSpec) {
 	n.GPUType = spec.gpuType
 	n.TypeDim = s.typeDim(spec.gpuType)
 	n.Unschedulable = spec.unschedulable
+	n.Inventory = spec.inventory
 	n.Version++
 	for i := range n.Slots {
 		s.refGPUMemMiB = max(s.refGPUMemMiB, n.Slots[i].MemoryMiB)

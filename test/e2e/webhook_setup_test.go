@@ -25,6 +25,7 @@ import (
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/fairwayproc"
+	"github.com/fairway-sched/fairway/test/gpuagents"
 )
 
 // fairwayNamespace is where the webhook keeps its certificate Secret; its pods are never touched.
@@ -159,6 +160,17 @@ profiles:
 func startScheduler(t *testing.T, c *cluster.Cluster) (real bool) {
 	t.Helper()
 	if fairwayproc.HasSubcommand(fairwayBinary(t), "scheduler") {
+		// Shared GPUs need the node's gpu-agent: it reports the device the kubelet gave the
+		// GPU's reservation pod.
+		nodes, err := gpuagents.GPUNodes(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet, err := gpuagents.Start(t.Context(), c, gpuagents.Options{Nodes: nodes, Binary: fairwayBinary(t)})
+		if err != nil {
+			t.Fatalf("starting the gpu-agents: %v", err)
+		}
+		t.Cleanup(fleet.Stop)
 		if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-scheduler", Path: fairwayBinary(t),
 			Args: []string{"scheduler", "--kubeconfig=" + c.Kubeconfig()}}); err != nil {
 			t.Fatalf("starting fairway scheduler: %v", err)

@@ -36,6 +36,16 @@ func TestWebhook(t *testing.T) {
 	createQueue(t, c, "team-b", "team-b")
 	createQueue(t, c, "ray-team", "team-ray")
 	createQueue(t, c, "notebooks", "jhub")
+	// Notebooks are non-preemptible: they run only within the queue's guaranteed quota.
+	notebooks := &fairwayv1.Queue{}
+	if err := c.Client().Get(t.Context(), client.ObjectKey{Name: "notebooks"}, notebooks); err != nil {
+		t.Fatal(err)
+	}
+	oneGPU := resource.MustParse("1")
+	notebooks.Spec.Resources.GPU = &fairwayv1.ResourceQuota{Quota: &oneGPU}
+	if err := c.Client().Update(t.Context(), notebooks); err != nil {
+		t.Fatal(err)
+	}
 	startWebhook(t, c, "team-a")
 	t.Logf("cluster and webhook ready after %v", time.Since(begin).Round(time.Millisecond))
 

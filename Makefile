@@ -69,6 +69,18 @@ demo: tools build ## Start a local cluster with 4 fake nodes of 8 H100 GPUs and 
 
 ##@ Measure
 
+BENCH_NODES ?= 500
+BENCH_PODS  ?= 5000
+BENCH_QPS   ?= 100
+BENCH_BURST ?= 200
+BENCH_RUNS  ?= 3
+
+.PHONY: bench-e2e bench-e2e-gang
+bench-e2e: tools build ## Pods/s creation to bound on kwok nodes: fairway vs kube-scheduler, same API server and client QPS/burst.
+	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS)
+bench-e2e-gang: tools build ## The same burst in gangs of 8, fairway only.
+	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS) -gang 8
+
 .PHONY: bench-webhook
 bench-webhook: tools ## Webhook admission latency at 500 pods/s over TLS on loopback (10,000-pod burst).
 	$(GO) run ./test/bench/webhook

@@ -76,6 +76,10 @@ const (
 	GPUGroupLabel = Prefix + "gpu-group"
 	// ReservationLabel marks a reservation pod ("true").
 	ReservationLabel = Prefix + "reservation"
+	// ReservationSlotAnnotation is the GPU slot (the scheduler's numbering of a node's GPUs) a
+	// reservation pod holds a GPU for. It differs from GPUIndexAnnotation, which the gpu-agent
+	// writes on the same pod with the index of the physical GPU the kubelet gave it.
+	ReservationSlotAnnotation = Prefix + "gpu-slot"
 	// GPUConfigMapAnnotation names the ConfigMap (in the pod's namespace) from which the GPU
 	// container of a fractional pod takes its GPU environment (NVIDIA_VISIBLE_DEVICES and, under
 	// MPS, the memory and thread limits). The webhook picks the name at admission, when the pod

@@ -19,9 +19,9 @@ import (
 // webhook wires them into the container at admission (NVIDIA_VISIBLE_DEVICES required, the MPS
 // limits optional).
 const (
-	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
-	EnvMPSMemoryLimit = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
-	EnvMPSThreads     = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	EnvVisibleDevices = v1alpha1.GPUConfigMapVisibleDevicesKey
+	EnvMPSMemoryLimit = v1alpha1.GPUConfigMapMPSMemoryLimitKey
+	EnvMPSThreads     = v1alpha1.GPUConfigMapMPSThreadsKey
 )
 
 // Env is the GPU environment of a fractional pod on the GPU uuid: the device, and on a node whose

@@ -505,7 +505,17 @@ func KFPDriverOutputs(pod *corev1.Pod) (outputs map[string]string, ok bool, err 
 			main = &pod.Spec.Containers[i]
 		}
 	}
-	if main == nil || len(main.Command) == 0 || main.Command[0] != "driver" {
+	if main == nil {
+		return nil, false, nil
+	}
+	// Argo runs the template's command through its executor: argoexec emissary ... -- <command>.
+	command := main.Command
+	if len(command) > 0 && strings.HasSuffix(command[0], "argoexec") {
+		if i := slices.Index(command, "--"); i >= 0 {
+			command = command[i+1:]
+		}
+	}
+	if len(command) == 0 || command[0] != "driver" {
 		return nil, false, nil
 	}
 	flags := map[string]string{}

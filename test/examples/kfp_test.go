@@ -173,7 +173,8 @@ func TestKFPDriverOutputs(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "vision-training-x-system-container-driver-1", Annotations: map[string]string{
 				"workflows.argoproj.io/node-id": "vision-training-x-1"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "wait"}, {Name: "main", Command: []string{"driver"}, Args: []string{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "wait"}, {Name: "main", Command: []string{
+				"/var/run/argo/argoexec", "emissary", "--loglevel", "info", "--", "driver"}, Args: []string{
 				"--type", "CONTAINER", "--pipeline_name", run.PipelineName, "--run_id", run.RunID, "--container", string(container),
 				"--kubernetes_config", "",
 			}}}},

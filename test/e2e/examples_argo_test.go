@@ -35,7 +35,7 @@ func TestExampleArgo(t *testing.T) {
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 1,
 		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}
-	c := startExample(t, []cluster.NodePool{gpu}, []*fairwayv1.Queue{
+	c := startExample(t, []cluster.NodePool{gpu}, []client.Object{
 		exampleQueue("ml-team", "ml-team", ""), exampleQueue("prod", "prod", "1"),
 	}, stack.Options{})
 	if _, err := c.StartArgo(ctx, cluster.ArgoOptions{}); err != nil {

@@ -38,7 +38,7 @@ func TestExampleKubeflowPipelines(t *testing.T) {
 	ns := "kubeflow-user-alice" // a KFP profile namespace
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 2,
 		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}
-	c := startExample(t, []cluster.NodePool{gpu}, []*fairwayv1.Queue{exampleQueue("vision", ns, "2")}, stack.Options{})
+	c := startExample(t, []cluster.NodePool{gpu}, []client.Object{exampleQueue("vision", ns, "2")}, stack.Options{})
 	// KFP runs its pods as pipeline-runner (multi-user installs: default-editor, made by the
 	// profile controller).
 	mustCreate(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pipeline-runner", Namespace: ns}})

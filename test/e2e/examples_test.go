@@ -36,20 +36,27 @@ func exampleQueue(name, namespace, gpuQuota string) *fairwayv1.Queue {
 	return q
 }
 
-// startExample starts a cluster of the node pools, creates the queues and their namespaces,
-// and runs fairway on it; the webhook is serving the first queue's namespace when it returns.
-func startExample(t *testing.T, pools []cluster.NodePool, queues []*fairwayv1.Queue, opts stack.Options) *cluster.Cluster {
+// startExample starts a cluster of the node pools, creates objs in order (the namespaces of
+// Queues first; namespaces wait for their default ServiceAccount), and runs fairway on it; the
+// webhook is serving opts.ProbeNamespace, or the first Queue's first namespace, when it returns.
+func startExample(t *testing.T, pools []cluster.NodePool, objs []client.Object, opts stack.Options) *cluster.Cluster {
 	t.Helper()
 	begin := time.Now()
 	c := cluster.StartT(t, cluster.Config{NodePools: pools})
-	for _, q := range queues {
-		for _, ns := range q.Spec.Namespaces {
-			newNamespace(t, c, ns)
+	for _, obj := range objs {
+		if q, ok := obj.(*fairwayv1.Queue); ok {
+			for _, ns := range q.Spec.Namespaces {
+				newNamespace(t, c, ns)
+			}
+			if opts.ProbeNamespace == "" && len(q.Spec.Namespaces) > 0 {
+				opts.ProbeNamespace = q.Spec.Namespaces[0]
+			}
 		}
-		mustCreate(t, c, q)
-	}
-	if opts.ProbeNamespace == "" && len(queues) > 0 {
-		opts.ProbeNamespace = queues[0].Spec.Namespaces[0]
+		if obj.GetObjectKind().GroupVersionKind().Kind == "Namespace" {
+			newNamespace(t, c, obj.GetName())
+			continue
+		}
+		mustCreate(t, c, obj)
 	}
 	if opts.Binary == "" {
 		opts.Binary = fairwayBinary(t)
@@ -161,4 +168,10 @@ func amount(list corev1.ResourceList, name string) float64 {
 		return 0
 	}
 	return q.AsApproximateFloat64()
+}
+
+// unstructuredSet sets a field of an object read from the examples (a test's change, such as a
+// Job's parallelism or kwok's completion delay).
+func unstructuredSet(obj *unstructured.Unstructured, value any, fields ...string) error {
+	return unstructured.SetNestedField(obj.Object, value, fields...)
 }

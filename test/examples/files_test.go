@@ -88,7 +88,7 @@ func TestExampleFilesDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seen < 9 {
+	if seen < 14 {
 		t.Errorf("only %d files under %s", seen, dir)
 	}
 }
@@ -242,8 +242,10 @@ func checkRayClusterSpec(spec map[string]any) error {
 	head, _ := spec["headGroupSpec"].(map[string]any)
 	var errs []error
 	var tmpl corev1.PodTemplateSpec
-	if err := strictConvert(head["template"], &tmpl); err != nil || len(tmpl.Spec.Containers) == 0 {
-		errs = append(errs, fmt.Errorf("head template: %v (%d containers)", err, len(tmpl.Spec.Containers)))
+	if err := strictConvert(head["template"], &tmpl); err != nil {
+		errs = append(errs, fmt.Errorf("head template: %w", err))
+	} else if len(tmpl.Spec.Containers) == 0 {
+		errs = append(errs, errors.New("head template without containers"))
 	}
 	groups, _ := spec["workerGroupSpecs"].([]any)
 	seen := map[string]bool{}
@@ -264,8 +266,10 @@ func checkRayClusterSpec(spec map[string]any) error {
 			errs = append(errs, fmt.Errorf("worker group %s: replicas %v outside [%v, %v]", name, r, lo, hi))
 		}
 		var wt corev1.PodTemplateSpec
-		if err := strictConvert(gm["template"], &wt); err != nil || len(wt.Spec.Containers) == 0 {
-			errs = append(errs, fmt.Errorf("worker group %s template: %v (%d containers)", name, err, len(wt.Spec.Containers)))
+		if err := strictConvert(gm["template"], &wt); err != nil {
+			errs = append(errs, fmt.Errorf("worker group %s template: %w", name, err))
+		} else if len(wt.Spec.Containers) == 0 {
+			errs = append(errs, fmt.Errorf("worker group %s template without containers", name))
 		}
 	}
 	return errors.Join(errs...)

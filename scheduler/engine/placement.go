@@ -339,14 +339,16 @@ func sameRequest(a, b *snapshot.Task) bool {
 		len(a.Req.HostPorts) == 0 && len(b.Req.HostPorts) == 0
 }
 
-// gangFailure wraps the first pod's failure with the gang's count.
+// gangFailure wraps the first pod's failure with the gang's count. placed counts the pods placed
+// before placement gave up, not the most that could fit: placement stops as soon as the minimum
+// is out of reach, so the message must not claim more.
 func gangFailure(f *placeFailure, need, placed int) *placeFailure {
 	if f == nil {
 		return &placeFailure{code: ReasonNoNodeFits, capacity: true, msg: "the gang's sub-group minimums cannot be met"}
 	}
 	out := *f
 	if need > 1 {
-		out.msg = fmt.Sprintf("the gang needs %d pods placed together and only %d fit; %s", need, placed, f.msg)
+		out.msg = fmt.Sprintf("the gang needs %d pods placed together and they do not all fit (%d placed before one failed); %s", need, placed, f.msg)
 	}
 	return &out
 }

@@ -49,7 +49,7 @@ func pod(node string, phase corev1.PodPhase) *corev1.Pod {
 }
 
 func TestPodGroupStatus(t *testing.T) {
-	waiting := &engine.GangReason{Code: engine.ReasonNoNodeFits, Message: "the gang needs 4 pods placed together and only 2 fit"}
+	waiting := &engine.GangReason{Code: engine.ReasonNoNodeFits, Message: "the gang needs 4 pods placed together and they do not all fit (2 placed before one failed)"}
 	cases := map[string]struct {
 		pods      []*corev1.Pod
 		reason    *engine.GangReason

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestFormatAmount(t *testing.T) {
@@ -87,5 +88,32 @@ func TestEveryEngineReasonHasAHint(t *testing.T) {
 		if _, ok := hints[code]; !ok {
 			t.Errorf("no hint for %s", code)
 		}
+	}
+}
+
+// A queue that sets no quota for a GPU type has no fair share or borrowing of its own on that
+// type: its use counts against its gpu quota. The table must not print 0 there, which would
+// read as "allocated above fair share", reclaimable.
+func TestQueuesGPUTypeWithoutTypeQuota(t *testing.T) {
+	twelve := resource.MustParse("12")
+	qs := []fairwayv1.Queue{
+		{ObjectMeta: metav1.ObjectMeta{Name: "nlp"}, Status: fairwayv1.QueueStatus{
+			Allocated: corev1.ResourceList{"gpu": twelve, "gpu/H100": twelve}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "vision"}, Spec: fairwayv1.QueueSpec{
+			GPUTypes: []fairwayv1.GPUTypeQuota{{Name: "H100", Quota: &twelve}}}},
+	}
+	v := BuildQueues(qs, []string{"gpu/H100"})
+	var buf bytes.Buffer
+	if err := PrintQueues(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	want := "QUEUE    GPU/H100 GUARANTEED   GPU/H100 FAIR SHARE   GPU/H100 ALLOCATED   GPU/H100 BORROWED   GPU/H100 PENDING   PENDING PODS\n" +
+		"nlp      -                     -                     12                   -                   0                  0\n" +
+		"vision   12                    0                     0                    0                   0                  0\n"
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if !v.Items[0].Resources["gpu/H100"].NoTypeQuota || v.Items[1].Resources["gpu/H100"].NoTypeQuota {
+		t.Errorf("NoTypeQuota: nlp %v, vision %v", v.Items[0].Resources["gpu/H100"].NoTypeQuota, v.Items[1].Resources["gpu/H100"].NoTypeQuota)
 	}
 }

@@ -52,6 +52,10 @@ type QueueAmounts struct {
 	Borrowed  Amount `json:"borrowed"`
 	// Pending is what waiting pods ask for: status requested minus allocated.
 	Pending Amount `json:"pending"`
+	// NoTypeQuota is true for a GPU type (gpu/<type>) the queue sets no quota for: its use of
+	// that type counts against its gpu quota only, so guaranteed, fair share and borrowed are
+	// those of gpu, and the table shows "-" here.
+	NoTypeQuota bool `json:"noTypeQuota,omitempty"`
 }
 
 // QueuesOptions are the flags of `fairway queues`.
@@ -145,6 +149,7 @@ func queueView(q *fairwayv1.Queue, depth int, resources []string) QueueView {
 			Borrowed:   statusAmount(q.Status.Borrowed, r),
 		}
 		a.Pending = max(statusAmount(q.Status.Requested, r)-a.Allocated, 0)
+		a.NoTypeQuota = strings.HasPrefix(r, "gpu/") && !listsGPUType(q, strings.TrimPrefix(r, "gpu/"))
 		v.Resources[r] = a
 	}
 	return v
@@ -156,6 +161,15 @@ func statusAmount(l corev1.ResourceList, res string) Amount {
 		return 0
 	}
 	return amountOf(q)
+}
+
+func listsGPUType(q *fairwayv1.Queue, name string) bool {
+	for _, t := range q.Spec.GPUTypes {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // quotaOf reads a resource's guarantee and limit from the spec: gpu, cpu and memory from
@@ -207,6 +221,10 @@ func PrintQueues(w io.Writer, v QueueList) error {
 		cells := []string{name}
 		for _, r := range v.Resources {
 			a := q.Resources[r]
+			if a.NoTypeQuota {
+				cells = append(cells, "-", "-", formatAmount(r, a.Allocated), "-", formatAmount(r, a.Pending))
+				continue
+			}
 			guar := formatAmount(r, a.Guaranteed)
 			if a.Limit != nil {
 				guar += " (max " + formatAmount(r, *a.Limit) + ")"

@@ -8,8 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/google/go-cmp/cmp"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 func TestFormatAmount(t *testing.T) {

@@ -54,12 +54,17 @@ unit: ## Unit tests and engine scenarios (no cluster).
 e2e: tools build ## End-to-end tests on a local cluster built from Go modules.
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./test/e2e/... 2>&1 | hack/test-summary.sh
 
+.PHONY: chart-test
+chart-test: ## helm lint and helm template of charts/fairway (defaults, every option, bad values) through the pinned helm.
+	hack/build-tools.sh helm
+	$(GO) test $(GOTEST_FLAGS) ./test/chart/
+
 .PHONY: dashboards-check
 dashboards-check: tools build ## Every dashboard query on a real Prometheus scraping a local cluster; fails on a query that returns nothing.
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout 15m -run '^TestDashboards$$' -v ./test/e2e/ 2>&1 | hack/test-summary.sh
 
 .PHONY: test
-test: verify unit e2e ## Everything CI runs.
+test: verify chart-test unit e2e ## Everything CI runs.
 
 ##@ Run
 

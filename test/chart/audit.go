@@ -32,7 +32,8 @@ type AuditEvent struct {
 	URI                                          string
 }
 
-// ReadAudit reads an audit log file (one JSON event per line).
+// ReadAudit reads an audit log file (one JSON event per line), one event per request: a
+// long-running request (a watch) is logged when its response starts and again when it ends.
 func ReadAudit(path string) ([]AuditEvent, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -40,10 +41,12 @@ func ReadAudit(path string) ([]AuditEvent, error) {
 	}
 	defer f.Close()
 	var out []AuditEvent
+	seen := map[string]int{} // audit ID -> index in out
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 1<<20), 16<<20)
 	for s.Scan() {
 		var e struct {
+			AuditID    string `json:"auditID"`
 			Verb       string `json:"verb"`
 			RequestURI string `json:"requestURI"`
 			User       struct {
@@ -72,6 +75,11 @@ func ReadAudit(path string) ([]AuditEvent, error) {
 		if r := e.ObjectRef; r != nil {
 			ev.Group, ev.Resource, ev.Subresource, ev.Namespace, ev.Name = r.APIGroup, r.Resource, r.Subresource, r.Namespace, r.Name
 		}
+		if i, ok := seen[e.AuditID]; ok && e.AuditID != "" {
+			out[i] = ev
+			continue
+		}
+		seen[e.AuditID] = len(out)
 		out = append(out, ev)
 	}
 	return out, s.Err()
@@ -95,17 +103,22 @@ type Usage struct {
 	ResourceNames []string
 	// Requests counts the authorized requests of the rule's user that the rule covers.
 	Requests int
+	// StreamedLists counts, for list, the watches that streamed the initial list instead
+	// (sendInitialEvents=true: client-go's informers against an API server with WatchList);
+	// against API servers without it the same informers list.
+	StreamedLists int
 	// Justification is the rule's reason for a verb a run may not use.
 	Justification string
 }
 
 // Unused reports whether the grant was neither used nor justified.
-func (u Usage) Unused() bool { return u.Requests == 0 && u.Justification == "" }
+func (u Usage) Unused() bool { return u.Requests == 0 && u.StreamedLists == 0 && u.Justification == "" }
 
 // RuleUsage lists every verb × resource the rules grant with the requests that used it: requests
 // by the rule's user, for that verb, API group and resource (subresources as "pods/binding"), in
 // the rule's namespace when it has one, on one of its resourceNames when it names any. Refused
-// requests do not count.
+// requests do not count. An informer's initial list streamed in its watch counts for list (see
+// Usage.StreamedLists).
 func RuleUsage(rules []Rule, events []AuditEvent) []Usage {
 	var out []Usage
 	for _, r := range rules {
@@ -114,10 +127,16 @@ func RuleUsage(rules []Rule, events []AuditEvent) []Usage {
 				for _, v := range r.Verbs {
 					u := Usage{User: r.User, Role: r.Role, Group: g, Resource: res, Verb: v, ResourceNames: r.ResourceNames, Justification: r.Justified[v]}
 					for _, e := range events {
-						if e.User == r.User && e.Verb == v && e.Group == g && e.Code != 403 && resourceOf(e) == res &&
-							(r.Namespace == "" || e.Namespace == r.Namespace) &&
-							(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, e.Name)) {
+						if e.User != r.User || e.Group != g || e.Code == 403 || resourceOf(e) != res ||
+							(r.Namespace != "" && e.Namespace != r.Namespace) ||
+							(len(r.ResourceNames) > 0 && !slices.Contains(r.ResourceNames, e.Name)) {
+							continue
+						}
+						switch {
+						case e.Verb == v:
 							u.Requests++
+						case v == "list" && e.Verb == "watch" && strings.Contains(e.URI, "sendInitialEvents=true"):
+							u.StreamedLists++
 						}
 					}
 					out = append(out, u)
@@ -150,6 +169,8 @@ func FormatUsage(usage []Usage) string {
 		}
 		verdict := "used"
 		switch {
+		case u.Requests == 0 && u.StreamedLists > 0:
+			verdict = fmt.Sprintf("used: %d initial lists streamed in a watch", u.StreamedLists)
 		case u.Requests == 0 && u.Justification != "":
 			verdict = "justified: " + u.Justification
 		case u.Requests == 0:

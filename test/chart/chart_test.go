@@ -281,7 +281,7 @@ func TestRBAC(t *testing.T) {
 }
 
 func TestJustifications(t *testing.T) {
-	got := justifications("# Some words.\n# justified: get, update — renewal, rarely\n#   justified: list — only with X")
+	got := justifications("# Some words.\n# justified: get, update — renewal,\n# rarely\n#   justified: list — only with X")
 	want := map[string]string{"get": "renewal, rarely", "update": "renewal, rarely", "list": "only with X"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -295,6 +295,8 @@ func TestRuleUsage(t *testing.T) {
 		`{"verb":"get","user":{"username":"fairway-admin"},"impersonatedUser":{"username":"system:serviceaccount:fw:sched"},"objectRef":{"resource":"leases","apiGroup":"coordination.k8s.io","namespace":"fw","name":"l"},"responseStatus":{"code":404}}`,
 		`{"verb":"get","user":{"username":"fairway-admin"},"impersonatedUser":{"username":"system:serviceaccount:fw:sched"},"objectRef":{"resource":"leases","apiGroup":"coordination.k8s.io","namespace":"other","name":"l"},"responseStatus":{"code":403}}`,
 		`{"verb":"get","user":{"username":"system:serviceaccount:fw:sched"},"objectRef":{"resource":"secrets","namespace":"fw","name":"x"},"responseStatus":{"code":200}}`,
+		`{"auditID":"w1","stage":"ResponseStarted","verb":"watch","requestURI":"/api/v1/nodes?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=true","user":{"username":"system:serviceaccount:fw:sched"},"objectRef":{"resource":"nodes"},"responseStatus":{"code":200}}`,
+		`{"auditID":"w1","stage":"ResponseComplete","verb":"watch","requestURI":"/api/v1/nodes?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=true","user":{"username":"system:serviceaccount:fw:sched"},"objectRef":{"resource":"nodes"},"responseStatus":{"code":200}}`,
 	}
 	if err := os.WriteFile(log, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -313,12 +315,15 @@ func TestRuleUsage(t *testing.T) {
 			Justified: map[string]string{"update": "renewals"}},
 		{User: user, Role: "Role/fw/s", Namespace: "fw", PolicyRule: policy([]string{""}, []string{"secrets"}, []string{"get"})},
 	}
+	rules = append(rules, Rule{User: user, Role: "ClusterRole/c", PolicyRule: policy([]string{""}, []string{"nodes"}, []string{"list", "watch"})},
+		Rule{User: user, Role: "ClusterRole/c", PolicyRule: policy([]string{""}, []string{"configmaps"}, []string{"list"})})
 	rules[2].ResourceNames = []string{"y"}
 	var got []string
 	for _, u := range RuleUsage(rules, events) {
-		got = append(got, fmt.Sprintf("%s %s %d unused=%v", u.Resource, u.Verb, u.Requests, u.Unused()))
+		got = append(got, fmt.Sprintf("%s %s %d+%d unused=%v", u.Resource, u.Verb, u.Requests, u.StreamedLists, u.Unused()))
 	}
-	want := []string{"pods/binding create 1 unused=false", "leases get 1 unused=false", "leases update 0 unused=false", "secrets get 0 unused=true"}
+	want := []string{"pods/binding create 1+0 unused=false", "leases get 1+0 unused=false", "leases update 0+0 unused=false", "secrets get 0+0 unused=true",
+		"nodes list 0+1 unused=false", "nodes watch 1+0 unused=false", "configmaps list 0+0 unused=true"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

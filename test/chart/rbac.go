@@ -147,22 +147,36 @@ func roleRules(doc *yaml.Node, kind, ns, name string) ([]Rule, error) {
 	return out, nil
 }
 
-// justifications parses "# justified: get, update — why" lines of a comment.
+// justifications parses "# justified: get, update — why" in a comment; the lines after it
+// continue the reason.
 func justifications(comment string) map[string]string {
 	out := map[string]string{}
+	var verbs []string
+	var why []string
+	flush := func() {
+		for _, v := range verbs {
+			out[v] = strings.Join(why, " ")
+		}
+	}
 	for _, line := range strings.Split(comment, "\n") {
 		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "#"))
 		rest, ok := strings.CutPrefix(line, JustifiedMarker)
 		if !ok {
+			if verbs != nil && line != "" {
+				why = append(why, line)
+			}
 			continue
 		}
-		verbs, why, _ := strings.Cut(rest, "—")
-		for _, v := range strings.Split(verbs, ",") {
+		flush()
+		vs, reason, _ := strings.Cut(rest, "—")
+		verbs, why = nil, []string{strings.TrimSpace(reason)}
+		for _, v := range strings.Split(vs, ",") {
 			if v = strings.TrimSpace(v); v != "" {
-				out[v] = strings.TrimSpace(why)
+				verbs = append(verbs, v)
 			}
 		}
 	}
+	flush()
 	return out
 }
 

@@ -29,7 +29,7 @@ type AuditEvent struct {
 	Code int
 	// Group, Resource, Subresource, Namespace and Name are the request's object reference.
 	Group, Resource, Subresource, Namespace, Name string
-	URI                                          string
+	URI                                           string
 }
 
 // ReadAudit reads an audit log file (one JSON event per line), one event per request: a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,7 +220,7 @@ func waitRows(pods []corev1.Pod) []waitRow {
 		}
 		w.count++
 		if r := reason(p); r != "" && w.reason == "" {
-			w.pod, w.reason = p.Name, r
+			w.pod, w.reason = p.Name, shortReason(r)
 		}
 	}
 	var out []waitRow
@@ -228,6 +229,17 @@ func waitRows(pods []corev1.Pod) []waitRow {
 	}
 	slices.SortFunc(out, func(a, b waitRow) int { return strings.Compare(a.queue, b.queue) })
 	return out
+}
+
+// podFit is the start of the scheduler's NoNodeFits message that names the pod and its request.
+var podFit = regexp.MustCompile(`^(\w+): \d+/\d+ nodes fit pod \S+ \([^)]*\): `)
+
+// shortReason drops from a waiting pod's message what the view shows already (the pod).
+func shortReason(msg string) string {
+	if m := podFit.FindStringSubmatch(msg); m != nil {
+		return m[1] + ": " + msg[len(m[0]):]
+	}
+	return msg
 }
 
 // eventRows keeps the last n evictions, newest first.
@@ -359,9 +371,12 @@ func renderState(s *state, width int, color bool) string {
 		for _, w := range s.waiting {
 			line := fmt.Sprintf("  %-10s %3d pods", w.queue, w.count)
 			if w.reason != "" {
-				line += "  " + w.pod + ": " + w.reason
+				line += ", e.g. " + w.pod + ":"
 			}
 			b.WriteString(truncate(line, width) + "\n")
+			if w.reason != "" {
+				b.WriteString(truncate("    "+w.reason, width) + "\n")
+			}
 		}
 	}
 	if len(s.events) > 0 {

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func richPod() *corev1.Pod {
 		Fraction("0.5").Priority(50).NodeSelector("pool", "h100").Toleration("gpu", "yes", corev1.TaintEffectNoSchedule).
 		TopologyRequired("fairway.dev/rack").HostPort(8080).Gate("example.com/gate").
 		Annotation("kubectl.kubernetes.io/last-applied-configuration", string(make([]byte, 2000))).Obj()
-	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 3000)}}}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: metav1.NewFieldsV1(strings.Repeat("f", 3000))}}
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "j1", Controller: ptr.To(true)}}
 	c := &p.Spec.Containers[0]
 	c.Image = "ghcr.io/example/trainer:v1"

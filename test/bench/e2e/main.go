@@ -221,7 +221,7 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	if err != nil {
 		return result{}, err
 	}
-	defer proc.Stop()
+	defer func() { _ = proc.Stop() }()
 	// Ready: a probe pod gets bound.
 	probe := b.pod(sched, "probe-"+name, "")
 	if _, err := b.cs.CoreV1().Pods(benchNS).Create(ctx, probe, metav1.CreateOptions{}); err != nil {

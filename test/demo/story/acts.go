@@ -98,7 +98,7 @@ var acts = []act{
 				_, borrowed, err := e.queueGPU(ctx, "team-b")
 				seen := fmt.Sprintf("%d reclaimed, %d running, %d waiting, queue team-b borrows %g", len(reclaims), running, len(waiting), borrowed)
 				if len(waiting) > 0 {
-					seen += "; " + waiting[0].Name + " waits: " + reason(&waiting[0])
+					seen += "; " + waiting[0].Name + " waits: " + shortReason(reason(&waiting[0]))
 				}
 				return len(reclaims) == 12 && running == 12 && len(waiting) == 12 && allHaveReasons(waiting) && borrowed == 8, seen, err
 			}},
@@ -183,7 +183,7 @@ var acts = []act{
 				}
 				seen := fmt.Sprintf("%d workers preempted, %d running, %d waiting; PodGroup ray-llm %s", len(preempts), running, len(waiting), pg.Status.Phase)
 				if len(waiting) > 0 {
-					seen += "; " + waiting[0].Name + " waits: " + reason(&waiting[0])
+					seen += "; " + waiting[0].Name + " waits: " + shortReason(reason(&waiting[0]))
 				}
 				return len(preempts) == 4 && running == 28 && len(waiting) == 4 && allHaveReasons(waiting) && pg.Status.Phase == fairwayv1.PodGroupRunning, seen, nil
 			}},
@@ -237,7 +237,7 @@ func rayBound(namespace, cluster string, want int) func(context.Context, *Env) (
 		b := bound(pods)
 		seen := fmt.Sprintf("%d of %d pods of RayCluster %s running", len(b), want, cluster)
 		if w := waitingPods(pods); len(w) > 0 {
-			seen += "; " + w[0].Name + " waits: " + reason(&w[0])
+			seen += "; " + w[0].Name + " waits: " + shortReason(reason(&w[0]))
 		}
 		return len(b) == want, seen, nil
 	}

@@ -128,7 +128,7 @@ type Outcome struct {
 	// Seen is what was last observed: the evidence when OK, the state when not.
 	Seen string
 	OK   bool
-	// After is how long after the act's actions the outcome was observed.
+	// After is how long after the act began the outcome was observed.
 	After time.Duration
 }
 
@@ -198,7 +198,7 @@ func (e *Env) play(ctx context.Context, i int, a act) (Result, error) {
 		e.mu.Unlock()
 		e.say("  $ %s", line)
 	}
-	acted := time.Now()
+	acted := begin // outcomes are timed from the start of the act
 	for _, x := range a.expect {
 		out := Outcome{What: x.what}
 		e.setOutcome(out, true)

@@ -3,16 +3,15 @@ package chart
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 	"github.com/fairway-sched/fairway/test/stack"
 )
 
@@ -52,10 +51,7 @@ func Install(ctx context.Context, c *cluster.Cluster, r *Rendering, namespace st
 		return nil, fmt.Errorf("creating namespace %s: %w", namespace, err)
 	}
 	// Pods (reservation pods, the webhook's probe) need the namespace's default ServiceAccount.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.Clientset().CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}); err != nil {
+	if err := fairwayproc.WaitServiceAccount(ctx, c, namespace); err != nil {
 		return nil, fmt.Errorf("waiting for the default ServiceAccount of %s: %w", namespace, err)
 	}
 	for _, o := range r.Objects {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fairway-sched/fairway/test/chart"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 	"github.com/fairway-sched/fairway/test/stack"
 )
 
@@ -104,6 +105,11 @@ func Setup(ctx context.Context, c *cluster.Cluster, o Options) (*Env, error) {
 	e.say("Creating the queues (%s)...", manifestPath(queuesManifest))
 	if err := e.apply(ctx, queuesManifest, nil); err != nil {
 		return nil, err
+	}
+	for _, ns := range []string{"notebooks", "team-a", "team-b"} {
+		if err := fairwayproc.WaitServiceAccount(ctx, c, ns); err != nil {
+			return nil, err
+		}
 	}
 	e.say("Starting fairway: a gpu-agent per node, the scheduler, the webhook...")
 	if e.Stack, err = stack.Start(ctx, c, stack.Options{

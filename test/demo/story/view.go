@@ -2,7 +2,6 @@ package story
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/utils/ptr"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/cli"
@@ -93,70 +93,50 @@ func (e *Env) snapshot(ctx context.Context) (*state, error) {
 	return s, nil
 }
 
-// gpuRows places every pod on the GPUs it holds. A reservation pod holds a shared GPU for its
-// fractional pods; the gpu-agent wrote which physical GPU (fairway.dev/gpu-uuid) the kubelet gave
-// it. Whole-GPU pods carry no index, so they are drawn on the node's other GPUs in name order.
+// gpuRows places every pod on the GPUs it holds. Shared GPUs come from `fairway nodes`
+// (cli.BuildNodes): the physical GPU the kubelet gave the reservation, as the gpu-agent reported it,
+// and the fractional pods on it. Whole-GPU pods carry no index, so they are drawn on the node's
+// other GPUs in name order.
 func gpuRows(nodes []corev1.Node, pods []corev1.Pod) []nodeRow {
+	byName := map[string]*corev1.Pod{}
 	byNode := map[string][]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
+		byName[p.Namespace+"/"+p.Name] = p
 		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
 	var rows []nodeRow
-	for i := range nodes {
-		n := &nodes[i]
-		capacity := n.Status.Capacity[fairwayv1.ResourceGPU]
-		if capacity.Value() == 0 {
-			continue
+	for _, n := range cli.BuildNodes(&cli.NodesSnapshot{Nodes: nodes, Pods: pods}).Items {
+		row := nodeRow{name: n.Name, gpus: make([]gpuCell, n.GPUs)}
+		taken := make([]bool, n.GPUs)
+		cell := func(index *int32) int {
+			if i := int(ptr.Deref(index, -1)); i >= 0 && i < len(taken) && !taken[i] {
+				return i
+			}
+			return slices.Index(taken, false)
 		}
-		row := nodeRow{name: n.Name, gpus: make([]gpuCell, capacity.Value())}
-		index := map[string]int{} // GPU UUID -> index
-		var inv fairwayv1.GPUInventory
-		if json.Unmarshal([]byte(n.Annotations[fairwayv1.GPUInventoryAnnotation]), &inv) == nil {
-			for _, g := range inv.GPUs {
-				index[g.UUID] = int(g.Index)
-			}
-		}
-		np := byNode[n.Name]
-		slices.SortFunc(np, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-		taken := make([]bool, len(row.gpus))
-		groups := map[string]int{} // gpu-group -> cell
-		// Shared GPUs first: their reservation says which GPU.
-		for _, p := range np {
-			if p.Labels[fairwayv1.ReservationLabel] != "true" {
-				continue
-			}
-			i, ok := index[p.Annotations[fairwayv1.GPUUUIDAnnotation]]
-			if !ok || i >= len(row.gpus) || taken[i] {
-				i = slices.Index(taken, false)
-			}
+		for _, g := range n.SharedGPUs {
+			i := cell(g.Index)
 			if i < 0 {
 				continue
 			}
 			taken[i] = true
-			groups[p.Labels[fairwayv1.GPUGroupLabel]] = i
-		}
-		for _, p := range np {
-			f := p.Annotations[fairwayv1.GPUFractionAnnotation]
-			if f == "" {
-				f = p.Annotations[fairwayv1.GPUMemoryAnnotation]
-				if f != "" {
-					f += "MiB"
-				}
-			}
-			if f == "" {
-				continue
-			}
-			i, ok := groups[p.Labels[fairwayv1.GPUGroupLabel]]
-			if !ok {
-				continue // placed, its reservation not reported yet
-			}
 			c := &row.gpus[i]
-			c.sharers = append(c.sharers, shortName(p))
-			c.share, c.queue = f, p.Labels[fairwayv1.QueueLabel]
+			if len(g.Pods) == 0 {
+				c.holder = "reserved" // its last pod just left; the reservation goes next
+			}
+			for _, sp := range g.Pods {
+				if p := byName[sp.Namespace+"/"+sp.Name]; p != nil {
+					c.sharers = append(c.sharers, shortName(p))
+					c.queue = p.Labels[fairwayv1.QueueLabel]
+				}
+				c.share = sp.Share
+			}
 		}
+		np := byNode[n.Name]
+		slices.SortFunc(np, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 		for _, p := range np {
 			whole := int64(0)
 			for _, c := range p.Spec.Containers {
@@ -167,7 +147,7 @@ func gpuRows(nodes []corev1.Node, pods []corev1.Pod) []nodeRow {
 				continue
 			}
 			for range whole {
-				i := slices.Index(taken, false)
+				i := cell(nil)
 				if i < 0 {
 					break
 				}
@@ -177,7 +157,6 @@ func gpuRows(nodes []corev1.Node, pods []corev1.Pod) []nodeRow {
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b nodeRow) int { return strings.Compare(a.name, b.name) })
 	return rows
 }
 

@@ -54,18 +54,32 @@ unit: ## Unit tests and engine scenarios (no cluster).
 e2e: tools build ## End-to-end tests on a local cluster built from Go modules.
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./test/e2e/... 2>&1 | hack/test-summary.sh
 
+.PHONY: chart-test
+chart-test: ## helm lint and helm template of charts/fairway (defaults, every option, bad values) through the pinned helm.
+	hack/build-tools.sh helm
+	$(GO) test $(GOTEST_FLAGS) ./test/chart/
+
 .PHONY: dashboards-check
 dashboards-check: tools build ## Every dashboard query on a real Prometheus scraping a local cluster; fails on a query that returns nothing.
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout 15m -run '^TestDashboards$$' -v ./test/e2e/ 2>&1 | hack/test-summary.sh
 
 .PHONY: test
-test: verify unit e2e ## Everything CI runs.
+test: verify chart-test unit e2e ## Everything CI runs.
 
 ##@ Run
 
 .PHONY: demo
-demo: tools build ## Start a local cluster with 4 fake nodes of 8 H100 GPUs and play the product story.
+demo: ## Build what is missing, start a local cluster (4 fake nodes x 8 H100), install fairway from its chart and play the product story. Ctrl-C stops it.
+	@echo "demo: 1/3 building the local cluster's tools into bin/ (skipped when up to date; 15-20 min the first time)"
+	@$(MAKE) --no-print-directory tools
+	@echo "demo: 2/3 building fairway"
+	@$(MAKE) --no-print-directory build
+	@echo "demo: 3/3 starting the demo"
 	$(GO) run ./test/demo
+
+.PHONY: demo-check
+demo-check: tools build ## Play the demo's story without a terminal; exit 0 only when every act's outcome was observed.
+	$(GO) run ./test/demo -check
 
 ##@ Measure
 

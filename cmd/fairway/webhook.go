@@ -84,6 +84,7 @@ local API server with --webhook-url=https://localhost:<port> --write-cert-files.
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `pprof listener for profiling (e.g. 127.0.0.1:6060); "0" turns it off.`)
 	fs.DurationVar(&f.objectTimeout, "object-timeout", 2*time.Second, "Longest wait for a framework object (a RayCluster) before admitting its pod without a gang size.")
 	fs.IntVarP(&f.verbosity, "v", "v", 0, "Log verbosity (2: one line per admitted pod).")
+	cmd.AddCommand(newWebhookUninstallCommand())
 	return cmd
 }
 

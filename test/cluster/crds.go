@@ -43,6 +43,18 @@ func (c *Cluster) ApplyCRDs(ctx context.Context, dirs ...string) error {
 	return c.applyAndWait(ctx, crds)
 }
 
+// ApplyCRDObjects creates or replaces the CustomResourceDefinitions among objs (other kinds are
+// skipped) and waits until each is Established, like ApplyCRDs.
+func (c *Cluster) ApplyCRDObjects(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	var crds []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		}
+	}
+	return c.applyAndWait(ctx, crds)
+}
+
 // Apply server-side applies objects (forcing ownership), one after the other.
 func (c *Cluster) Apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	for _, o := range objs {

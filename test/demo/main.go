@@ -1,7 +1,8 @@
-// Command demo is what `make demo` runs: it starts fairway's local cluster with four fake nodes
-// of eight H100 GPUs each (or the node pools of -nodes FILE), prints them, and keeps the cluster
-// up until Ctrl-C, so that you can point kubectl at it. Later steps of the product story build
-// on it.
+// Command demo is what `make demo` runs: a local cluster with four fake nodes of eight H100 GPUs
+// each, fairway installed from its Helm chart, the real Argo workflow-controller and KubeRay
+// operator, and the product story played in four acts with a live view of the queues and GPUs
+// (see package story). Ctrl-C stops everything. With -check (`make demo-check`) it plays the
+// same story without a terminal and exits 0 only when every act's outcome was observed.
 package main
 
 import (
@@ -9,26 +10,25 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
-	corev1 "k8s.io/api/core/v1"
+	"golang.org/x/term"
 
-	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/demo/story"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 )
 
-// needed are the binaries the demo cluster runs.
-var needed = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl"}
+// needed are the binaries the demo runs besides fairway.
+var needed = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kubectl", "helm", "workflow-controller", "ray-operator"}
 
 func main() {
 	if err := run(); err != nil {
@@ -38,7 +38,10 @@ func main() {
 }
 
 func run() error {
-	nodesFile := flag.String("nodes", "", "YAML file of node pools (see test/demo/nodes.yaml); default: 4 nodes of 8 H100 GPUs")
+	nodesFile := flag.String("nodes", "", "YAML file of node pools (see test/demo/nodes.yaml); default: 4 nodes of 8 H100 GPUs. The story expects 32 GPUs.")
+	check := flag.Bool("check", false, "Play the story without a terminal view and exit 0 only when every outcome was observed (make demo-check).")
+	pace := flag.Duration("pace", 8*time.Second, "How long each act's outcome stays on screen before the next act.")
+	plain := flag.Bool("plain", false, "Print plain lines even on a terminal.")
 	flag.Parse()
 	pools := []cluster.NodePool{cluster.H100Pool(4)}
 	if *nodesFile != "" {
@@ -50,38 +53,77 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, "demo:", args) }, funcr.Options{})
+	// Component messages go to stderr, except while the live view owns the terminal.
+	var quiet atomic.Bool
+	log := funcr.New(func(_, args string) {
+		if !quiet.Load() {
+			fmt.Fprintln(os.Stderr, "demo:", args)
+		}
+	}, funcr.Options{})
 
+	begin := time.Now()
 	if err := ensureBinaries(ctx); err != nil {
 		return err
 	}
-	fmt.Println("Starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok...")
-	begin := time.Now()
-	c, err := cluster.Start(ctx, cluster.Config{
-		NodePools:     pools,
-		KubeScheduler: true,
-		SkipCRDs:      true, // applied below, so a CRD problem is a warning, not a dead demo
-		Logger:        log,
-	})
+	bin, cleanup, err := fairwayBinary(ctx)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Println("Starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kwok with 4 fake nodes of 8 H100 GPUs...")
+	c, err := cluster.Start(ctx, cluster.Config{NodePools: pools, SkipCRDs: true, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		fmt.Println("\nStopping the cluster...")
+		quiet.Store(false)
+		fmt.Println("\nStopping fairway, the operators and the cluster...")
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
 		}
-		fmt.Println("Stopped.")
+		fmt.Println("Stopped; temporary files removed.")
 	}()
-	fmt.Printf("Cluster ready in %v.\n\n", time.Since(begin).Round(100*time.Millisecond))
 
-	applyCRDs(ctx, c, log)
-	if err := printNodes(ctx, c, os.Stdout); err != nil {
+	fd := int(os.Stdout.Fd())
+	live := !*check && !*plain && term.IsTerminal(fd)
+	width, height := 100, 40
+	if w, h, err := term.GetSize(fd); err == nil && live {
+		width, height = max(w, 80), max(h, 30)
+	}
+	opts := story.Options{Check: *check, Live: live, Width: width, Height: height, Pace: *pace, Out: os.Stdout, Binary: bin, Log: log}
+	env, err := story.Setup(ctx, c, opts)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("\nTry:\n  export KUBECONFIG=%s\n  %s get nodes -L %s,%s\n\nPress Ctrl-C to stop.\n",
-		c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl"), fairwayv1.GPUTypeLabel, fairwayv1.Prefix+"rack")
-	<-ctx.Done()
+	defer env.Stop()
+	if !*check {
+		fmt.Printf("Playing the story in 4 acts. Ctrl-C stops everything; meanwhile:\n  export KUBECONFIG=%s\n  %s queues\n",
+			c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl-fairway"))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(3 * time.Second):
+		}
+	}
+	quiet.Store(live)
+	results, err := story.Play(ctx, env)
+	quiet.Store(false)
+	if *check {
+		fmt.Printf("\ndemo-check: %d of 4 acts in %v (including the cluster start)\n%s", len(results), time.Since(begin).Round(100*time.Millisecond), story.Summary(results))
+		if err != nil {
+			return err
+		}
+		fmt.Println("demo-check: every outcome observed")
+		return nil
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	quiet.Store(live)
+	env.Watch(ctx)
 	return nil
 }
 
@@ -105,7 +147,7 @@ func ensureBinaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Building %s into %s (a cold build takes several minutes)...\n", strings.Join(missing, ", "), bin)
+	fmt.Printf("Building %s into %s (a cold build takes 15-20 minutes on 2 cores)...\n", strings.Join(missing, ", "), bin)
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-tools.sh"), missing...)
 	cmd.Env = append(os.Environ(), "BIN="+bin)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -115,48 +157,20 @@ func ensureBinaries(ctx context.Context) error {
 	return nil
 }
 
-// applyCRDs installs fairway's CRDs, warning instead of failing: the cluster is still useful.
-func applyCRDs(ctx context.Context, c *cluster.Cluster, log logr.Logger) {
-	root, err := cluster.RepoRoot()
-	if err == nil {
-		err = c.ApplyCRDs(ctx, filepath.Join(root, "charts", "fairway", "crds"))
+// fairwayBinary is $FAIRWAY_BINARY (make demo builds bin/fairway) or a fresh build of this tree
+// into a temporary directory that cleanup removes.
+func fairwayBinary(ctx context.Context) (bin string, cleanup func(), err error) {
+	if os.Getenv(fairwayproc.BinaryEnv) == "" {
+		fmt.Println("Building fairway (go build ./cmd/fairway)...")
 	}
+	dir, err := os.MkdirTemp("", "fairway-demo-")
 	if err != nil {
-		msg := err.Error()
-		if len(msg) > 600 {
-			msg = msg[:600] + "..."
-		}
-		log.Info("warning: fairway's CRDs were not installed", "error", msg)
-		return
+		return "", nil, err
 	}
-	fmt.Println("fairway's CRDs (Queue, PodGroup) installed.")
-	fmt.Println()
-}
-
-// printNodes writes a table of the cluster's nodes: name, GPU type, GPUs, GPU memory, rack, ready.
-func printNodes(ctx context.Context, c *cluster.Cluster, w io.Writer) error {
-	var nodes corev1.NodeList
-	if err := c.Client().List(ctx, &nodes); err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
+	cleanup = func() { os.RemoveAll(dir) }
+	if bin, err = fairwayproc.Build(ctx, dir); err != nil {
+		cleanup()
+		return "", nil, err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGPU TYPE\tGPUS\tGPU MEMORY\tRACK\tREADY")
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		gpus := n.Status.Allocatable[fairwayv1.ResourceGPU]
-		mem := n.Labels[fairwayv1.GPUMemoryLabel]
-		if mem != "" {
-			mem += " MiB"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", n.Name, orDash(n.Labels[fairwayv1.GPUTypeLabel]), gpus.String(),
-			orDash(mem), orDash(n.Labels[fairwayv1.Prefix+"rack"]), cluster.NodeReady(n))
-	}
-	return tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return bin, cleanup, nil
 }

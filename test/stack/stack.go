@@ -37,8 +37,17 @@ type Options struct {
 	// ProbeNamespace is a namespace some Queue serves, which the webhook must rewrite before
 	// Start returns; without one Start does not wait for the webhook to be called.
 	ProbeNamespace string
+	// RunAs runs components as other users than the cluster admin: each component's requests
+	// impersonate its user, e.g. the chart's ServiceAccounts, so it has exactly their RBAC.
+	RunAs Identities
 
 	Log logr.Logger
+}
+
+// Identities name a user per component (see cluster.ServiceAccountUser); empty runs a component
+// as the cluster admin.
+type Identities struct {
+	Scheduler, Webhook, Agent string
 }
 
 // Stack is a running fairway.
@@ -74,8 +83,20 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 	if err := fairwayproc.EnsureSystem(ctx, c, o.Namespace); err != nil {
 		return nil, err
 	}
+	as := func(user string) ([]string, error) {
+		if user == "" {
+			return nil, nil
+		}
+		kc, err := c.KubeconfigAs(user)
+		return []string{"--kubeconfig=" + kc}, err
+	}
 	if !o.NoAgents {
 		ao := o.Agents
+		kc, err := as(o.RunAs.Agent)
+		if err != nil {
+			return nil, err
+		}
+		ao.Args = append(append([]string(nil), ao.Args...), kc...)
 		ao.Binary = s.Binary
 		if ao.Log.GetSink() == nil {
 			ao.Log = o.Log
@@ -90,15 +111,23 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 		}
 	}
 	if !o.NoScheduler {
+		kc, err := as(o.RunAs.Scheduler)
+		if err != nil {
+			return nil, err
+		}
 		if s.Scheduler, err = fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
-			Binary: s.Binary, Namespace: o.Namespace, Args: o.SchedulerArgs,
+			Binary: s.Binary, Namespace: o.Namespace, Args: append(append([]string(nil), o.SchedulerArgs...), kc...),
 		}); err != nil {
 			return nil, err
 		}
 	}
 	if !o.NoWebhook {
+		kc, err := as(o.RunAs.Webhook)
+		if err != nil {
+			return nil, err
+		}
 		if s.Webhook, err = fairwayproc.StartWebhook(ctx, c, fairwayproc.WebhookOptions{
-			Binary: s.Binary, Namespace: o.Namespace, ProbeNamespace: o.ProbeNamespace, Args: o.WebhookArgs,
+			Binary: s.Binary, Namespace: o.Namespace, ProbeNamespace: o.ProbeNamespace, Args: append(append([]string(nil), o.WebhookArgs...), kc...),
 			Timeout: 90 * time.Second,
 		}); err != nil {
 			return nil, err

@@ -35,7 +35,7 @@ TOOLS=(
   "workflow-controller|argo|github.com/argoproj/argo-workflows/v3/cmd/workflow-controller|"
   "ray-operator|kuberay|github.com/ray-project/kuberay/ray-operator|"
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|"
-  "helm|helm|helm.sh/helm/v3/cmd/helm|"
+  "helm|helm|helm.sh/helm/v3/cmd/helm| -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37"
   "controller-gen|dev|sigs.k8s.io/controller-tools/cmd/controller-gen|"
   "golangci-lint|lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|"
 )

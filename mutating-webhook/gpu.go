@@ -27,8 +27,12 @@ const (
 	EnvMPSThreads     = fairwayv1.GPUConfigMapMPSThreadsKey
 )
 
-// MPSVolumeName is the volume that carries the MPS pipe directory into GPU containers.
-const MPSVolumeName = "fairway-mps-pipe"
+// MPSVolumeName and MPSSharedMemoryVolumeName are the volumes that carry the MPS pipe directory
+// and the MPS server's shared memory into GPU containers.
+const (
+	MPSVolumeName             = "fairway-mps-pipe"
+	MPSSharedMemoryVolumeName = "fairway-mps-shm"
+)
 
 // gpuConfigMapPrefix starts the name of every GPU ConfigMap.
 const gpuConfigMapPrefix = "fairway-gpu-"
@@ -81,7 +85,10 @@ func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapte
 	setAnnotation(pod, fairwayv1.GPUConfigMapAnnotation, cm)
 	wireGPUEnv(container, cm)
 	if d.opts.MPSPipeDirectory != "" {
-		mountMPSPipe(pod, container, d.opts.MPSPipeDirectory)
+		mountHostDir(pod, container, MPSVolumeName, d.opts.MPSPipeDirectory, DefaultMPSPipeDirectory)
+	}
+	if d.opts.MPSSharedMemoryDirectory != "" {
+		mountHostDir(pod, container, MPSSharedMemoryVolumeName, d.opts.MPSSharedMemoryDirectory, mpsSharedMemoryPath)
 	}
 	return warnings, nil
 }
@@ -180,22 +187,22 @@ func wireGPUEnv(c *corev1.Container, cm string) {
 	}
 }
 
-// mountMPSPipe mounts the MPS pipe directory of the node into the container, at the same path,
-// which is where CUDA clients look for the MPS control daemon by default.
-func mountMPSPipe(pod *corev1.Pod, c *corev1.Container, dir string) {
+// mountHostDir mounts a directory of the node (an MPS one) into the container at mountPath, once:
+// the webhook may be called again on the pod it rewrote.
+func mountHostDir(pod *corev1.Pod, c *corev1.Container, volume, hostDir, mountPath string) {
 	hasVolume := false
 	for _, v := range pod.Spec.Volumes {
-		hasVolume = hasVolume || v.Name == MPSVolumeName
+		hasVolume = hasVolume || v.Name == volume
 	}
 	if !hasVolume {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: MPSVolumeName, VolumeSource: corev1.VolumeSource{
-			HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
 		}})
 	}
 	for _, m := range c.VolumeMounts {
-		if m.Name == MPSVolumeName {
+		if m.Name == volume {
 			return
 		}
 	}
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: MPSVolumeName, MountPath: dir})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: mountPath})
 }

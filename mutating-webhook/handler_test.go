@@ -403,6 +403,37 @@ func TestGPUEnvironment(t *testing.T) {
 	}
 }
 
+// Under MPS the node's pipe directory goes where CUDA clients look by default, wherever the node
+// keeps it, and the server's shared memory becomes the container's /dev/shm; a second call of the
+// webhook on the rewritten pod adds nothing.
+func TestMPSMounts(t *testing.T) {
+	opts := mutatingwebhook.Options{MPSPipeDirectory: "/run/fairway/mps/pipe", MPSSharedMemoryDirectory: "/run/fairway/mps/shm"}
+	pod := makePod("p").annotate("fairway.dev/gpu-memory", "20000").obj()
+	req := createRequest(t, pod, "team-a")
+	got := applyPatch(t, req, newHandler(defaultState(), nil, opts).Handle(context.Background(), req))
+	again := createRequest(t, got, "team-a")
+	got = applyPatch(t, again, newHandler(defaultState(), nil, opts).Handle(context.Background(), again))
+
+	hostPaths := map[string]string{}
+	for _, v := range got.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range got.Spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	wantHost := map[string]string{mutatingwebhook.MPSVolumeName: "/run/fairway/mps/pipe", mutatingwebhook.MPSSharedMemoryVolumeName: "/run/fairway/mps/shm"}
+	wantMount := map[string]string{mutatingwebhook.MPSVolumeName: mutatingwebhook.DefaultMPSPipeDirectory, mutatingwebhook.MPSSharedMemoryVolumeName: "/dev/shm"}
+	if diff := cmp.Diff(wantHost, hostPaths); diff != "" {
+		t.Errorf("host paths (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantMount, mounts); diff != "" {
+		t.Errorf("mounts (-want +got):\n%s", diff)
+	}
+}
+
 func TestUnnamedPodsGetAGangFromTheRequest(t *testing.T) {
 	pod := makePod("").obj()
 	pod.GenerateName = "web-7d9f-"

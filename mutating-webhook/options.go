@@ -11,8 +11,13 @@ import (
 // for notebooks (named "<release>-user-scheduler").
 var DefaultTakeOverSchedulers = []string{"default-scheduler", "*-user-scheduler"}
 
-// DefaultMPSPipeDirectory is where the NVIDIA MPS control daemon keeps its pipes.
+// DefaultMPSPipeDirectory is where CUDA clients look for the MPS control daemon's pipes when
+// CUDA_MPS_PIPE_DIRECTORY is unset; the node's pipe directory is mounted there.
 const DefaultMPSPipeDirectory = "/tmp/nvidia-mps"
+
+// mpsSharedMemoryPath is where MPS clients and the server share memory: the container's /dev/shm
+// must be the server's.
+const mpsSharedMemoryPath = "/dev/shm"
 
 // Options say how the defaulter treats pods.
 type Options struct {
@@ -26,9 +31,16 @@ type Options struct {
 	// always taken.
 	TakeOverSchedulers []string
 
-	// MPSPipeDirectory, when set, is mounted (hostPath, same path) into the GPU container of
-	// fractional pods, for clusters whose GPU nodes run the MPS control daemon.
+	// MPSPipeDirectory, when set, is the node's MPS pipe directory (where the gpu-agent runs the
+	// MPS control daemon); it is mounted (hostPath) into the GPU container of fractional pods at
+	// DefaultMPSPipeDirectory, where CUDA clients look for it, for clusters whose GPU nodes run
+	// MPS.
 	MPSPipeDirectory string
+
+	// MPSSharedMemoryDirectory, when set, is the node directory the MPS control daemon uses as
+	// /dev/shm; it is mounted at /dev/shm into the same containers, since MPS clients and the
+	// server exchange memory there.
+	MPSSharedMemoryDirectory string
 }
 
 // takesOver reports whether a pod with this scheduler name is fairway's to schedule.

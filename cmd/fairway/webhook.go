@@ -36,6 +36,7 @@ type webhookFlags struct {
 	timeoutSeconds      int32
 	takeOverSchedulers  []string
 	mpsPipeDir          string
+	mpsShmDir           string
 	enableHTTP2         bool
 	metricsAddr         string
 	probeAddr           string
@@ -77,7 +78,8 @@ local API server with --webhook-url=https://localhost:<port> --write-cert-files.
 	fs.BoolVar(&f.manageConfiguration, "manage-configuration", true, "Create the MutatingWebhookConfiguration and keep its served namespaces up to date from the Queues.")
 	fs.Int32Var(&f.timeoutSeconds, "timeout-seconds", 5, "timeoutSeconds of the webhooks: how long the API server waits before applying the failure policy.")
 	fs.StringSliceVar(&f.takeOverSchedulers, "take-over-schedulers", mutatingwebhook.DefaultTakeOverSchedulers, "Scheduler names replaced by fairway besides an empty one; '*' prefix matches a suffix. Pods naming any other scheduler are left alone.")
-	fs.StringVar(&f.mpsPipeDir, "mps-pipe-dir", "", "When the GPU nodes run NVIDIA MPS, the pipe directory to mount into GPU containers of fractional pods (usually "+mutatingwebhook.DefaultMPSPipeDirectory+").")
+	fs.StringVar(&f.mpsPipeDir, "mps-pipe-dir", "", "When the GPU nodes run NVIDIA MPS: the nodes' MPS pipe directory, mounted into GPU containers of fractional pods at "+mutatingwebhook.DefaultMPSPipeDirectory+".")
+	fs.StringVar(&f.mpsShmDir, "mps-shm-dir", "", "When the GPU nodes run NVIDIA MPS: the node directory the MPS daemon uses as /dev/shm, mounted at /dev/shm into the same containers.")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "Serve HTTP/2 too.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `Metrics listener; "0" turns it off.`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", `Health probe listener (/healthz, /readyz); "0" turns it off.`)
@@ -103,9 +105,10 @@ func runWebhook(cmd *cobra.Command, f *webhookFlags) error {
 	protected := []string{"kube-system", f.namespace}
 	cfg := mutatingwebhook.Config{
 		Options: mutatingwebhook.Options{
-			ProtectedNamespaces: protected,
-			TakeOverSchedulers:  f.takeOverSchedulers,
-			MPSPipeDirectory:    f.mpsPipeDir,
+			ProtectedNamespaces:      protected,
+			TakeOverSchedulers:       f.takeOverSchedulers,
+			MPSPipeDirectory:         f.mpsPipeDir,
+			MPSSharedMemoryDirectory: f.mpsShmDir,
 		},
 		Configuration: mutatingwebhook.ConfigurationOptions{
 			Name:                f.configurationName,

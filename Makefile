@@ -34,6 +34,12 @@ build: ## Build fairway's binaries into bin/ (fairway, and kubectl-fairway for `
 	$(GO) build -o $(BIN)/ ./cmd/...
 	ln -sf fairway $(BIN)/kubectl-fairway
 
+IMAGE ?= ghcr.io/fairway-sched/fairway:dev
+
+.PHONY: image
+image: ## Build the container image (needs a Docker engine; not used by tests or the demo).
+	docker build -t $(IMAGE) .
+
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/.
 	hack/build-tools.sh controller-gen

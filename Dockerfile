@@ -1,0 +1,18 @@
+# The one fairway image: `fairway scheduler`, `fairway webhook` and `fairway agent` (the chart runs
+# each with its own arguments). The agent loads NVML through cgo (go-nvml), so the binary is
+# dynamically linked against glibc and the runtime image must have it; the NVIDIA driver's
+# libraries and MPS binaries come from the node through the nvidia container runtime.
+#
+# Build: make image (docker build -t ghcr.io/fairway-sched/fairway:<version> .)
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=devel
+RUN CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" \
+    go build -trimpath -ldflags="-s -w" -o /out/fairway ./cmd/fairway
+
+FROM gcr.io/distroless/base-debian12:nonroot
+COPY --from=build /out/fairway /usr/local/bin/fairway
+ENTRYPOINT ["/usr/local/bin/fairway"]

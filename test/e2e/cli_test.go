@@ -80,7 +80,10 @@ func TestCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubectl := filepath.Join(c.BinDir(), "kubectl")
-		env := append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+c.Kubeconfig())
+		// PATH holds only the plugin: a kubectl-fairway elsewhere on the
+		// caller's PATH (make puts bin/ there) would overshadow it, and
+		// kubectl plugin list fails on that warning.
+		env := append(os.Environ(), "PATH="+dir, "KUBECONFIG="+c.Kubeconfig())
 		run := func(args ...string) string {
 			cmd := exec.CommandContext(ctx, kubectl, args...)
 			cmd.Env = env

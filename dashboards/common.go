@@ -27,15 +27,19 @@ func nodeVariable() Variable {
 
 // leaves keeps the series of leaf queues (projects) of a queue-labelled vector, dropping
 // departments, whose amounts are the sums of their children's, so sums over queues count once.
-// Until fairway_queue_info is exported the right-hand side is empty and every queue stays.
 func leaves(vector string) string {
-	return fmt.Sprintf(`%s unless on(queue) label_replace(fairway_queue_info, "queue", "$1", "parent", "(.+)")`, vector)
+	return fmt.Sprintf(`%s unless on(queue) %s`, vector, parents)
 }
 
 // departments keeps the series of queues that are some queue's parent.
 func departments(vector string) string {
-	return fmt.Sprintf(`%s and on(queue) label_replace(fairway_queue_info{parent!=""}, "queue", "$1", "parent", "(.+)")`, vector)
+	return fmt.Sprintf(`%s and on(queue) %s`, vector, parents)
 }
+
+// parents has one series per queue that is some queue's parent, labelled queue=<that queue>.
+// Siblings name the same parent, so the series are grouped before the relabelling, which would
+// otherwise make duplicates.
+const parents = `label_replace(group by (parent) (fairway_queue_info{parent!=""}), "queue", "$1", "parent", "(.+)")`
 
 // quantiles are the latency percentiles the boards show.
 var quantiles = []struct {

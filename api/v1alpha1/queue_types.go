@@ -86,7 +86,62 @@ type QueueSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
+
+	// IdleLending says whether this queue's interactive pods lend their GPU while idle, and
+	// whether its preemptible pods borrow such GPUs (see docs/idle-lending.md). A field left
+	// out takes the value of the nearest ancestor that sets it, else its default.
+	// +optional
+	IdleLending *IdleLending `json:"idleLending,omitempty"`
 }
+
+// IdleLending is a queue's policy for idle GPU lending: a GPU whose shares are held only by idle
+// interactive pods (notebooks) runs preemptible work on loan until one of them does GPU work
+// again, when every loan on that GPU is evicted at once.
+type IdleLending struct {
+	// Lend lets the GPUs this queue's interactive pods hold be lent out while every pod holding
+	// the GPU is idle (the gpu-agent's fairway.dev/GPUIdle condition). Their memory stays
+	// resident: a loan gets at most the memory the GPU has free. Defaults to false: lending
+	// changes what a notebook's user sees (a wake-up of a second or two during which the loan
+	// still runs, and memory beyond what is free only after the loan has gone), so the
+	// administrator of the notebooks' queue opts in.
+	// +optional
+	Lend *bool `json:"lend,omitempty"`
+
+	// Borrow says which of this queue's preemptible pods that ask for a GPU share
+	// (fairway.dev/gpu-fraction or fairway.dev/gpu-memory) may run on loan on an idle GPU when
+	// no GPU has room for them: OptIn (the default) lets those annotated
+	// fairway.dev/borrow-idle-gpu: "true"; Always lets every one; Never lets none.
+	// +optional
+	Borrow *BorrowPolicy `json:"borrow,omitempty"`
+
+	// MinIdleTime is how long the pods holding a GPU must have been idle before it is lent, on
+	// top of the gpu-agent's --idle-after (which makes them idle in the first place). It applies
+	// to the lending queue's pods. Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
+	MinIdleTime *metav1.Duration `json:"minIdleTime,omitempty"`
+
+	// MaxLoansPerGPU caps the loans one lent GPU runs at a time (the lending queue's setting;
+	// the lowest of the holders' queues when several share the GPU). Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	MaxLoansPerGPU *int32 `json:"maxLoansPerGPU,omitempty"`
+}
+
+// BorrowPolicy says which preemptible pods of a queue may borrow idle GPUs.
+// +kubebuilder:validation:Enum=OptIn;Always;Never
+type BorrowPolicy string
+
+// Borrow policies.
+const (
+	// BorrowOptIn lets pods annotated fairway.dev/borrow-idle-gpu: "true" borrow.
+	BorrowOptIn BorrowPolicy = "OptIn"
+	// BorrowAlways lets every preemptible pod that asks for a GPU share borrow.
+	BorrowAlways BorrowPolicy = "Always"
+	// BorrowNever lets no pod borrow.
+	BorrowNever BorrowPolicy = "Never"
+)
 
 // QueueResources names the quota of each resource a queue accounts for.
 type QueueResources struct {
@@ -168,9 +223,14 @@ type QueueStatus struct {
 	// its part of the idle capacity. Allocated above FairShare is reclaimable.
 	// +optional
 	FairShare corev1.ResourceList `json:"fairShare,omitempty"`
-	// Borrowed is Allocated above the guaranteed quota, per resource.
+	// Borrowed is Allocated above the guaranteed quota, per resource. Loans always count here.
 	// +optional
 	Borrowed corev1.ResourceList `json:"borrowed,omitempty"`
+	// Loaned is the part of Allocated (and of Borrowed) that runs on loan on the idle GPUs of
+	// interactive pods: it takes nothing from the queue's guarantee or fair share, counts
+	// against its limits, and goes back the moment a lender does GPU work again.
+	// +optional
+	Loaned corev1.ResourceList `json:"loaned,omitempty"`
 	// PendingPods counts pods of the queue that wait to be scheduled.
 	// +optional
 	PendingPods int32 `json:"pendingPods,omitempty"`

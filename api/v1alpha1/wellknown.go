@@ -37,6 +37,14 @@ const (
 	// level) for the pod's gang; see TopologyConstraint.
 	TopologyRequiredAnnotation  = Prefix + "topology-required"
 	TopologyPreferredAnnotation = Prefix + "topology-preferred"
+
+	// BorrowIdleGPUAnnotation set to "true" on a preemptible pod that asks for a GPU share lets
+	// it run on loan on an idle interactive pod's GPU when no GPU has room for it (its queue's
+	// spec.idleLending.borrow is OptIn, the default). A pod on loan is evicted, with a short
+	// grace period, the moment the GPU's owner does GPU work again. Pods asking for whole GPUs
+	// (nvidia.com/gpu) cannot borrow: the kubelet gives a device to one pod only, and a lent GPU
+	// is already the device of the reservation that holds the interactive pods' shares.
+	BorrowIdleGPUAnnotation = Prefix + "borrow-idle-gpu"
 )
 
 // Run:ai and KAI-Scheduler keys, honoured so that users can migrate without editing manifests.
@@ -85,6 +93,9 @@ const (
 	// MPS, the memory and thread limits). The webhook picks the name at admission, when the pod
 	// may not have a name yet; the runtime fills the ConfigMap before it binds the pod.
 	GPUConfigMapAnnotation = Prefix + "gpu-configmap"
+	// LoanAnnotation is "true" on a pod the scheduler placed on loan on an idle interactive
+	// pod's GPU; written with GPUIndexAnnotation at bind time.
+	LoanAnnotation = Prefix + "loan"
 )
 
 // Keys of the GPU ConfigMap (GPUConfigMapAnnotation). The webhook points the GPU container's
@@ -100,7 +111,18 @@ const (
 const (
 	// GPUIdleCondition is set by the gpu-agent on interactive pods: True when the pod's GPU work
 	// has been below the idle threshold for the configured time, False at the first sign of work.
+	// Its message ends with the agent's observation time to the microsecond (see
+	// GPUIdleMessage), which lastTransitionTime rounds to the second.
 	GPUIdleCondition = "fairway.dev/GPUIdle"
+)
+
+// Pod annotations written by the gpu-agent.
+const (
+	// IdleGPUMemoryAnnotation is the GPU memory (MiB) in use on an interactive pod's GPU when the
+	// pod last went idle, not counting the memory of preemptible pods (borrowers): what stays
+	// resident while the GPU is lent. The agent writes it just before it sets GPUIdleCondition
+	// True; memory growth wakes the pod, so it holds while the pod is idle.
+	IdleGPUMemoryAnnotation = Prefix + "idle-gpu-memory-used"
 )
 
 // Node labels and annotations published by the gpu-agent.

@@ -11,10 +11,9 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/usage"
 )
 
-// Sources are the components with a metrics endpoint. The scheduler runtime joins this list
-// when it merges (see requested.go for the metrics the dashboards already expect from it).
+// Sources are the components with a metrics endpoint.
 func Sources() []Source {
-	return []Source{{Component: "gpu-agent", Registry: gpuAgent}}
+	return []Source{{Component: "gpu-agent", Registry: gpuAgent}, {Component: "scheduler", Registry: scheduler}}
 }
 
 // gpuAgent is the agent's registry (metrics.NewRegistry, as `fairway agent` serves it) over a

@@ -81,7 +81,11 @@ func (o *bindObserver) Failed(r *binder.Request, reason string, err error) {
 type evictObserver struct{ m *metrics.Metrics }
 
 func (o *evictObserver) Evicted(r *evictor.Request) {
-	o.m.Evictions.WithLabelValues(string(r.Reason), r.Queue).Inc()
+	framework := r.Framework
+	if framework == "" {
+		framework = "none"
+	}
+	o.m.Evictions.WithLabelValues(string(r.Reason), r.Queue, framework).Inc()
 }
 
 func (o *evictObserver) EvictionFailed(*evictor.Request, error) {}

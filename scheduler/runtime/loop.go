@@ -21,7 +21,6 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
-	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -314,7 +313,7 @@ func (l *loop) dispatch(res *engine.Result) {
 			if t == nil {
 				continue
 			}
-			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true}
+			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(inf.Pod(e.Pod.Namespace, e.Pod.Name))}
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()
 			}
@@ -403,7 +402,7 @@ func (l *loop) sweepGoneNodes(ctx context.Context, now time.Time) {
 			reqs = append(reqs, evictor.Request{
 				Eviction: engine.Eviction{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Node: node,
 					Reason: evictor.ReasonNodeDeleted, Message: "node " + node + " was deleted"},
-				UID: p.UID, Queue: p.Labels[v1alpha1.QueueLabel],
+				UID: p.UID, Queue: p.Labels[v1alpha1.QueueLabel], Framework: frameworkOf(p),
 			})
 		}
 		if len(reqs) == 0 {
@@ -419,69 +418,4 @@ func (l *loop) sweepGoneNodes(ctx context.Context, now time.Time) {
 			}
 		}()
 	}
-}
-
-// metricsState collects the state metrics from the snapshot after a cycle.
-func (l *loop) metricsState(res *engine.Result) *metrics.State {
-	st := &metrics.State{}
-	quota := map[string]map[string]float64{}
-	for _, q := range l.snap.Queues() {
-		m := map[string]float64{}
-		for d := 0; d < l.snap.NumDims(); d++ {
-			if v := q.Quota.At(d); v > 0 {
-				m[l.snap.DimName(d)] = natural(l.snap.DimName(d), v)
-			}
-		}
-		quota[q.Name] = m
-	}
-	for i := range res.Queues {
-		q := &res.Queues[i]
-		st.Queues = append(st.Queues, metrics.QueueAmounts{
-			Queue: q.Name, Guaranteed: quota[q.Name], FairShare: naturals(q.FairShare), Allocated: naturals(q.Allocated),
-			AllocatedNonPreemptible: naturals(q.AllocatedNonPreemptible), Requested: naturals(q.Requested), Borrowed: naturals(q.Borrowed),
-		})
-	}
-	type qr struct{ q, r string }
-	pend := map[qr]*metrics.Pending{}
-	for _, u := range res.Unschedulable {
-		k := qr{u.Queue, string(u.Code)}
-		p := pend[k]
-		if p == nil {
-			p = &metrics.Pending{Queue: u.Queue, Reason: string(u.Code)}
-			pend[k] = p
-		}
-		p.Pods += u.PendingPods
-		p.Gangs++
-	}
-	for _, p := range pend {
-		st.Pending = append(st.Pending, *p)
-	}
-	for _, n := range l.snap.Nodes() {
-		if n == nil {
-			continue
-		}
-		for i := range n.Slots {
-			s := &n.Slots[i]
-			if s.Sharers > 0 && s.Owners == 0 {
-				st.Shares = append(st.Shares, metrics.Share{Node: n.Name, GPUIndex: s.Index, Ratio: float64(s.UsedMilli) / snapshot.MilliPerGPU})
-			}
-		}
-	}
-	return st
-}
-
-func naturals(a engine.Amounts) map[string]float64 {
-	m := make(map[string]float64, len(a))
-	for k, v := range a {
-		m[k] = natural(k, v)
-	}
-	return m
-}
-
-// natural converts engine units (milli-GPU, milli-CPU, bytes) to GPUs, cores and bytes.
-func natural(resource string, v int64) float64 {
-	if resource == "memory" {
-		return float64(v)
-	}
-	return float64(v) / 1000
 }

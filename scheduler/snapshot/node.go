@@ -25,28 +25,38 @@ type GPUInventoryEntry struct {
 // agent reports unhealthy are left out (the device plugin does not offer them either). Entries
 // come back sorted by index; duplicate or negative indexes are an error.
 func ParseGPUInventory(v string) ([]GPUInventoryEntry, error) {
-	var inv []GPUInventoryEntry
+	inv, _, err := parseGPUInventory(v)
+	return inv, err
+}
+
+// parseGPUInventory is ParseGPUInventory that also counts the unhealthy GPUs (not in MIG mode)
+// it left out.
+func parseGPUInventory(v string) (inv []GPUInventoryEntry, unhealthy int, err error) {
 	if t := strings.TrimSpace(v); strings.HasPrefix(t, "{") {
 		var obj v1alpha1.GPUInventory
 		if err := json.Unmarshal([]byte(t), &obj); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
+			return nil, 0, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
 		}
 		for _, g := range obj.GPUs {
-			if g.MIGEnabled || !g.Healthy {
+			switch {
+			case g.MIGEnabled:
+				continue
+			case !g.Healthy:
+				unhealthy++
 				continue
 			}
 			inv = append(inv, GPUInventoryEntry{Index: int(g.Index), UUID: g.UUID, MemoryMiB: g.MemoryMiB})
 		}
 	} else if err := json.Unmarshal([]byte(v), &inv); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
+		return nil, 0, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
 	}
 	slices.SortFunc(inv, func(a, b GPUInventoryEntry) int { return a.Index - b.Index })
 	for i, e := range inv {
 		if e.Index < 0 || (i > 0 && inv[i-1].Index == e.Index) {
-			return nil, fmt.Errorf("parse %s: bad or duplicate GPU index %d", v1alpha1.GPUInventoryAnnotation, e.Index)
+			return nil, 0, fmt.Errorf("parse %s: bad or duplicate GPU index %d", v1alpha1.GPUInventoryAnnotation, e.Index)
 		}
 	}
-	return inv, nil
+	return inv, unhealthy, nil
 }
 
 // GPUSlot is one physical GPU of a node and what holds it. A slot is held either by one whole-GPU
@@ -149,6 +159,11 @@ type Node struct {
 	// Inventory is true when the node publishes a GPU inventory (fairway.dev/gpu-inventory):
 	// a gpu-agent runs there, which is what tells the runtime the device of a shared GPU.
 	Inventory bool
+	// InventoryGPUs is how many GPUs (not in MIG mode) the inventory lists, healthy or not;
+	// UnhealthyGPUs how many of them the gpu-agent reports lost or failing (they are not
+	// slots). Both 0 without an inventory.
+	InventoryGPUs int
+	UnhealthyGPUs int
 
 	// Tasks are the pods bound to the node, in no particular order.
 	Tasks []*Task
@@ -283,6 +298,8 @@ type nodeSpec struct {
 	gpuType       string
 	unschedulable bool
 	inventory     bool
+	invGPUs       int
+	unhealthy     int
 }
 
 func readNode(obj *corev1.Node) (nodeSpec, error) {
@@ -312,9 +329,10 @@ func readNode(obj *corev1.Node) (nodeSpec, error) {
 	gpus = min(gpus, 1024)
 	var inv []GPUInventoryEntry
 	if v, ok := obj.Annotations[v1alpha1.GPUInventoryAnnotation]; ok && v != "" {
-		inv, err = ParseGPUInventory(v)
+		inv, ns.unhealthy, err = parseGPUInventory(v)
 		// A bad inventory leaves the GPUs usable, without UUIDs; the error is reported.
 		ns.inventory = err == nil && len(inv) > 0
+		ns.invGPUs = len(inv) + ns.unhealthy
 	}
 	labelMem := int64(0)
 	if v, ok := obj.Labels[v1alpha1.GPUMemoryLabel]; ok {

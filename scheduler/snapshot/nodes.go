@@ -101,6 +101,7 @@ func (s *Snapshot) applyNodeSpec(n *Node, obj *corev1.Node, spec nodeSpec) {
 	n.TypeDim = s.typeDim(spec.gpuType)
 	n.Unschedulable = spec.unschedulable
 	n.Inventory = spec.inventory
+	n.InventoryGPUs, n.UnhealthyGPUs = spec.invGPUs, spec.unhealthy
 	n.Version++
 	for i := range n.Slots {
 		s.refGPUMemMiB = max(s.refGPUMemMiB, n.Slots[i].MemoryMiB)

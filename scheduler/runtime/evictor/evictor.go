@@ -47,6 +47,8 @@ type Request struct {
 	engine.Eviction
 	UID   types.UID
 	Queue string
+	// Framework is the pod's fairway.dev/framework ("none" when it has none), for metrics.
+	Framework string
 	// FromEngine is true for the engine's evictions: a failure is reported to the loop
 	// (Snapshot.CancelEviction). False for pods on deleted nodes.
 	FromEngine bool

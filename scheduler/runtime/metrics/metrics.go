@@ -24,6 +24,19 @@ const (
 	LabelFramework = "framework"
 	LabelNode      = "node"
 	LabelGPUIndex  = "gpu_index"
+	LabelGPUUUID   = "gpu_uuid"
+	LabelGPUType   = "gpu_type"
+	LabelState     = "state"
+	LabelParent    = "parent"
+	LabelPhase     = "phase"
+)
+
+// States of fairway_node_gpus.
+const (
+	GPUStateWhole     = "whole"
+	GPUStateShared    = "shared"
+	GPUStateFree      = "free"
+	GPUStateUnhealthy = "unhealthy"
 )
 
 // QueueAmounts is one queue's accounting, per resource (gpu, cpu, memory, gpu/<type>), in
@@ -48,14 +61,43 @@ type Pending struct {
 type Share struct {
 	Node     string
 	GPUIndex int
-	Ratio    float64
+	// GPUUUID is the physical GPU: the one the kubelet gave the slot's reservation pod, as its
+	// gpu-agent reported it ("" until then).
+	GPUUUID string
+	Ratio   float64
+}
+
+// QueueInfo is one Queue of the tree.
+type QueueInfo struct {
+	Queue string
+	// Parent is spec.parent, "" at the top of the tree.
+	Parent string
+}
+
+// NodeGPUs counts one schedulable node's GPUs by state; the states sum to the node's GPUs.
+type NodeGPUs struct {
+	Node    string
+	GPUType string
+	// Whole are held whole by pods; Shared are slots of fractional pods (or of a reservation
+	// alone); Free are healthy and unheld; Unhealthy are reported lost or failing by the
+	// node's gpu-agent.
+	Whole, Shared, Free, Unhealthy int
+}
+
+// PodGroups counts PodGroups of one queue, framework and phase.
+type PodGroups struct {
+	Queue, Framework, Phase string
+	Count                   int
 }
 
 // State is what the loop publishes after a cycle; never modified once published.
 type State struct {
-	Queues  []QueueAmounts
-	Pending []Pending
-	Shares  []Share
+	Queues    []QueueAmounts
+	Pending   []Pending
+	Shares    []Share
+	QueueTree []QueueInfo
+	NodeGPUs  []NodeGPUs
+	PodGroups []PodGroups
 }
 
 // Metrics holds every scheduler metric.
@@ -79,7 +121,10 @@ var (
 	descBorrowed   = prometheus.NewDesc("fairway_queue_borrowed", "Allocated above the guaranteed quota, per resource.", []string{LabelQueue, LabelResource}, nil)
 	descPendPods   = prometheus.NewDesc("fairway_pending_pods", "Pods waiting to be scheduled, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
 	descPendGangs  = prometheus.NewDesc("fairway_pending_gangs", "Gangs with pods waiting, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
-	descShare      = prometheus.NewDesc("fairway_gpu_share_allocated", "Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed).", []string{LabelNode, LabelGPUIndex}, nil)
+	descShare      = prometheus.NewDesc("fairway_gpu_share_allocated", "Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed); gpu_uuid is the physical GPU of the slot's reservation.", []string{LabelNode, LabelGPUIndex, LabelGPUUUID}, nil)
+	descQueueInfo  = prometheus.NewDesc("fairway_queue_info", "Always 1, one series per Queue; parent is spec.parent (empty for a top-level queue).", []string{LabelQueue, LabelParent}, nil)
+	descNodeGPUs   = prometheus.NewDesc("fairway_node_gpus", "GPUs of a schedulable node by state (whole, shared, free, unhealthy); the states sum to the node's GPUs.", []string{LabelNode, LabelGPUType, LabelState}, nil)
+	descPodGroups  = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelPhase}, nil)
 )
 
 // New makes the metrics (not registered).
@@ -98,8 +143,8 @@ func New() *Metrics {
 			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error).",
 		}, []string{LabelReason}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, NodeDeleted) and the victim's queue.",
-		}, []string{LabelReason, LabelQueue}),
+			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, NodeDeleted), the victim's queue and framework (none when unlabelled).",
+		}, []string{LabelReason, LabelQueue, LabelFramework}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_leader", Help: "1 while this replica is the leader, which schedules."}),
 	}
 }
@@ -120,7 +165,8 @@ func (m *Metrics) SetState(s *State) { m.state.Store(s) }
 type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descPendPods, descPendGangs, descShare} {
+	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descPendPods, descPendGangs, descShare,
+		descQueueInfo, descNodeGPUs, descPodGroups} {
 		ch <- d
 	}
 }
@@ -150,6 +196,20 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPendGangs, prometheus.GaugeValue, float64(p.Gangs), p.Queue, p.Reason)
 	}
 	for _, sh := range s.Shares {
-		ch <- prometheus.MustNewConstMetric(descShare, prometheus.GaugeValue, sh.Ratio, sh.Node, strconv.Itoa(sh.GPUIndex))
+		ch <- prometheus.MustNewConstMetric(descShare, prometheus.GaugeValue, sh.Ratio, sh.Node, strconv.Itoa(sh.GPUIndex), sh.GPUUUID)
+	}
+	for _, q := range s.QueueTree {
+		ch <- prometheus.MustNewConstMetric(descQueueInfo, prometheus.GaugeValue, 1, q.Queue, q.Parent)
+	}
+	for _, n := range s.NodeGPUs {
+		for _, x := range []struct {
+			state string
+			v     int
+		}{{GPUStateWhole, n.Whole}, {GPUStateShared, n.Shared}, {GPUStateFree, n.Free}, {GPUStateUnhealthy, n.Unhealthy}} {
+			ch <- prometheus.MustNewConstMetric(descNodeGPUs, prometheus.GaugeValue, float64(x.v), n.Node, n.GPUType, x.state)
+		}
+	}
+	for _, pg := range s.PodGroups {
+		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Phase)
 	}
 }

@@ -15,9 +15,12 @@ func TestStateMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.SetState(&State{
-		Queues:  []QueueAmounts{{Queue: "team-a", Guaranteed: map[string]float64{"gpu": 2}, Allocated: map[string]float64{"gpu": 2.5, "memory": 1 << 30}}},
-		Pending: []Pending{{Queue: "team-b", Reason: "NoNodeFits", Pods: 3, Gangs: 1}},
-		Shares:  []Share{{Node: "n1", GPUIndex: 3, Ratio: 0.75}},
+		Queues:    []QueueAmounts{{Queue: "team-a", Guaranteed: map[string]float64{"gpu": 2}, Allocated: map[string]float64{"gpu": 2.5, "memory": 1 << 30}}},
+		Pending:   []Pending{{Queue: "team-b", Reason: "NoNodeFits", Pods: 3, Gangs: 1}},
+		Shares:    []Share{{Node: "n1", GPUIndex: 3, GPUUUID: "GPU-3", Ratio: 0.75}},
+		QueueTree: []QueueInfo{{Queue: "research"}, {Queue: "team-a", Parent: "research"}},
+		NodeGPUs:  []NodeGPUs{{Node: "n1", GPUType: "H100", Whole: 4, Shared: 1, Free: 2, Unhealthy: 1}},
+		PodGroups: []PodGroups{{Queue: "team-a", Framework: "ray", Phase: "Running", Count: 2}},
 	})
 	want := `
 # HELP fairway_queue_allocated What a queue's bound pods hold, per resource.
@@ -33,12 +36,26 @@ fairway_pending_pods{queue="team-b",reason="NoNodeFits"} 3
 # HELP fairway_pending_gangs Gangs with pods waiting, by queue and the engine's reason code.
 # TYPE fairway_pending_gangs gauge
 fairway_pending_gangs{queue="team-b",reason="NoNodeFits"} 1
-# HELP fairway_gpu_share_allocated Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed).
+# HELP fairway_gpu_share_allocated Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed); gpu_uuid is the physical GPU of the slot's reservation.
 # TYPE fairway_gpu_share_allocated gauge
-fairway_gpu_share_allocated{gpu_index="3",node="n1"} 0.75
+fairway_gpu_share_allocated{gpu_index="3",gpu_uuid="GPU-3",node="n1"} 0.75
+# HELP fairway_queue_info Always 1, one series per Queue; parent is spec.parent (empty for a top-level queue).
+# TYPE fairway_queue_info gauge
+fairway_queue_info{parent="",queue="research"} 1
+fairway_queue_info{parent="research",queue="team-a"} 1
+# HELP fairway_node_gpus GPUs of a schedulable node by state (whole, shared, free, unhealthy); the states sum to the node's GPUs.
+# TYPE fairway_node_gpus gauge
+fairway_node_gpus{gpu_type="H100",node="n1",state="free"} 2
+fairway_node_gpus{gpu_type="H100",node="n1",state="shared"} 1
+fairway_node_gpus{gpu_type="H100",node="n1",state="unhealthy"} 1
+fairway_node_gpus{gpu_type="H100",node="n1",state="whole"} 4
+# HELP fairway_podgroups PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.
+# TYPE fairway_podgroups gauge
+fairway_podgroups{framework="ray",phase="Running",queue="team-a"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fairway_queue_allocated", "fairway_queue_guaranteed",
-		"fairway_pending_pods", "fairway_pending_gangs", "fairway_gpu_share_allocated"); err != nil {
+		"fairway_pending_pods", "fairway_pending_gangs", "fairway_gpu_share_allocated", "fairway_queue_info", "fairway_node_gpus",
+		"fairway_podgroups"); err != nil {
 		t.Error(err)
 	}
 	// A queue that went away leaves no series behind.
@@ -46,7 +63,7 @@ fairway_gpu_share_allocated{gpu_index="3",node="n1"} 0.75
 	if n := testutil.CollectAndCount(stateCollector{m}); n != 0 {
 		t.Errorf("%d state series after the state emptied", n)
 	}
-	m.Evictions.WithLabelValues("Reclaim", "team-b").Inc()
+	m.Evictions.WithLabelValues("Reclaim", "team-b", "none").Inc()
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
 	if n, err := testutil.GatherAndCount(reg); err != nil || n < 3 {
 		t.Errorf("gathered %d series (%v)", n, err)

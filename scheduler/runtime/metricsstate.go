@@ -1,0 +1,181 @@
+package runtime
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
+	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
+	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// metricsState collects the state metrics from the snapshot and the caches after a cycle. It
+// runs on the loop at most once a second (and after cycles that decided something).
+func (l *loop) metricsState(res *engine.Result) *metrics.State {
+	st := &metrics.State{}
+	quota := map[string]map[string]float64{}
+	for _, q := range l.snap.Queues() {
+		m := map[string]float64{}
+		for d := 0; d < l.snap.NumDims(); d++ {
+			if v := q.Quota.At(d); v > 0 {
+				m[l.snap.DimName(d)] = natural(l.snap.DimName(d), v)
+			}
+		}
+		quota[q.Name] = m
+		if q.Defined {
+			st.QueueTree = append(st.QueueTree, metrics.QueueInfo{Queue: q.Name, Parent: q.Spec.Parent})
+		}
+	}
+	for i := range res.Queues {
+		q := &res.Queues[i]
+		st.Queues = append(st.Queues, metrics.QueueAmounts{
+			Queue: q.Name, Guaranteed: quota[q.Name], FairShare: naturals(q.FairShare), Allocated: naturals(q.Allocated),
+			AllocatedNonPreemptible: naturals(q.AllocatedNonPreemptible), Requested: naturals(q.Requested), Borrowed: naturals(q.Borrowed),
+		})
+	}
+	type qr struct{ q, r string }
+	pend := map[qr]*metrics.Pending{}
+	for _, u := range res.Unschedulable {
+		k := qr{u.Queue, string(u.Code)}
+		p := pend[k]
+		if p == nil {
+			p = &metrics.Pending{Queue: u.Queue, Reason: string(u.Code)}
+			pend[k] = p
+		}
+		p.Pods += u.PendingPods
+		p.Gangs++
+	}
+	for _, p := range pend {
+		st.Pending = append(st.Pending, *p)
+	}
+	uuids := l.reservationUUIDs()
+	for _, n := range l.snap.Nodes() {
+		if n == nil {
+			continue
+		}
+		for i := range n.Slots {
+			s := &n.Slots[i]
+			if s.Sharers > 0 && s.Owners == 0 {
+				st.Shares = append(st.Shares, metrics.Share{Node: n.Name, GPUIndex: s.Index, Ratio: float64(s.UsedMilli) / snapshot.MilliPerGPU,
+					GPUUUID: uuids[gpushare.SlotKey{Node: n.Name, Slot: s.Index}]})
+			}
+		}
+		if !n.Unschedulable && (len(n.Slots) > 0 || n.InventoryGPUs > 0) {
+			st.NodeGPUs = append(st.NodeGPUs, nodeGPUs(n))
+		}
+	}
+	st.PodGroups = l.podGroupCounts()
+	return st
+}
+
+// nodeGPUs counts a node's GPUs by state. Slots come from the node's nvidia.com/gpu allocatable,
+// which a device plugin lowers when a GPU fails; where it does not (kwok nodes), the unhealthy
+// GPUs are taken out of the free ones, so the states always sum to the node's GPUs.
+func nodeGPUs(n *snapshot.Node) metrics.NodeGPUs {
+	out := metrics.NodeGPUs{Node: n.Name, GPUType: n.GPUType, Unhealthy: n.UnhealthyGPUs}
+	empty := 0
+	for i := range n.Slots {
+		s := &n.Slots[i]
+		switch {
+		case s.Owners > 0:
+			out.Whole++
+		case !s.Empty():
+			out.Shared++
+		default:
+			empty++
+		}
+	}
+	floating := min(int(n.Floating), empty)
+	out.Whole += floating
+	out.Free = empty - floating
+	if total := max(len(n.Slots), n.InventoryGPUs); len(n.Slots)+n.UnhealthyGPUs > total {
+		out.Free = max(0, out.Free-(len(n.Slots)+n.UnhealthyGPUs-total))
+	}
+	return out
+}
+
+// reservationUUIDs maps each slot held by a live reservation pod to the physical GPU its gpu-agent
+// reported for it.
+func (l *loop) reservationUUIDs() map[gpushare.SlotKey]string {
+	out := make(map[gpushare.SlotKey]string, len(l.reservations))
+	for name, r := range l.reservations {
+		if r.terminating {
+			continue
+		}
+		if p := l.rt.inf.Pod(l.opts.Namespace, name); p != nil {
+			if u := p.Annotations[v1alpha1.GPUUUIDAnnotation]; u != "" {
+				out[r.slot] = u
+			}
+		}
+	}
+	return out
+}
+
+// podGroupCounts counts the PodGroups by queue, framework (their pods') and phase.
+func (l *loop) podGroupCounts() []metrics.PodGroups {
+	type key struct{ q, f, p string }
+	counts := map[key]int{}
+	for _, o := range l.rt.inf.PodGroups.GetStore().List() {
+		pg := o.(*v1alpha1.PodGroup)
+		pods := l.rt.inf.PodsByIndex(cache.IndexPodGroup, pg.Namespace+"/"+pg.Name)
+		k := key{q: pg.Spec.Queue, f: podsFramework(pods), p: string(pg.Status.Phase)}
+		if k.p == "" {
+			k.p = string(v1alpha1.PodGroupPending)
+		}
+		if k.q == "" {
+			for _, p := range pods {
+				if k.q = p.Labels[v1alpha1.QueueLabel]; k.q != "" {
+					break
+				}
+			}
+		}
+		counts[k]++
+	}
+	out := make([]metrics.PodGroups, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, metrics.PodGroups{Queue: k.q, Framework: k.f, Phase: k.p, Count: n})
+	}
+	slices.SortFunc(out, func(a, b metrics.PodGroups) int {
+		return strings.Compare(a.Queue+"\x00"+a.Framework+"\x00"+a.Phase, b.Queue+"\x00"+b.Framework+"\x00"+b.Phase)
+	})
+	return out
+}
+
+// podsFramework is the fairway.dev/framework of the first pod that has one, "none" otherwise.
+func podsFramework(pods []*corev1.Pod) string {
+	for _, p := range pods {
+		if f := p.Labels[v1alpha1.FrameworkLabel]; f != "" {
+			return f
+		}
+	}
+	return "none"
+}
+
+// frameworkOf is a pod's fairway.dev/framework, "none" when it has none.
+func frameworkOf(p *corev1.Pod) string {
+	if p == nil {
+		return "none"
+	}
+	return podsFramework([]*corev1.Pod{p})
+}
+
+func naturals(a engine.Amounts) map[string]float64 {
+	m := make(map[string]float64, len(a))
+	for k, v := range a {
+		m[k] = natural(k, v)
+	}
+	return m
+}
+
+// natural converts engine units (milli-GPU, milli-CPU, bytes) to GPUs, cores and bytes.
+func natural(resource string, v int64) float64 {
+	if resource == "memory" {
+		return float64(v)
+	}
+	return float64(v) / 1000
+}

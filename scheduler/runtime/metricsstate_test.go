@@ -1,0 +1,58 @@
+package runtime
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+// GPUs by state sum to the node's GPUs, whether or not the node's allocatable drops a failed
+// GPU (a device plugin does; kwok nodes do not).
+func TestNodeGPUs(t *testing.T) {
+	inventory := func(healthy ...bool) string {
+		inv := v1alpha1.GPUInventory{}
+		for i, h := range healthy {
+			inv.GPUs = append(inv.GPUs, v1alpha1.GPUDevice{Index: int32(i), UUID: "GPU-" + string(rune('a'+i)), MemoryMiB: 81920, Healthy: h})
+		}
+		b, _ := json.Marshal(inv)
+		return string(b)
+	}
+	for name, tc := range map[string]struct {
+		gpus int
+		inv  string
+		want metrics.NodeGPUs
+	}{
+		"allocatable keeps the failed GPU": {gpus: 4, inv: inventory(true, true, true, false),
+			want: metrics.NodeGPUs{Node: "n", GPUType: "H100", Whole: 1, Shared: 1, Free: 1, Unhealthy: 1}},
+		"allocatable drops the failed GPU": {gpus: 3, inv: inventory(true, true, true, false),
+			want: metrics.NodeGPUs{Node: "n", GPUType: "H100", Whole: 1, Shared: 1, Free: 1, Unhealthy: 1}},
+		"no inventory": {gpus: 4,
+			want: metrics.NodeGPUs{Node: "n", GPUType: "H100", Whole: 1, Shared: 1, Free: 2}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := snapshot.New()
+			node := testutil.MakeNode("n").GPUs(tc.gpus, "H100").Obj()
+			if tc.inv != "" {
+				node.Annotations[v1alpha1.GPUInventoryAnnotation] = tc.inv
+			}
+			if err := s.UpsertNode(node); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*testutil.PodWrapper{
+				testutil.MakePod("a", "whole").Queue("q").GPU(1).Node("n").GPUIndex(0),
+				testutil.MakePod("a", "share").Queue("q").Fraction("0.5").Node("n").GPUIndex(1),
+			} {
+				if err := s.UpsertPod(p.Obj()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := nodeGPUs(s.Node("n")); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -30,8 +30,9 @@ import (
 	"github.com/fairway-sched/fairway/test/gpuagents"
 )
 
-// dashboardsStrictEnv makes panels that wait for a missing component or a requested metric fail
-// too; `make dashboards-check` in CI sets it once the scheduler runtime is merged.
+// dashboardsStrictEnv set to 0 lets panels that wait for a missing component or a requested
+// metric pass (reported as WAITING / MISSING): for a fairway binary built without a component.
+// Every component is in the tree, so by default (and in CI) they fail.
 const dashboardsStrictEnv = "FAIRWAY_DASHBOARDS_STRICT"
 
 // TestDashboards is `make dashboards-check`: a local cluster with the gpu-agents and (when the
@@ -41,8 +42,8 @@ const dashboardsStrictEnv = "FAIRWAY_DASHBOARDS_STRICT"
 // that cannot fit). Then every query of every dashboard goes to Prometheus's HTTP API, which
 // refuses one it cannot parse, over the run's time range: a query that returns nothing fails
 // the test, listed with all the others, unless it waits for a metric requested from a component
-// or for a component this binary does not have (reported as WAITING / MISSING, failures under
-// FAIRWAY_DASHBOARDS_STRICT=1).
+// or for a component this binary does not have (reported as WAITING / MISSING, failures unless
+// FAIRWAY_DASHBOARDS_STRICT=0).
 func TestDashboards(t *testing.T) {
 	ctx := t.Context()
 	begin := time.Now()
@@ -90,13 +91,13 @@ func TestDashboards(t *testing.T) {
 	scraped := prom.metricNames(t)
 	report := checkDashboards(t, prom, ix, scraped, running, begin.Add(-time.Minute), time.Now())
 	report.print(t)
-	strict := os.Getenv(dashboardsStrictEnv) != ""
+	strict := os.Getenv(dashboardsStrictEnv) != "0"
 	for _, r := range report.rows {
 		switch {
 		case r.status == statusFail:
 			t.Errorf("%s / %s / %s: %s\n    %s", r.board, r.panel, r.ref, r.detail, r.expr)
 		case strict && (r.status == statusWaiting || r.status == statusMissing):
-			t.Errorf("%s / %s / %s: %s (%s=1)", r.board, r.panel, r.ref, r.detail, dashboardsStrictEnv)
+			t.Errorf("%s / %s / %s: %s (%s=0 relaxes this)", r.board, r.panel, r.ref, r.detail, dashboardsStrictEnv)
 		}
 	}
 }

@@ -39,6 +39,11 @@ type Transition struct {
 	Message string
 	// At is the observation that caused the transition.
 	At time.Time
+	// IdleMemoryMiB is, on a transition to idle, the GPU memory that stays resident while the
+	// pod's GPU is lent (fairway.dev/idle-gpu-memory-used); the Monitor fills it in, the
+	// Tracker does not know it. Valid when IdleMemoryKnown.
+	IdleMemoryMiB   uint64
+	IdleMemoryKnown bool
 }
 
 type podIdleness struct {

@@ -72,7 +72,13 @@ type Snapshot struct {
 	Pods []PodUsage
 }
 
-// MonitorOptions wire a Monitor. Pods, PodGPUs and Inventory are required.
+// ConditionSink receives idleness transitions. Set must not block: the monitor calls it from
+// its poll loop.
+type ConditionSink interface {
+	Set(pod *corev1.Pod, t Transition)
+}
+
+// MonitorOptions wire a Monitor. Pods, PodGPUs, Inventory and Conditions are required.
 type MonitorOptions struct {
 	// Interval between polls; the idle signal reaches the API within about one interval.
 	Interval time.Duration
@@ -85,9 +91,9 @@ type MonitorOptions struct {
 	// Inventory returns the latest discovered inventory (nil before the first), for UUIDs
 	// and models.
 	Inventory func() *fairwayv1alpha1.GPUInventory
-	// Conditions receives idleness transitions; nil keeps them in the snapshots only (a
-	// monitor without a cluster, as in fairway agent watch).
-	Conditions *ConditionWriter
+	// Conditions receives idleness transitions: a ConditionWriter in the agent; fairway agent
+	// watch, which runs the monitor without a cluster, takes them itself.
+	Conditions ConditionSink
 	// OnSample, if set, sees each sample after it was processed (error accounting,
 	// rediscovery when a GPU fails).
 	OnSample func(s *Sample)
@@ -323,7 +329,7 @@ func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage
 			}
 			m.opts.Log.V(1).Info("GPU idleness changed", "pod", klog.KObj(pod), "idle", t.Idle, "reason", t.Reason,
 				"idleMemoryMiB", t.IdleMemoryMiB)
-			m.setCondition(pod, t)
+			m.opts.Conditions.Set(pod, t)
 			continue
 		}
 		if resync {
@@ -350,15 +356,7 @@ func (m *Monitor) resync(pod *corev1.Pod, cond *corev1.PodCondition, idleMiB map
 		t.Reason, t.Message = "GPUIdle", "GPU idle; condition re-asserted"
 		t.IdleMemoryMiB, t.IdleMemoryKnown = idleMiB[string(pod.UID)]
 	}
-	m.setCondition(pod, t)
-}
-
-// setCondition hands t to the ConditionWriter, if there is one (fairway agent watch runs the
-// monitor without a cluster).
-func (m *Monitor) setCondition(pod *corev1.Pod, t Transition) {
-	if m.opts.Conditions != nil {
-		m.opts.Conditions.Set(pod, t)
-	}
+	m.opts.Conditions.Set(pod, t)
 }
 
 func (m *Monitor) store(s *Snapshot) {

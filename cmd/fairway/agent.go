@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -70,7 +72,7 @@ metrics.`,
 	f.StringVar(&opts.ProcRoot, "proc-root", opts.ProcRoot, "The host's /proc (the agent runs with hostPID), to attribute GPU processes to pods.")
 	bindZap(cmd, &zapOpts)
 
-	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand())
+	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand())
 	return cmd
 }
 
@@ -136,6 +138,64 @@ func newAgentMPSCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.PipeDir, "mps-pipe-directory", o.PipeDir, "CUDA_MPS_PIPE_DIRECTORY.")
 	cmd.Flags().StringVar(&o.LogDir, "mps-log-directory", o.LogDir, "CUDA_MPS_LOG_DIRECTORY.")
+	bindZap(cmd, &zapOpts)
+	return cmd
+}
+
+// newAgentWatchCommand is `fairway agent watch`, hidden: the agent's idleness decision on one
+// real GPU without a cluster, for the lending check of test/gpu/run.sh. It treats the GPU's
+// processes at start as an idle notebook's and later ones as a loan's, prints "watch: owner
+// pids ..." once it watches, and exits 0 at the first poll at which the owner works, printing
+// "watch: active reason=... observed_us=... detected_us=...".
+func newAgentWatchCommand() *cobra.Command {
+	opts := agent.DefaultOptions()
+	opts.NodeName, _ = os.Hostname()
+	gpuIndex := 0
+	timeout := 30 * time.Second
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
+	cmd := &cobra.Command{
+		Use:    "watch",
+		Short:  "Watch one GPU's current processes as an idle notebook and exit when they do GPU work (the real-GPU lending check)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := setupLogging(&zapOpts)
+			lib, err := agent.OpenLibrary(&opts)
+			if err != nil {
+				return err
+			}
+			if err := lib.Init(); err != nil {
+				return fmt.Errorf("initialising NVML: %w", agent.Explain(err))
+			}
+			defer func() { _ = lib.Shutdown() }()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			out := cmd.OutOrStdout()
+			w, err := agent.Watch(ctx, lib, agent.WatchOptions{
+				GPU:              gpuIndex,
+				Interval:         opts.UsageInterval,
+				ThresholdPercent: opts.IdleThreshold,
+				Ready: func(owner []uint32) {
+					fmt.Fprintf(out, "watch: owner pids %v on GPU %d; polling every %s, threshold %g%%\n", owner, gpuIndex, opts.UsageInterval, opts.IdleThreshold)
+				},
+				Log: log.WithName("watch"),
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "watch: active reason=%s observed_us=%d detected_us=%d message=%q\n",
+				w.Reason, w.Observed.UnixMicro(), w.Detected.UnixMicro(), w.Message)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	addNVMLFlag(cmd, &opts)
+	f.IntVar(&gpuIndex, "gpu", gpuIndex, "Index of the GPU to watch.")
+	f.DurationVar(&opts.UsageInterval, "usage-interval", opts.UsageInterval, "GPU usage poll period, as the agent's.")
+	f.Float64Var(&opts.IdleThreshold, "idle-threshold", opts.IdleThreshold, "Utilization in percent at or below which the owner is not working, as the agent's.")
+	f.DurationVar(&timeout, "timeout", timeout, "Give up (exit 1) when the owner has not worked by then.")
 	bindZap(cmd, &zapOpts)
 	return cmd
 }

@@ -8,7 +8,9 @@
 //     the first sign of work (utilization above the threshold, a new GPU process, memory
 //     growth).
 //   - ConditionWriter publishes the tracker's transitions as the pod condition
-//     fairway.dev/GPUIdle through the pods/status subresource.
+//     fairway.dev/GPUIdle through the pods/status subresource, its message timed to the
+//     microsecond, and, before a pod turns idle, the memory that stays resident on its GPU
+//     (fairway.dev/idle-gpu-memory-used) as an annotation.
 //   - Monitor runs the three every poll period and keeps the latest Snapshot for metrics.
 //
 // The idle signal is what the scheduler will use to lend an idle notebook's GPU to preemptible

@@ -72,6 +72,12 @@ type Snapshot struct {
 	Pods []PodUsage
 }
 
+// ConditionSink receives idleness transitions. Set must not block: the monitor calls it from
+// its poll loop.
+type ConditionSink interface {
+	Set(pod *corev1.Pod, t Transition)
+}
+
 // MonitorOptions wire a Monitor. Pods, PodGPUs, Inventory and Conditions are required.
 type MonitorOptions struct {
 	// Interval between polls; the idle signal reaches the API within about one interval.
@@ -85,8 +91,9 @@ type MonitorOptions struct {
 	// Inventory returns the latest discovered inventory (nil before the first), for UUIDs
 	// and models.
 	Inventory func() *fairwayv1alpha1.GPUInventory
-	// Conditions receives idleness transitions.
-	Conditions *ConditionWriter
+	// Conditions receives idleness transitions: a ConditionWriter in the agent; fairway agent
+	// watch, which runs the monitor without a cluster, takes them itself.
+	Conditions ConditionSink
 	// OnSample, if set, sees each sample after it was processed (error accounting,
 	// rediscovery when a GPU fails).
 	OnSample func(s *Sample)
@@ -233,7 +240,7 @@ func (m *Monitor) Poll(ctx context.Context) error {
 		}
 	}
 
-	m.track(byUID, usage, pids, now)
+	m.track(byUID, usage, pids, idleMemory(byUID, usage, gpuByIndex), now)
 	for _, u := range usage {
 		pod := byUID[u.UID]
 		u.Namespace, u.Name, u.Queue = pod.Namespace, pod.Name, pod.Labels[fairwayv1alpha1.QueueLabel]
@@ -255,8 +262,36 @@ func (m *Monitor) Poll(ctx context.Context) error {
 	return nil
 }
 
-// track feeds the tracker with every interactive pod that holds a GPU.
-func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, pids map[string][]uint32, now time.Time) {
+// idleMemory returns, for each interactive pod, the GPU memory in MiB (rounded up) that would
+// stay resident if its GPU were lent now: the GPU's used memory less what preemptible pods'
+// processes hold there (a loan still on the GPU, or on its way out, is not the owner's). The
+// GPU's used memory, not the pod's own processes, is what a loan cannot have: it also counts
+// other pods sharing the GPU, processes outside pods, and the driver's own use. For a pod on
+// several GPUs it is the most on any one of them.
+func idleMemory(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, gpus map[int]*GPUSample) map[string]uint64 {
+	preemptible := map[int]uint64{}
+	for _, g := range gpus {
+		for _, p := range g.Processes {
+			if pod, ok := byUID[p.PodUID]; ok && !Interactive(pod) {
+				preemptible[g.Index] += p.UsedBytes
+			}
+		}
+	}
+	out := map[string]uint64{}
+	for k := range usage {
+		g := gpus[k.gpu]
+		if g == nil || g.Err != nil || !Interactive(byUID[k.uid]) {
+			continue
+		}
+		used := g.MemoryUsedBytes - min(g.MemoryUsedBytes, preemptible[k.gpu])
+		out[k.uid] = max(out[k.uid], (used+1<<20-1)>>20)
+	}
+	return out
+}
+
+// track feeds the tracker with every interactive pod that holds a GPU. idleMiB is what
+// idleMemory returned for this sample: it goes with every transition to idle.
+func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, pids map[string][]uint32, idleMiB map[string]uint64, now time.Time) {
 	activity := map[string]*Activity{}
 	for k, u := range usage {
 		if !Interactive(byUID[k.uid]) {
@@ -289,26 +324,37 @@ func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage
 			m.tracker.Seed(uid, cond.LastTransitionTime.Time)
 		}
 		if t, changed := m.tracker.Observe(uid, now, *a); changed {
-			m.opts.Log.V(1).Info("GPU idleness changed", "pod", klog.KObj(pod), "idle", t.Idle, "reason", t.Reason)
+			if t.Idle {
+				t.IdleMemoryMiB, t.IdleMemoryKnown = idleMiB[uid]
+			}
+			m.opts.Log.V(1).Info("GPU idleness changed", "pod", klog.KObj(pod), "idle", t.Idle, "reason", t.Reason,
+				"idleMemoryMiB", t.IdleMemoryMiB)
 			m.opts.Conditions.Set(pod, t)
 			continue
 		}
 		if resync {
-			m.resync(pod, cond, now)
+			m.resync(pod, cond, idleMiB, now)
 		}
 	}
 }
 
-// resync re-asserts the tracker's state on a pod whose condition disagrees with it.
-func (m *Monitor) resync(pod *corev1.Pod, cond *corev1.PodCondition, now time.Time) {
+// resync re-asserts the tracker's state on a pod whose condition disagrees with it, or that is
+// idle without its fairway.dev/idle-gpu-memory-used annotation. An idle
+// pod's memory has not grown since it went idle (growth would have woken it), so the current
+// reading stands for the one at the transition.
+func (m *Monitor) resync(pod *corev1.Pod, cond *corev1.PodCondition, idleMiB map[string]uint64, now time.Time) {
 	idle := m.tracker.Idle(string(pod.UID))
 	condIdle := cond != nil && cond.Status == corev1.ConditionTrue
-	if idle == condIdle {
+	// An idle pod without the memory annotation (removed, or idle since before the agent wrote
+	// it) cannot be lent: write both again.
+	_, annotated := pod.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]
+	if idle == condIdle && (!idle || annotated) {
 		return
 	}
 	t := Transition{Idle: idle, Reason: "GPUActive", Message: "GPU work seen since the condition was last written", At: now}
 	if idle {
 		t.Reason, t.Message = "GPUIdle", "GPU idle; condition re-asserted"
+		t.IdleMemoryMiB, t.IdleMemoryKnown = idleMiB[string(pod.UID)]
 	}
 	m.opts.Conditions.Set(pod, t)
 }

@@ -293,3 +293,118 @@ func TestMonitorReassertsRemovedCondition(t *testing.T) {
 		t.Fatalf("removed condition not re-asserted: %q", got)
 	}
 }
+
+// get returns the pod as the API has it, once the writer is done.
+func (f *fixture) get(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	f.condition(t, name)
+	var p corev1.Pod
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+func TestMonitorIdleMemoryAnnotationAndObservedTime(t *testing.T) {
+	f := newFixture(t, true, pod("notebook", "uid-nb", 100, 3), pod("training", "uid-tr", 50, 3))
+	gpu3 := f.node.Device(3)
+	// A borrower still on the GPU when the notebook goes idle (say, lent by another idle
+	// notebook), and a process outside any pod that really holds memory.
+	outside := fakegpu.Process{PID: 300, UsedMiB: 500}
+	gpu3.SetState(fakegpu.State{Processes: []fakegpu.Process{
+		{PID: 100, PodUID: "uid-nb", UsedMiB: 1024},
+		{PID: 200, PodUID: "uid-tr", UsedMiB: 40000, SMPercent: 90},
+		outside,
+	}})
+	f.poll(t, 0)
+	f.poll(t, 30*time.Second+250*time.Millisecond)
+	wentIdle := f.clock.Now()
+	p := f.get(t, "notebook")
+	cond := usage.IdleCondition(p)
+	if cond == nil || cond.Status != corev1.ConditionTrue {
+		t.Fatalf("condition = %+v, want True", cond)
+	}
+	// The loan's 40000 MiB is not the notebook's: 1024 + 500 stay resident.
+	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "1524" {
+		t.Errorf("%s = %q, want 1524", fairwayv1alpha1.IdleGPUMemoryAnnotation, got)
+	}
+	if got := fairwayv1alpha1.GPUIdleObserved(cond); !got.Equal(wentIdle) {
+		t.Errorf("observed %s (message %q), want %s", got, cond.Message, wentIdle)
+	}
+
+	// The loan grows and starts a second process: not the notebook's work.
+	gpu3.SetState(fakegpu.State{Processes: []fakegpu.Process{
+		{PID: 100, PodUID: "uid-nb", UsedMiB: 1024},
+		{PID: 200, PodUID: "uid-tr", UsedMiB: 60000, SMPercent: 90},
+		{PID: 201, PodUID: "uid-tr", UsedMiB: 8000, SMPercent: 5},
+		outside,
+	}})
+	for range 4 {
+		f.poll(t, 250*time.Millisecond)
+	}
+	if got := f.condition(t, "notebook"); got != corev1.ConditionTrue {
+		t.Fatalf("the loan's memory woke the notebook: condition %q", got)
+	}
+
+	// The notebook allocates: awake at the next poll, observed to the microsecond.
+	gpu3.SetState(fakegpu.State{Processes: []fakegpu.Process{
+		{PID: 100, PodUID: "uid-nb", UsedMiB: 3000},
+		{PID: 200, PodUID: "uid-tr", UsedMiB: 60000, SMPercent: 90},
+		outside,
+	}})
+	f.poll(t, 123457*time.Microsecond)
+	woke := f.clock.Now()
+	p = f.get(t, "notebook")
+	cond = usage.IdleCondition(p)
+	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "GPUMemoryGrowth" {
+		t.Fatalf("condition = %+v, want False for GPUMemoryGrowth", cond)
+	}
+	if got := fairwayv1alpha1.GPUIdleObserved(cond); !got.Equal(woke) {
+		t.Errorf("observed %s (message %q), want %s", got, cond.Message, woke)
+	}
+	if !cond.LastTransitionTime.Time.Equal(woke.Truncate(time.Second)) {
+		t.Errorf("lastTransitionTime %s, want %s", cond.LastTransitionTime, woke.Truncate(time.Second))
+	}
+	// The annotation is the memory when the pod last went idle; waking does not touch it.
+	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "1524" {
+		t.Errorf("after wake-up %s = %q, want 1524", fairwayv1alpha1.IdleGPUMemoryAnnotation, got)
+	}
+
+	// The loan has gone; the notebook goes idle again holding more.
+	gpu3.SetState(fakegpu.State{Processes: []fakegpu.Process{{PID: 100, PodUID: "uid-nb", UsedMiB: 3000}, outside}})
+	f.poll(t, 30*time.Second)
+	p = f.get(t, "notebook")
+	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "3500" {
+		t.Errorf("second idle %s = %q, want 3500", fairwayv1alpha1.IdleGPUMemoryAnnotation, got)
+	}
+	var tr corev1.Pod
+	_ = f.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "training"}, &tr)
+	if _, ok := tr.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; ok {
+		t.Error("the preemptible pod got an idle memory annotation")
+	}
+}
+
+func TestMonitorReannotatesIdlePod(t *testing.T) {
+	f := newFixture(t, true, pod("notebook", "uid-nb", 100, 0))
+	f.node.Device(0).SetState(fakegpu.State{Processes: []fakegpu.Process{{PID: 100, PodUID: "uid-nb", UsedMiB: 2048}}})
+	f.poll(t, 0)
+	f.poll(t, 31*time.Second)
+	p := f.get(t, "notebook")
+	if p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation] != "2048" {
+		t.Fatalf("annotations = %v", p.Annotations)
+	}
+	// Someone removes the annotation (or the pod went idle under an agent that did not write
+	// it): the next resync writes it again, the condition staying True.
+	delete(p.Annotations, fairwayv1alpha1.IdleGPUMemoryAnnotation)
+	if err := f.client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	f.poll(t, 11*time.Second)
+	p = f.get(t, "notebook")
+	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "2048" {
+		t.Errorf("annotation not re-written: %q", got)
+	}
+	if c := usage.IdleCondition(p); c == nil || c.Status != corev1.ConditionTrue {
+		t.Errorf("condition = %+v, want True", c)
+	}
+}

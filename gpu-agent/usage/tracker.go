@@ -13,8 +13,9 @@ type TrackerConfig struct {
 	// IdleAfter is how long the pod must stay below the threshold, with no new GPU process and
 	// no memory growth, before it is idle.
 	IdleAfter time.Duration
-	// MemoryGrowthBytes is how much the pod's GPU memory may grow between two samples without
-	// counting as work (allocator noise); 0 counts any growth.
+	// MemoryGrowthBytes is how much the pod's GPU memory may grow above its reference (the
+	// lowest it held since its last sign of work) without counting as work (allocator noise); 0
+	// counts any growth.
 	MemoryGrowthBytes uint64
 }
 
@@ -38,6 +39,11 @@ type Transition struct {
 	Message string
 	// At is the observation that caused the transition.
 	At time.Time
+	// IdleMemoryMiB is, on a transition to idle, the GPU memory that stays resident while the
+	// pod's GPU is lent (fairway.dev/idle-gpu-memory-used); the Monitor fills it in, the
+	// Tracker does not know it. Valid when IdleMemoryKnown.
+	IdleMemoryMiB   uint64
+	IdleMemoryKnown bool
 }
 
 type podIdleness struct {
@@ -46,7 +52,11 @@ type podIdleness struct {
 	// baseline is false until a first sample gave PIDs and memory to compare with.
 	baseline bool
 	pids     map[uint32]struct{}
-	memory   uint64
+	// memory is the reference growth is measured from: the memory at the last sign of work,
+	// lowered whenever the pod frees some. Measuring from the previous sample instead would let
+	// a pod creep up by just under the tolerance at every poll, unseen; while the GPU is lent,
+	// every MiB the notebook takes is a MiB the loan was promised.
+	memory uint64
 }
 
 // Tracker decides, per pod, idle or active from successive Activity samples. It is a pure
@@ -95,7 +105,8 @@ func (t *Tracker) UIDs() []string {
 
 // Observe feeds one sample of pod uid taken at now and returns the transition it causes, if
 // any. A pod is active again at the first sign of work: utilization above the threshold, a GPU
-// process that was not there in the previous sample, or memory growth; it becomes idle once
+// process that was not there in the previous sample, or memory growth (beyond the tolerance,
+// from the lowest the pod held since its last sign of work); it becomes idle once
 // IdleAfter has passed since the last sign of work.
 func (t *Tracker) Observe(uid string, now time.Time, a Activity) (Transition, bool) {
 	p, ok := t.pods[uid]
@@ -104,12 +115,16 @@ func (t *Tracker) Observe(uid string, now time.Time, a Activity) (Transition, bo
 		t.pods[uid] = p
 	}
 	reason, message := t.work(p, a)
+	if reason != "" || !p.baseline {
+		p.memory = a.MemoryBytes
+	} else {
+		p.memory = min(p.memory, a.MemoryBytes)
+	}
 	p.baseline = true
 	p.pids = make(map[uint32]struct{}, len(a.PIDs))
 	for _, pid := range a.PIDs {
 		p.pids[pid] = struct{}{}
 	}
-	p.memory = a.MemoryBytes
 
 	if reason != "" {
 		p.lastActive = now

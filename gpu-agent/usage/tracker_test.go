@@ -55,6 +55,19 @@ func TestTrackerTransitions(t *testing.T) {
 			{20 * time.Second, Activity{PIDs: []uint32{100}, MemoryBytes: 0}, "idle"},
 			{time.Second, Activity{PIDs: []uint32{100}, MemoryBytes: 256 << 20}, "GPUMemoryGrowth"},
 		},
+		"memory creeping up below the tolerance at every sample is work": {
+			{0, quiet, ""},
+			{30 * time.Second, quiet, "idle"},
+			{250 * time.Millisecond, Activity{PIDs: []uint32{100}, MemoryBytes: 512<<20 + 768<<10}, ""},
+			{250 * time.Millisecond, Activity{PIDs: []uint32{100}, MemoryBytes: 513<<20 + 512<<10}, "GPUMemoryGrowth"},
+		},
+		"growth is measured from the lowest point since the last work": {
+			{0, quiet, ""},
+			{10 * time.Second, Activity{PIDs: []uint32{100}, MemoryBytes: 256 << 20}, ""},
+			{10 * time.Second, Activity{PIDs: []uint32{100}, MemoryBytes: 256<<20 + 512<<10}, ""},
+			{10 * time.Second, Activity{PIDs: []uint32{100}, MemoryBytes: 257 << 20}, "idle"},
+			{time.Second, Activity{PIDs: []uint32{100}, MemoryBytes: 257<<20 + 1}, "GPUMemoryGrowth"},
+		},
 		"threshold is exclusive": {
 			{0, Activity{SMPercent: 5}, ""},
 			{30 * time.Second, Activity{SMPercent: 5}, "idle"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,6 +298,23 @@ func testMetricsAndIdleness(t *testing.T, c *cluster.Cluster, agent *gpuagents.A
 		s, err := condition(ctx)
 		return s == corev1.ConditionTrue, err
 	})
+	// The memory that stays resident if the GPU is lent is on the pod before the condition, and
+	// the message carries the observation to the microsecond.
+	var idle corev1.Pod
+	if err := c.Client().Get(t.Context(), client.ObjectKeyFromObject(nb), &idle); err != nil {
+		t.Fatal(err)
+	}
+	if got := idle.Annotations[fairwayv1.IdleGPUMemoryAnnotation]; got != "2048" {
+		t.Errorf("idle notebook %s = %q, want 2048", fairwayv1.IdleGPUMemoryAnnotation, got)
+	}
+	for i := range idle.Status.Conditions {
+		if cond := &idle.Status.Conditions[i]; cond.Type == fairwayv1.GPUIdleCondition {
+			if observed := fairwayv1.GPUIdleObserved(cond); !strings.Contains(cond.Message, "(observed ") ||
+				!observed.Truncate(time.Second).Equal(cond.LastTransitionTime.Time) {
+				t.Errorf("GPUIdle message %q lacks the observation time of %s", cond.Message, cond.LastTransitionTime)
+			}
+		}
+	}
 	// ...and active again at the first sign of work, within a poll or two.
 	start := time.Now()
 	if _, err := agent.SetGPU(t.Context(), 3, fakegpu.DeviceUpdate{Processes: &[]fakegpu.Process{

@@ -6,6 +6,12 @@
 #      client limited to N MiB (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) must fail to allocate N+512
 #      MiB while one allocating within its limit succeeds (and, as a control, the same N+512 MiB
 #      succeeds without a limit).
+#   3. Idle lending: an owner (a notebook) holds GPU memory and idles; the agent's own idleness
+#      code watches it (`fairway agent watch`); a loan takes the rest of the memory and works,
+#      which must not wake the owner; the owner starts working, the agent sees it, the loan is
+#      stopped (SIGTERM, SIGKILL after a grace period), and the owner's time back to full speed
+#      (90% of its throughput alone, measured first) is printed as
+#      "lending: detect=X ms stop=Y ms owner-full-speed=Z ms".
 #
 # Usage: test/gpu/run.sh [BINDIR]
 #   BINDIR holds prebuilt fairway and cudaalloc (test/gpu/build.sh; default _output/gpu-check
@@ -18,7 +24,7 @@ set -uo pipefail
 
 if [[ -z "${FAIRWAY_GPU_CHECK_INNER:-}" ]] && command -v timeout >/dev/null; then
   # One watchdog for the whole check.
-  FAIRWAY_GPU_CHECK_INNER=1 exec timeout --foreground -k 5 290 "$0" "$@"
+  FAIRWAY_GPU_CHECK_INNER=1 exec timeout --foreground -k 5 320 "$0" "$@"
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -156,4 +162,148 @@ mps_check() {
   fi
 }
 mps_check
+
+# 3. Idle lending.
+OWNER_MIB=2048      # what the idle owner holds (and works on once awake)
+LOAN_LEAVE_MIB=1024 # the loan takes all the free memory but this margin
+LOAN_GRACE_S=5      # SIGTERM, then SIGKILL after this (the scheduler's --loan-return-grace-period)
+OWNER_WORK_S=8      # how long the owner works once awake: full speed must come within it
+BASELINE_S=3        # the owner's throughput alone, first
+LOAN_SOAK_S=${FAIRWAY_GPU_CHECK_LOAN_SOAK_S:-2} # the loan works this long before the owner wakes
+echo "-- 3. idle lending (owner holds ${OWNER_MIB} MiB and idles, a loan takes the rest and works, the owner wakes)"
+now_us() { date +%s%6N; }
+wait_line() { # wait_line FILE PATTERN SECONDS PID -> 0 once FILE has a line matching PATTERN
+  local file=$1 pattern=$2 deadline=$((SECONDS + $3)) pid=$4
+  while ((SECONDS < deadline)); do
+    grep -q -- "$pattern" "$file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { grep -q -- "$pattern" "$file" 2>/dev/null; return; }
+    sleep 0.02
+  done
+  return 1
+}
+lending_check() {
+  local probe
+  # CUDA device 0 must be NVML's GPU 0, the one the agent watches (CUDA orders fastest first).
+  export CUDA_DEVICE_ORDER=PCI_BUS_ID
+  if ! probe=$(timeout 60 "$bin/cudaalloc" -probe 2>&1); then
+    skip "idle lending: the CUDA driver is not usable: $probe"
+    return
+  fi
+  # The owner alone: its full speed.
+  if ! timeout 60 "$bin/cudaalloc" -mib "$OWNER_MIB" -work "${BASELINE_S}s" >"$work/baseline.out" 2>&1; then
+    fail "idle lending: the owner's solo run failed: $(tail -3 "$work/baseline.out")"
+    return
+  fi
+  local baseline
+  baseline=$(sed -n 's/^cudaalloc: work done: .*median \([0-9.]*\) passes\/s$/\1/p' "$work/baseline.out")
+  if [[ -z "$baseline" ]] || ! awk -v b="$baseline" 'BEGIN { exit !(b > 0) }'; then
+    fail "idle lending: no throughput from the owner's solo run: $(tail -3 "$work/baseline.out")"
+    return
+  fi
+  grep -h 'PTX kernel did not load' "$work/baseline.out" | sed 's/^/   /'
+  echo "   owner alone: ${baseline} passes/s over ${OWNER_MIB} MiB"
+
+  local owner= loan= watcher= killer=
+  "$bin/cudaalloc" -mib "$OWNER_MIB" -idle -idle-for 120s -work "${OWNER_WORK_S}s" >"$work/owner.out" 2>&1 &
+  owner=$!
+  cleanup_lending() {
+    local p
+    for p in "$owner" "$loan" "$watcher" "$killer"; do [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    trap - EXIT
+  }
+  # Whatever happens, no process of this check may stay behind holding GPU memory.
+  trap cleanup_lending EXIT
+  if ! wait_line "$work/owner.out" '^cudaalloc: idle' 60 "$owner"; then
+    fail "idle lending: the owner did not come up idle: $(tail -3 "$work/owner.out")"
+    cleanup_lending; return
+  fi
+  "$bin/fairway" agent watch --nvml=real --gpu 0 --timeout 90s >"$work/watch.out" 2>"$work/watch.err" &
+  watcher=$!
+  if ! wait_line "$work/watch.out" '^watch: owner pids' 30 "$watcher"; then
+    if grep -q 'NVML lists no process' "$work/watch.err"; then
+      skip "idle lending: NVML lists no GPU process here (a container without the host's PID namespace?); the agent cannot attribute work: $(tail -1 "$work/watch.err")"
+    else
+      fail "idle lending: the agent's watch did not start: $(tail -3 "$work/watch.err")"
+    fi
+    cleanup_lending; return
+  fi
+  sed 's/^/   /' "$work/watch.out"
+  "$bin/cudaalloc" -leave "$LOAN_LEAVE_MIB" -work 120s >"$work/loan.out" 2>&1 &
+  loan=$!
+  if ! wait_line "$work/loan.out" '^cudaalloc: rate ' 60 "$loan"; then
+    fail "idle lending: the loan did not start working: $(tail -3 "$work/loan.out")"
+    cleanup_lending; return
+  fi
+  grep -h '^cudaalloc: holding' "$work/loan.out" | sed 's/^cudaalloc: holding/   loan holds/'
+  sleep "$LOAN_SOAK_S" # the loan works hard; the agent must keep the owner idle through several polls
+  if ! kill -0 "$watcher" 2>/dev/null; then
+    if grep -q '^watch: active' "$work/watch.out"; then
+      fail "idle lending: the owner was taken for active while only the loan worked: $(grep '^watch: active' "$work/watch.out")"
+    else
+      fail "idle lending: the agent's watch ended early: $(tail -3 "$work/watch.err")"
+    fi
+    cleanup_lending; return
+  fi
+  pass "idle lending: the loan's work and memory do not wake the idle owner"
+
+  kill -USR1 "$owner"
+  wait "$watcher"; local wrc=$?
+  watcher=
+  # Stop the loan as the kubelet would: SIGTERM, SIGKILL after the grace period.
+  (sleep "$LOAN_GRACE_S"; kill -KILL "$loan" 2>/dev/null) &
+  killer=$!
+  kill -TERM "$loan" 2>/dev/null
+  wait "$loan"; local lrc=$?
+  local stopped_us; stopped_us=$(now_us)
+  kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null; killer=
+  loan=
+  if ((wrc != 0)); then
+    fail "idle lending: the agent did not see the owner's work: $(tail -3 "$work/watch.err")"
+    cleanup_lending; return
+  fi
+  sed 's/^/   /' "$work/watch.out" | tail -1
+  wait "$owner"; local orc=$?
+  owner=
+  if ((orc != 0)) || ! grep -q '^cudaalloc: work started' "$work/owner.out"; then
+    fail "idle lending: the owner's work failed (status $orc): $(tail -3 "$work/owner.out")"
+    return
+  fi
+  # detect: from the owner's first kernel to the agent's decision (the poll that saw it);
+  # stop: from there to the loan's exit; owner-full-speed: from the owner's first kernel to the
+  # start of the first two windows in a row at 90% of its solo throughput.
+  local result
+  result=$(awk -v b="$baseline" -v stopped="$stopped_us" -v lrc="$lrc" \
+      -v detected_file="$work/watch.out" '
+    BEGIN {
+      while ((getline line < detected_file) > 0)
+        if (line ~ /^watch: active/) { n = split(line, f, /[ =]/); for (i = 1; i < n; i++) if (f[i] == "detected_us") det = f[i + 1]; else if (f[i] == "reason") reason = f[i + 1] }
+    }
+    /^cudaalloc: work started/ { started = $4 }
+    /^cudaalloc: rate / { ws[++w] = $3; r[w] = $6 }
+    END {
+      if (started == "" || det == "") { print "ERROR missing times"; exit }
+      full = -1; slow = -1
+      for (i = 1; i <= w; i++) {
+        if (slow < 0 || r[i] < slow) slow = r[i]
+        if (i < w && r[i] >= 0.9 * b && r[i + 1] >= 0.9 * b) { full = ws[i] - started; break }
+      }
+      printf "%d %d %d %s %d %s\n", (det - started) / 1000, (stopped - det) / 1000, full < 0 ? -1 : full / 1000, reason, slow < 0 ? -1 : 100 * slow / b, lrc == 137 ? "SIGKILL" : "SIGTERM"
+    }' "$work/owner.out")
+  local detect stop full reason slowest how
+  read -r detect stop full reason slowest how <<<"$result"
+  if [[ "$detect" == ERROR ]]; then
+    fail "idle lending: could not read the timings (owner: $(tail -2 "$work/owner.out"))"
+    return
+  fi
+  echo "   the agent saw ${reason}; the loan stopped on ${how} (grace ${LOAN_GRACE_S}s); the owner's slowest window ran at ${slowest}% of its solo speed"
+  if ((full < 0)); then
+    echo "lending: detect=${detect} ms stop=${stop} ms owner-full-speed=never"
+    fail "idle lending: the owner did not get back to 90% of its solo throughput within ${OWNER_WORK_S}s"
+    return
+  fi
+  echo "lending: detect=${detect} ms stop=${stop} ms owner-full-speed=${full} ms"
+  pass "idle lending: the agent saw the owner's work, the loan was stopped and the owner ran at full speed ${full} ms after it woke"
+}
+lending_check
 finish

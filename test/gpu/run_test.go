@@ -26,12 +26,63 @@ case "$1 $2" in
   trap 'rm -f "$pipe/control"; exit 0' TERM
   while :; do sleep 0.05; done
   ;;
+"agent watch")
+  # The owner's processes are the GPU's at start; it wakes when the fake owner works (or at
+  # once with FAKE_WATCH_WAKES_EARLY, as an agent that takes a loan's work for the owner's).
+  echo "watch: owner pids [4242] on GPU 0; polling every 500ms, threshold 5%"
+  [ -n "$FAKE_WATCH_WAKES_EARLY" ] && sleep 0.1
+  while [ -z "$FAKE_WATCH_WAKES_EARLY" ] && [ ! -e "$TMPDIR/owner-working" ]; do sleep 0.02; done
+  t=$(date +%s%6N)
+  echo "watch: active reason=GPUUtilization observed_us=$t detected_us=$t message=\"GPU utilization 60% above 5%\""
+  ;;
 esac
 `
 	// The fake CUDA client enforces CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (device 0, in G) unless
-	// FAKE_NOT_ENFORCED is set.
+	// FAKE_NOT_ENFORCED is set. With -work it reports a throughput of 100 passes/s, 50 while a
+	// loan runs next to it (100 never comes back with FAKE_OWNER_SLOW); the loan (-leave) runs
+	// until SIGTERM.
 	fakeCudaalloc = `#!/bin/sh
-[ "$1" = "-probe" ] && exit 0
+if [ "$1" = "-probe" ]; then
+  [ -n "$FAKE_NO_DRIVER" ] && { echo "cudaalloc: cannot load libcuda.so.1: not found"; exit 5; }
+  exit 0
+fi
+rates() { # rates N: N windows of 50 ms
+  i=0
+  while [ $i -lt $1 ]; do
+    r=100
+    if [ -e "$TMPDIR/loan-running" ] || [ -n "$FAKE_OWNER_SLOW" ]; then r=50; fi
+    s=$(date +%s%6N); sleep 0.05; e=$(date +%s%6N)
+    echo "cudaalloc: rate $s $e 5 $r.0"
+    i=$((i + 1))
+  done
+}
+case "$*" in
+*-leave*)
+  echo "cudaalloc: holding 140000 MiB"
+  touch "$TMPDIR/loan-running"
+  trap 'rm -f "$TMPDIR/loan-running"; exit 143' TERM
+  i=0
+  while [ $i -lt 600 ]; do echo "cudaalloc: rate 1 2 5 100.0"; sleep 0.05; i=$((i + 1)); done
+  ;;
+*-idle*)
+  trap 'touch "$TMPDIR/owner-working"' USR1
+  echo "cudaalloc: holding $2 MiB"
+  echo "cudaalloc: idle; SIGUSR1 starts the work"
+  i=0
+  while [ ! -e "$TMPDIR/owner-working" ]; do sleep 0.02; i=$((i + 1)); [ $i -gt 1500 ] && exit 6; done
+  echo "cudaalloc: work started $(date +%s%6N)"
+  rates 20
+  echo "cudaalloc: work done: 20 windows, median 100.0 passes/s"
+  exit 0
+  ;;
+*-work*)
+  echo "cudaalloc: holding $2 MiB"
+  echo "cudaalloc: work started $(date +%s%6N)"
+  rates 3
+  echo "cudaalloc: work done: 3 windows, median 100.0 passes/s"
+  exit 0
+  ;;
+esac
 mib=$2
 limit=${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT#0=}
 limit=${limit%G}
@@ -67,7 +118,18 @@ func TestRunScript(t *testing.T) {
 		"everything passes": {
 			binaries: true, mps: true, wantExit: 0,
 			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: control: without a limit", "PASS: a client limited to 2048 MiB allocates 1024 MiB",
-				"PASS: a client limited to 2048 MiB cannot allocate 2560 MiB", "PASS: MPS control daemon stopped", "RESULT: PASSED"},
+				"PASS: a client limited to 2048 MiB cannot allocate 2560 MiB", "PASS: MPS control daemon stopped",
+				"owner alone: 100.0 passes/s", "PASS: idle lending: the loan's work and memory do not wake the idle owner",
+				"the agent saw GPUUtilization; the loan stopped on SIGTERM", "the owner's slowest window ran at 50% of its solo speed", "lending: detect=", " stop=", " owner-full-speed=",
+				"PASS: idle lending: the agent saw the owner's work", "RESULT: PASSED"},
+		},
+		"a loan that wakes the owner fails": {
+			binaries: true, mps: true, env: []string{"FAKE_WATCH_WAKES_EARLY=1"}, wantExit: 1,
+			want: []string{"FAIL: idle lending: the owner was taken for active while only the loan worked", "RESULT: FAILED"},
+		},
+		"an owner never back at full speed fails": {
+			binaries: true, mps: true, env: []string{"FAKE_OWNER_SLOW=1"}, wantExit: 1,
+			want: []string{"owner-full-speed=never", "FAIL: idle lending: the owner did not get back to 90% of its solo throughput", "RESULT: FAILED"},
 		},
 		"limit not enforced fails": {
 			binaries: true, mps: true, env: []string{"FAKE_NOT_ENFORCED=1"}, wantExit: 1,
@@ -75,7 +137,8 @@ func TestRunScript(t *testing.T) {
 		},
 		"no driver and no MPS is skipped, not passed": {
 			binaries: true, env: []string{"FAKE_NO_DRIVER=1"}, wantExit: 2,
-			want: []string{"SKIPPED: discovery: no usable NVIDIA driver here", "SKIPPED: MPS isolation: nvidia-cuda-mps-control not found", "RESULT: INCOMPLETE"},
+			want: []string{"SKIPPED: discovery: no usable NVIDIA driver here", "SKIPPED: MPS isolation: nvidia-cuda-mps-control not found",
+				"SKIPPED: idle lending: the CUDA driver is not usable", "RESULT: INCOMPLETE"},
 		},
 		"no binaries and no Go": {
 			wantExit: 2,
@@ -100,7 +163,7 @@ func TestRunScript(t *testing.T) {
 			}
 			cmd := exec.Command("bash", script, bin)
 			// No Go, no NVIDIA tools: only the fakes and the base system.
-			cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir}, tc.env...)
+			cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3"}, tc.env...)
 			out, _ := cmd.CombinedOutput()
 			if got := cmd.ProcessState.ExitCode(); got != tc.wantExit {
 				t.Errorf("exit %d, want %d; output:\n%s", got, tc.wantExit, out)

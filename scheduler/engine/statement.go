@@ -128,6 +128,7 @@ func bindingOf(t *snapshot.Task) Binding {
 	}
 	if p := t.GPUs.Shared; p >= 0 {
 		b.Shared = &SharedGPU{GPU: GPU{Index: n.Slots[p].Index, UUID: n.Slots[p].UUID}, MilliGPU: t.GPUs.Milli, MemoryMiB: t.GPUs.MemMiB}
+		b.Loan = t.GPUs.Loan
 	}
 	return b
 }

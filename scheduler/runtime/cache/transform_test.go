@@ -47,7 +47,7 @@ func TestTrimPodKeepsWhatTheSnapshotReads(t *testing.T) {
 		"bound":   testutil.MakePod("a", "b").Queue("a").GPU(2).Node("n1").GPUIndex(3, 4).Started(testutil.Epoch.Add(time.Hour)).Obj(),
 		"reservation": testutil.MakePod("fairway-system", "fairway-gpu-n1-2").Reservation("n1", 2, 5).
 			Annotation(v1alpha1.GPUUUIDAnnotation, "GPU-x").Obj(),
-		"terminating": testutil.MakePod("a", "t").Queue("a").GPU(1).Node("n1").Terminating().Obj(),
+		"terminating":   testutil.MakePod("a", "t").Queue("a").GPU(1).Node("n1").Terminating().Obj(),
 		"idle notebook": idleNotebook(),
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -162,7 +162,7 @@ func TestIdleLending(t *testing.T) {
 	slices.Sort(sorted)
 	p50, p95 := percentile(sorted, 0.5), percentile(sorted, 0.95)
 	t.Logf("activity-to-return per round: %v", took)
-	t.Log(fmt.Sprintf("idle-lending: rounds=%d p50=%.2f s p95=%.2f s", len(took), p50.Seconds(), p95.Seconds()))
+	t.Logf("idle-lending: rounds=%d p50=%.2f s p95=%.2f s", len(took), p50.Seconds(), p95.Seconds())
 	if p50 >= 2*time.Second {
 		t.Errorf("activity-to-return median %v, want under 2s (all: %v)", p50, took)
 	}

@@ -149,6 +149,7 @@ func PodGroups() []client.Object {
 		podGroup("team-a", "nb-carol", "team-a", fairwayv1.PriorityClassInteractive, 1, running(1, 5*time.Second)),
 		podGroup("team-b", "nb-alice", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 3*time.Second)),
 		podGroup("team-b", "nb-bob", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 4*time.Second)),
+		podGroup("team-a", "train-lora", "team-a", fairwayv1.PriorityClassTraining, 1, running(1, 2*time.Second)),
 	}
 }
 
@@ -248,7 +249,7 @@ func Pods() []client.Object {
 			Waiting: "NonPreemptibleOverQuota: team-b would hold 1.5 non-preemptible GPUs, above its quota of 1"}),
 		// Idle GPU lending: a training pod on loan on nb-alice's and nb-bob's GPU, while they are
 		// idle, and one that waits for a loan.
-		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
+		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Group: "train-lora", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
 		Pod(PodSpec{Namespace: "team-b", Name: "sweep", Queue: "team-b", Class: fairwayv1.PriorityClassTraining, Fraction: "0.5", Borrow: true,
 			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): 3 no GPU with enough free share or memory; idle GPU lending: 1 lendable GPUs, none takes pod team-b/sweep: 1 at their loan cap"}),
 		Reservation("h100-1", 0, 3),

@@ -86,9 +86,9 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 			return lendState{why: fmt.Sprintf("queue %s of pod %s does not lend idle GPUs (spec.idleLending.lend)", q.Name, t.Key)}
 		case !t.Idle:
 			return lendState{why: fmt.Sprintf("pod %s does GPU work (it is not idle)", t.Key)}
-		case c.now.Sub(t.IdleSince) < q.Lending.MinIdleTime:
+		case c.now.Sub(t.IdleSince()) < q.Lending.MinIdleTime:
 			return lendState{why: fmt.Sprintf("pod %s has been idle for %s, less than the %s its queue %s asks",
-				t.Key, c.now.Sub(t.IdleSince).Round(time.Second), q.Lending.MinIdleTime, q.Name)}
+				t.Key, c.now.Sub(t.IdleSince()).Round(time.Second), q.Lending.MinIdleTime, q.Name)}
 		case t.IdleMemMiB < 0:
 			return lendState{why: fmt.Sprintf("the GPU memory pod %s keeps while idle is unknown", t.Key)}
 		}
@@ -98,7 +98,7 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 	if holders == 0 {
 		return lendState{why: "the pods it was lent from have left"}
 	}
-	st.freeMiB = g.MemoryMiB - idleMem - g.LoanMemMiB
+	st.freeMiB = g.MemoryMiB - idleMem - int64(g.LoanMemMiB)
 	return st
 }
 
@@ -117,7 +117,7 @@ func (c *cycle) returnLoans() {
 			switch {
 			case st.ok && st.freeMiB < 0:
 				st.why = "the memory its holders keep grew: the loans no longer fit"
-			case st.ok && g.Loans-g.RelLoans > st.maxLoans:
+			case st.ok && int32(g.Loans-g.RelLoans) > st.maxLoans:
 				st.why = fmt.Sprintf("its holders' queues now allow %d loans on it", st.maxLoans)
 			case st.ok:
 				continue
@@ -238,7 +238,7 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 		n, s := l.n, &l.n.Slots[l.pos]
 		mem, milli := t.Req.SharedMemMiB(s.MemoryMiB), t.Req.SharedMilli(s.MemoryMiB)
 		switch {
-		case s.Loans >= l.st.maxLoans:
+		case int32(s.Loans) >= l.st.maxLoans:
 			why[0]++
 			continue
 		case milli < 0 || mem > l.st.freeMiB:

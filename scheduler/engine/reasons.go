@@ -36,7 +36,10 @@ func (c *cycle) report() {
 	for _, q := range c.snap.Queues() {
 		st := QueueStatus{
 			Name: q.Name, FairShare: Amounts{}, Allocated: Amounts{}, AllocatedNonPreemptible: Amounts{},
-			Requested: Amounts{}, Borrowed: Amounts{}, Loaned: Amounts{}, PendingPods: q.PendingPods, NotReady: q.NotReady,
+			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods, NotReady: q.NotReady,
+		}
+		if len(q.Loaned) > 0 {
+			st.Loaned = Amounts{} // only queues that ever had loans: most cycles allocate nothing more
 		}
 		for d := 0; d < c.snap.NumDims(); d++ {
 			name := c.snap.DimName(d)
@@ -50,7 +53,9 @@ func (c *cycle) report() {
 			put(st.Allocated, name, q.Allocated.At(d)+loaned)
 			put(st.AllocatedNonPreemptible, name, q.AllocatedNP.At(d))
 			put(st.Requested, name, q.Demand(d)+loaned)
-			put(st.Loaned, name, loaned)
+			if loaned > 0 {
+				st.Loaned[name] = loaned
+			}
 			if d < snapshot.NumBaseDims || q.QuotaSet(d) {
 				put(st.Borrowed, name, max(q.Allocated.At(d)-q.Quota.At(d), 0)+loaned)
 			}

@@ -32,11 +32,8 @@ type Binding struct {
 	Node string
 	// GPUs are the whole GPUs the pod gets (empty for a fractional or GPU-less pod).
 	GPUs []GPU
-	// Shared is the GPU a fractional pod shares, nil otherwise.
+	// Shared is the GPU a fractional pod shares (or borrows, see SharedGPU.Loan), nil otherwise.
 	Shared *SharedGPU
-	// Loan is true when the pod runs on loan on Shared, the GPU of idle interactive pods: it
-	// is evicted (EvictLoanReturn) as soon as one of them does GPU work again.
-	Loan bool
 }
 
 // GPU identifies one GPU of a node. UUID is empty when the node publishes no inventory.
@@ -51,6 +48,9 @@ type SharedGPU struct {
 	// MilliGPU is the share (500 for half a GPU); MemoryMiB the GPU memory that goes with it.
 	MilliGPU  int64
 	MemoryMiB int64
+	// Loan is true when the pod runs on loan on the GPU of idle interactive pods: it is evicted
+	// (EvictLoanReturn) as soon as one of them does GPU work again.
+	Loan bool
 }
 
 // Nomination is a gang placed on capacity that is being freed for it.
@@ -148,7 +148,8 @@ type QueueStatus struct {
 	Requested Amounts
 	// Borrowed is Allocated above the guaranteed quota; loans always count in it.
 	Borrowed Amounts
-	// Loaned is the part of Allocated (and Borrowed) that runs on loan on idle GPUs.
+	// Loaned is the part of Allocated (and Borrowed) that runs on loan on idle GPUs; nil for a
+	// queue that never had loans.
 	Loaned      Amounts
 	PendingPods int32
 	// NotReady says why the queue takes no work, when it does not.

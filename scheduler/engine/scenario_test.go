@@ -381,7 +381,7 @@ func bindingText(b engine.Binding) string {
 	switch {
 	case b.Shared != nil:
 		s += fmt.Sprintf("[%d]@%d", b.Shared.Index, b.Shared.MilliGPU)
-		if b.Loan {
+		if b.Shared.Loan {
 			s += " loan"
 		}
 	case len(b.GPUs) > 0:

@@ -165,7 +165,7 @@ func (s *sim) apply(res engine.Result) error {
 		if len(idx) > 0 {
 			p.Annotations[v1alpha1.GPUIndexAnnotation] = strings.Join(idx, ",")
 		}
-		if b.Loan {
+		if b.Shared != nil && b.Shared.Loan {
 			p.Annotations[v1alpha1.LoanAnnotation] = "true"
 			s.loans++
 		}

@@ -64,7 +64,7 @@ func (o *bindObserver) Bound(r *binder.Request, at time.Time) {
 	if !r.Created.IsZero() {
 		o.m.SchedulingLatency.WithLabelValues(framework, r.Queue).Observe(max(at.Sub(r.Created).Seconds(), 0))
 	}
-	if r.Loan && r.Shared != nil && o.events != nil {
+	if r.Shared != nil && r.Shared.Loan && o.events != nil {
 		o.events.rec.Eventf(podRef(r.Pod, r.UID), nil, corev1.EventTypeNormal, "OnLoan", "Bind",
 			"Running on loan on GPU %d of node %s, lent by idle interactive pods; evicted with a short grace period as soon as one of them does GPU work again",
 			r.Shared.Index, r.Node)

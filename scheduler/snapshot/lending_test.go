@@ -47,7 +47,7 @@ func TestLoanRestoredApartFromShares(t *testing.T) {
 		Annotation(v1alpha1.LoanAnnotation, "true").Obj()))
 	mustVerify(t, s)
 	g := s.Node("n1").Slot(0)
-	if g.UsedMilli != 500 || g.Sharers != 1 || g.Loans != 1 || g.LoanMilli != 250 || g.LoanMemMiB != 20000 {
+	if g.UsedMilli != 500 || g.Sharers != 1 || g.Loans != 1 || g.LoanMemMiB != 20000 {
 		t.Errorf("slot %+v, want the notebook's share and one loan apart", *g)
 	}
 	if n := s.Node("n1"); n.UsedMilliGPU != 500 || n.Loans != 1 {

@@ -86,13 +86,14 @@ type GPUSlot struct {
 	Reserved    int32
 	RelReserved int32
 
-	// Loans counts pods on loan on the GPU (RelLoans of them leaving), LoanMilli and LoanMemMiB
-	// what they take. Loans are kept apart from the shares above: they never add to UsedMilli
-	// or Sharers, so that placement and fair share see the GPU exactly as without them.
-	Loans      int32
-	RelLoans   int32
-	LoanMilli  int64
-	LoanMemMiB int64
+	// Loans counts pods on loan on the GPU (RelLoans of them leaving), LoanMemMiB the GPU memory
+	// they take. Loans are kept apart from the shares above: they never add to UsedMilli or
+	// Sharers, so that placement and fair share see the GPU exactly as without them. (Narrow
+	// types keep the slot small: placement scans slots in its inner loops; a GPU runs at most
+	// 64 loans, MaxLoansPerGPU, and 2^31 MiB is far above any GPU's memory.)
+	Loans      int16
+	RelLoans   int16
+	LoanMemMiB int32
 }
 
 // Empty reports whether nothing holds the slot now, reservations included.
@@ -102,8 +103,11 @@ func (g *GPUSlot) Empty() bool {
 
 // EmptyAfterRelease reports whether the slot is empty once releasing pods are gone. A
 // reservation is released with the last fractional pod on its slot, so it does not count.
+// Neither do loans: a loan runs only beside live holders (Sharers), and goes (first thing in
+// the next cycle) when they do, so a slot whose shares are all releasing loses its loans too.
+// (Empty, which says what is free now, counts them.)
 func (g *GPUSlot) EmptyAfterRelease() bool {
-	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers && g.Loans == g.RelLoans
+	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers
 }
 
 // Joinable reports whether a fractional pod may join the slot without opening a new GPU: it is
@@ -404,8 +408,7 @@ func (n *Node) attach(t *Task) {
 			g.Reserved++
 		case a.Loan:
 			g.Loans++
-			g.LoanMilli += a.Milli
-			g.LoanMemMiB += a.MemMiB
+			g.LoanMemMiB += int32(a.MemMiB)
 			n.Loans++
 		default:
 			g.UsedMilli += a.Milli
@@ -452,8 +455,7 @@ func (n *Node) detach(t *Task) {
 			g.Reserved--
 		case a.Loan:
 			g.Loans--
-			g.LoanMilli -= a.Milli
-			g.LoanMemMiB -= a.MemMiB
+			g.LoanMemMiB -= int32(a.MemMiB)
 			n.Loans--
 		default:
 			g.UsedMilli -= a.Milli
@@ -492,7 +494,7 @@ func (n *Node) release(t *Task, sign int64) {
 		case t.Req.Reservation:
 			g.RelReserved += int32(sign)
 		case a.Loan:
-			g.RelLoans += int32(sign)
+			g.RelLoans += int16(sign)
 		default:
 			g.RelMilli += sign * a.Milli
 			g.RelMemMiB += sign * a.MemMiB

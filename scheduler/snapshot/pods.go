@@ -340,9 +340,9 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 		if sameTask(old, t) {
 			s.releaseClass(t.Class)
 			old.Priority = t.Priority
-			if old.Idle != t.Idle || old.IdleSince != t.IdleSince || old.IdleMemMiB != t.IdleMemMiB {
+			if old.Idle != t.Idle || old.idleSince != t.idleSince || old.IdleMemMiB != t.IdleMemMiB {
 				// Whether the pod's GPU may be lent changed: nothing is accounted differently.
-				old.Idle, old.IdleSince, old.IdleMemMiB = t.Idle, t.IdleSince, t.IdleMemMiB
+				old.Idle, old.idleSince, old.IdleMemMiB = t.Idle, t.idleSince, t.IdleMemMiB
 				if old.Node != nil {
 					old.Node.Version++
 				}
@@ -382,8 +382,11 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
 		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled,
-		Interactive: info.Interactive, Idle: info.Idle, IdleSince: info.IdleSince, IdleMemMiB: info.IdleMemMiB,
+		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
+	}
+	if !info.IdleSince.IsZero() {
+		t.idleSince = info.IdleSince.UnixNano()
 	}
 	if info.Req.Reservation && len(info.GPUIndexes) > 0 {
 		t.resvSlot = info.GPUIndexes[0]

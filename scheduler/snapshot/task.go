@@ -43,13 +43,14 @@ type Assignment struct {
 	Floating int64
 	// Shared is the position of the GPU a fractional pod shares, or -1.
 	Shared int32
-	// Milli and MemMiB are what the fractional pod takes of that GPU.
-	Milli  int64
-	MemMiB int64
 	// Loan is true for a pod on loan on an idle interactive pod's GPU (Shared is that GPU). A
 	// loan is counted apart from the GPU's shares (GPUSlot.Loans): placement and fair share see
 	// the GPU as if it were not there, and the pod is evicted when the GPU's holders wake.
+	// (Declared here, where it fills padding: the engine copies assignments a lot.)
 	Loan bool
+	// Milli and MemMiB are what the fractional pod takes of that GPU.
+	Milli  int64
+	MemMiB int64
 }
 
 // MilliGPU is the total GPU the assignment holds.
@@ -124,10 +125,8 @@ type Task struct {
 	// Idle lending (see Lendable). Interactive pods (notebooks, non-preemptible work) may lend
 	// the GPU they share while the gpu-agent reports them idle.
 	Interactive bool
-	// Idle is the gpu-agent's fairway.dev/GPUIdle condition (True), IdleSince when the agent saw
-	// the pod go idle.
-	Idle      bool
-	IdleSince time.Time
+	// Idle is the gpu-agent's fairway.dev/GPUIdle condition (True).
+	Idle bool
 	// IdleMemMiB is the GPU memory the pod's GPU kept in use when it went idle (the agent's
 	// fairway.dev/idle-gpu-memory-used), or -1 when unknown.
 	IdleMemMiB int64
@@ -135,6 +134,9 @@ type Task struct {
 	BorrowOptIn bool
 	// loanHint is the pod's fairway.dev/loan: "true", which restores a loan found running.
 	loanHint bool
+	// idleSince is when the agent saw the pod go idle (Unix nanoseconds; see IdleSince): kept
+	// small, every pod carries it.
+	idleSince int64
 
 	// pendGPU is the milli-GPU a pending pod is charged as demand; fixed when the pod is
 	// recorded so that charging and uncharging always agree.
@@ -156,6 +158,14 @@ func (t *Task) IsShadow() bool { return t.shadow }
 
 // PendingGPU is the milli-GPU the pod is charged as pending demand (see the package units).
 func (t *Task) PendingGPU() int64 { return t.pendGPU }
+
+// IdleSince is when the gpu-agent observed the pod go idle (zero unless Idle).
+func (t *Task) IdleSince() time.Time {
+	if t.idleSince == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t.idleSince).UTC()
+}
 
 // IsLoan reports whether the pod runs (or is assumed) on loan.
 func (t *Task) IsLoan() bool { return t.State != TaskPending && t.GPUs.Loan }

@@ -295,7 +295,7 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 	env := gpushare.Env(grant.UUID, r.MPS, r.Shared.MilliGPU, r.Shared.MemoryMiB)
 	// A loan joins the GPU's reservation like any fractional pod; under MPS its memory limit is
 	// what it asked for, which is at most what the GPU's idle holders left free.
-	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, Loan: r.Loan}
+	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, Loan: r.Shared.Loan}
 	if err := b.retry(ctx, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 			return &failure{"NotFound", err}

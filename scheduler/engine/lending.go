@@ -124,7 +124,9 @@ func (c *cycle) returnLoans() {
 			}
 			msg := fmt.Sprintf("GPU %d of node %s goes back to its holders: %s", g.Index, n.Name, st.why)
 			for _, t := range n.Tasks {
-				if t.State == snapshot.TaskBound && t.GPUs.Loan && t.GPUs.Shared == int32(pos) {
+				// A loan whose binding is in flight goes back in the cycle after the binding is
+				// confirmed, as nothing is evicted while its binding is in flight.
+				if t.State == snapshot.TaskBound && !t.Assumed && t.GPUs.Loan && t.GPUs.Shared == int32(pos) {
 					c.stmt.Evict(t, EvictLoanReturn, msg, nil)
 				}
 			}

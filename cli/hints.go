@@ -33,6 +33,12 @@ var hints = map[string]string{
 		"starts after that one is placed, or when more capacity frees up.",
 }
 
+// borrowHint is added to the hint of a pod that may borrow idle GPUs and waits anyway: the
+// engine's message ("idle GPU lending: ...") says why no idle GPU was lent to it.
+const borrowHint = "The pod may also run on loan on an idle notebook's GPU (idle GPU lending); the message's " +
+	"\"idle GPU lending\" part says why none is lent now: notebooks working, queues that do not lend " +
+	"(spec.idleLending.lend), too little free GPU memory, or the loan cap per GPU."
+
 // hintFor returns the hint of a reason code, or a generic one.
 func hintFor(code string) string {
 	if h, ok := hints[code]; ok {

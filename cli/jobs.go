@@ -48,6 +48,20 @@ type JobView struct {
 	WaitSeconds *int64 `json:"waitSeconds,omitempty"`
 	// Framework is the pods' fairway.dev/framework label.
 	Framework string `json:"framework,omitempty"`
+	// OnLoan counts the running pods that run on loan on an idle notebook's GPU
+	// (fairway.dev/loan): they are evicted as soon as the notebook does GPU work again.
+	OnLoan int32 `json:"onLoan,omitempty"`
+}
+
+// onLoan counts the pods bound on loan.
+func onLoan(pods []*corev1.Pod) int32 {
+	var n int32
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !terminated(p) && p.Annotations[fairwayv1.LoanAnnotation] == "true" {
+			n++
+		}
+	}
+	return n
 }
 
 // JobsSnapshot is what `fairway jobs` reads from the cluster.
@@ -146,6 +160,7 @@ func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int
 		j.Reason = c.Reason
 	}
 	j.GPUs, j.GPUAmount = gpuSummary(pods)
+	j.OnLoan = onLoan(pods)
 	for _, p := range pods {
 		if f := p.Labels[fairwayv1.FrameworkLabel]; f != "" {
 			j.Framework = f
@@ -175,6 +190,7 @@ func podJob(p *corev1.Pod, prio map[string]int32, now time.Time) JobView {
 		j.Running = 1
 	}
 	j.GPUs, j.GPUAmount = gpuSummary([]*corev1.Pod{p})
+	j.OnLoan = onLoan([]*corev1.Pod{p})
 	code, _ := podReason(p)
 	j.Reason = code
 	if p.Spec.NodeName == "" {
@@ -213,7 +229,8 @@ func podReason(p *corev1.Pod) (code, message string) {
 	return code, message
 }
 
-// PrintJobs writes the jobs as a table.
+// PrintJobs writes the jobs as a table. Pods on loan on an idle notebook's GPU are marked in
+// the state column.
 func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
 	headers := []string{"NAME", "QUEUE", "PRIORITY", "STATE", "REASON", "GPUS", "RUNNING", "WAIT", "FRAMEWORK"}
 	if withNamespace {
@@ -237,7 +254,15 @@ func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
 		if j.WaitSeconds != nil {
 			wait = age(time.Duration(*j.WaitSeconds) * time.Second)
 		}
-		cells := []string{name, j.Queue, prio, j.State, j.Reason, j.GPUs, fmt.Sprintf("%d/%d", j.Running, j.MinMember), wait, j.Framework}
+		state := j.State
+		switch {
+		case j.OnLoan == 0:
+		case j.Kind == "Pod":
+			state += " (on loan)"
+		default:
+			state += fmt.Sprintf(" (%d on loan)", j.OnLoan)
+		}
+		cells := []string{name, j.Queue, prio, state, j.Reason, j.GPUs, fmt.Sprintf("%d/%d", j.Running, j.MinMember), wait, j.Framework}
 		if withNamespace {
 			cells = append([]string{j.Namespace}, cells...)
 		}

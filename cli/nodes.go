@@ -45,7 +45,9 @@ type SharedGPUView struct {
 	UUID  string `json:"uuid,omitempty"`
 	// Slot is the scheduler's slot number for the GPU (fairway.dev/gpu-index on the pods).
 	Slot *int `json:"slot,omitempty"`
-	// Allocated is the share handed out, 0 to 1 (memory shares over the GPU's memory).
+	// Allocated is the share handed out, 0 to 1 (memory shares over the GPU's memory). Pods on
+	// loan are not counted: they use what the GPU's idle notebooks hold and leave when those
+	// work again.
 	Allocated float64        `json:"allocated"`
 	Pods      []SharePodView `json:"pods"`
 }
@@ -56,6 +58,8 @@ type SharePodView struct {
 	Name      string `json:"name"`
 	// Share is "0.25" or "20000MiB".
 	Share string `json:"share"`
+	// OnLoan is true for a pod on loan on the GPU while its notebooks are idle.
+	OnLoan bool `json:"onLoan,omitempty"`
 }
 
 // NodesSnapshot is what `fairway nodes` reads.
@@ -153,11 +157,16 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 				slot := g.Slot
 				sg.Slot = &slot
 			}
-			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Share: g.share()})
-			if g.Milli > 0 {
+			loan := p.Annotations[fairwayv1.LoanAnnotation] == "true"
+			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Share: g.share(), OnLoan: loan})
+			switch {
+			case loan:
+			case g.Milli > 0:
 				sg.Allocated += float64(g.Milli) / 1000
-			} else if mib := deviceMiB(byUUID, g.UUID, gpuMiB); mib > 0 {
-				sg.Allocated += float64(g.MemoryMiB) / float64(mib)
+			default:
+				if mib := deviceMiB(byUUID, g.UUID, gpuMiB); mib > 0 {
+					sg.Allocated += float64(g.MemoryMiB) / float64(mib)
+				}
 			}
 		default:
 			v.Whole += g.Whole
@@ -259,7 +268,11 @@ func PrintNodes(w io.Writer, v NodeList) error {
 			}
 			pods := make([]string, 0, len(g.Pods))
 			for _, p := range g.Pods {
-				pods = append(pods, fmt.Sprintf("%s/%s=%s", p.Namespace, p.Name, p.Share))
+				s := fmt.Sprintf("%s/%s=%s", p.Namespace, p.Name, p.Share)
+				if p.OnLoan {
+					s += "(on loan)"
+				}
+				pods = append(pods, s)
 			}
 			t.row(n.Name, idx, g.UUID, slot, decimal(g.Allocated), strings.Join(pods, ","))
 		}

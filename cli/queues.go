@@ -50,6 +50,9 @@ type QueueAmounts struct {
 	FairShare Amount `json:"fairShare"`
 	Allocated Amount `json:"allocated"`
 	Borrowed  Amount `json:"borrowed"`
+	// Loaned is the part of Allocated (and Borrowed) on loan on idle notebooks' GPUs: it goes
+	// back the moment they do GPU work again.
+	Loaned Amount `json:"loaned,omitempty"`
 	// Pending is what waiting pods ask for: status requested minus allocated.
 	Pending Amount `json:"pending"`
 	// NoTypeQuota is true for a GPU type (gpu/<type>) the queue sets no quota for: its use of
@@ -147,6 +150,7 @@ func queueView(q *fairwayv1.Queue, depth int, resources []string) QueueView {
 			FairShare:  statusAmount(q.Status.FairShare, r),
 			Allocated:  statusAmount(q.Status.Allocated, r),
 			Borrowed:   statusAmount(q.Status.Borrowed, r),
+			Loaned:     statusAmount(q.Status.Loaned, r),
 		}
 		a.Pending = max(statusAmount(q.Status.Requested, r)-a.Allocated, 0)
 		a.NoTypeQuota = strings.HasPrefix(r, "gpu/") && !listsGPUType(q, strings.TrimPrefix(r, "gpu/"))
@@ -204,7 +208,8 @@ func quotaOf(q *fairwayv1.Queue, res string) (Amount, *Amount) {
 	return quota, &l
 }
 
-// PrintQueues writes the tree as a table: one column group per resource.
+// PrintQueues writes the tree as a table: one column group per resource. Borrowed use on loan
+// on idle notebooks' GPUs is marked "(X on loan)".
 func PrintQueues(w io.Writer, v QueueList) error {
 	headers := []string{"QUEUE"}
 	for _, r := range v.Resources {
@@ -229,8 +234,12 @@ func PrintQueues(w io.Writer, v QueueList) error {
 			if a.Limit != nil {
 				guar += " (max " + formatAmount(r, *a.Limit) + ")"
 			}
+			borrowed := formatAmount(r, a.Borrowed)
+			if a.Loaned > 0 {
+				borrowed += " (" + formatAmount(r, a.Loaned) + " on loan)"
+			}
 			cells = append(cells, guar, formatAmount(r, a.FairShare), formatAmount(r, a.Allocated),
-				formatAmount(r, a.Borrowed), formatAmount(r, a.Pending))
+				borrowed, formatAmount(r, a.Pending))
 		}
 		cells = append(cells, fmt.Sprint(q.PendingPods))
 		t.row(cells...)

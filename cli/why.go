@@ -61,8 +61,12 @@ type PlacementView struct {
 	Share    string `json:"share,omitempty"`
 	GPUIndex *int32 `json:"gpuIndex,omitempty"`
 	GPUUUID  string `json:"gpuUUID,omitempty"`
-	// SharedWith lists the other pods on that GPU ("namespace/name=share").
+	// SharedWith lists the other pods on that GPU ("namespace/name=share", marked "(on loan)"
+	// for a pod on loan).
 	SharedWith []string `json:"sharedWith,omitempty"`
+	// OnLoan is true for a pod on loan on the GPU of idle notebooks (fairway.dev/loan): it is
+	// evicted, with a short grace period, as soon as one of them does GPU work again.
+	OnLoan bool `json:"onLoan,omitempty"`
 }
 
 // RunWhy explains one PodGroup or pod. arg is NAME, pod/NAME, podgroup/NAME or pg/NAME.
@@ -222,6 +226,9 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 	v.Kind = "Why"
 	if v.Waiting {
 		v.Hint = hintFor(v.Reason)
+		if strings.Contains(v.Message, "idle GPU lending: ") {
+			v.Hint += " " + borrowHint
+		}
 		if v.Reason == "" {
 			v.Hint = "The scheduler has not given a reason yet: it writes one within seconds of a cycle. If none comes, " +
 				"check that `fairway scheduler` runs (its leader logs every cycle) and that the pods' schedulerName is fairway."
@@ -244,7 +251,8 @@ func unschedulable(pg *fairwayv1.PodGroup) *metav1.Condition {
 
 func placement(p *corev1.Pod, s *WhySnapshot) PlacementView {
 	g := gpuOf(p)
-	pv := PlacementView{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, GPUs: g.Whole, Share: g.share(), GPUUUID: g.UUID}
+	pv := PlacementView{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, GPUs: g.Whole, Share: g.share(), GPUUUID: g.UUID,
+		OnLoan: p.Spec.NodeName != "" && p.Annotations[fairwayv1.LoanAnnotation] == "true"}
 	if !g.shared() || p.Spec.NodeName == "" {
 		return pv
 	}
@@ -265,7 +273,11 @@ func placement(p *corev1.Pod, s *WhySnapshot) PlacementView {
 			continue
 		}
 		if (g.UUID != "" && og.UUID == g.UUID) || (g.UUID == "" && og.Slot == g.Slot) {
-			pv.SharedWith = append(pv.SharedWith, fmt.Sprintf("%s/%s=%s", o.Namespace, o.Name, og.share()))
+			with := fmt.Sprintf("%s/%s=%s", o.Namespace, o.Name, og.share())
+			if o.Annotations[fairwayv1.LoanAnnotation] == "true" {
+				with += " (on loan)"
+			}
+			pv.SharedWith = append(pv.SharedWith, with)
 		}
 	}
 	return pv
@@ -349,6 +361,9 @@ func describePlacement(p PlacementView) string {
 		s += fmt.Sprintf(", %s of %s", p.Share, gpu)
 		if len(p.SharedWith) > 0 {
 			s += ", shared with " + strings.Join(p.SharedWith, ", ")
+		}
+		if p.OnLoan {
+			s += "; on loan from the GPU's idle notebooks, which get it back as soon as they do GPU work"
 		}
 	}
 	return s

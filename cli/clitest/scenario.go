@@ -101,16 +101,16 @@ func Queues() []client.Object {
 	return []client.Object{
 		queue("research", "", fairwayv1.QueueSpec{Resources: fairwayv1.QueueResources{
 			GPU: &fairwayv1.ResourceQuota{Quota: q("12")}, CPU: &fairwayv1.ResourceQuota{Quota: q("256")}, Memory: &fairwayv1.ResourceQuota{Quota: q("2Ti")}}},
-			fairwayv1.QueueStatus{Allocated: list("gpu", "9.75", "cpu", "12", "memory", "48Gi"), Requested: list("gpu", "17.75", "cpu", "20", "memory", "80Gi"),
-				FairShare: list("gpu", "20", "cpu", "256", "memory", "2Ti"), Borrowed: list("gpu", "0"), PendingPods: 5, ChildQueues: []string{"team-a", "team-b"}, Conditions: ready}),
+			fairwayv1.QueueStatus{Allocated: list("gpu", "10", "cpu", "13", "memory", "48Gi"), Requested: list("gpu", "18.5", "cpu", "22", "memory", "80Gi"),
+				FairShare: list("gpu", "20", "cpu", "256", "memory", "2Ti"), Borrowed: list("gpu", "0.25"), Loaned: list("gpu", "0.25"), PendingPods: 6, ChildQueues: []string{"team-a", "team-b"}, Conditions: ready}),
 		queue("team-a", "research", fairwayv1.QueueSpec{Namespaces: []string{"team-a"}, Resources: fairwayv1.QueueResources{
 			GPU: &fairwayv1.ResourceQuota{Quota: q("4"), Limit: q("16")}, CPU: &fairwayv1.ResourceQuota{Quota: q("64")}, Memory: &fairwayv1.ResourceQuota{Quota: q("512Gi")}}},
-			fairwayv1.QueueStatus{Allocated: list("gpu", "8.25", "cpu", "8", "memory", "32Gi", "gpu/H100", "8.25"), Requested: list("gpu", "16.25", "cpu", "16", "memory", "64Gi"),
-				FairShare: list("gpu", "12", "cpu", "64", "memory", "512Gi"), Borrowed: list("gpu", "4.25"), PendingPods: 4, Conditions: ready}),
+			fairwayv1.QueueStatus{Allocated: list("gpu", "8.5", "cpu", "9", "memory", "32Gi", "gpu/H100", "8.5"), Requested: list("gpu", "16.5", "cpu", "17", "memory", "64Gi"),
+				FairShare: list("gpu", "12", "cpu", "64", "memory", "512Gi"), Borrowed: list("gpu", "4.5"), Loaned: list("gpu", "0.25", "gpu/H100", "0.25"), PendingPods: 4, Conditions: ready}),
 		queue("team-b", "research", fairwayv1.QueueSpec{Namespaces: []string{"team-b"}, Resources: fairwayv1.QueueResources{
 			GPU: &fairwayv1.ResourceQuota{Quota: q("8")}, CPU: &fairwayv1.ResourceQuota{Quota: q("64")}}},
-			fairwayv1.QueueStatus{Allocated: list("gpu", "0.75", "cpu", "4", "memory", "16Gi"), Requested: list("gpu", "1.5", "cpu", "5", "memory", "17Gi"),
-				FairShare: list("gpu", "8", "cpu", "64", "memory", "16Gi"), PendingPods: 1, Conditions: ready}),
+			fairwayv1.QueueStatus{Allocated: list("gpu", "0.75", "cpu", "4", "memory", "16Gi"), Requested: list("gpu", "2", "cpu", "6", "memory", "17Gi"),
+				FairShare: list("gpu", "8", "cpu", "64", "memory", "16Gi"), PendingPods: 2, Conditions: ready}),
 		queue("ops", "", fairwayv1.QueueSpec{Resources: fairwayv1.QueueResources{GPU: &fairwayv1.ResourceQuota{Quota: q("4")}}},
 			fairwayv1.QueueStatus{ChildQueues: []string{"inference"}, Conditions: ready}),
 		queue("inference", "ops", fairwayv1.QueueSpec{Namespaces: []string{"inference"}, Resources: fairwayv1.QueueResources{GPU: &fairwayv1.ResourceQuota{Quota: q("4")}}},
@@ -149,6 +149,7 @@ func PodGroups() []client.Object {
 		podGroup("team-a", "nb-carol", "team-a", fairwayv1.PriorityClassInteractive, 1, running(1, 5*time.Second)),
 		podGroup("team-b", "nb-alice", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 3*time.Second)),
 		podGroup("team-b", "nb-bob", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 4*time.Second)),
+		podGroup("team-a", "train-lora", "team-a", fairwayv1.PriorityClassTraining, 1, running(1, 2*time.Second)),
 	}
 }
 
@@ -161,6 +162,9 @@ type PodSpec struct {
 	UUID                                                  string
 	// Waiting is the PodScheduled=False message of a pending pod.
 	Waiting string
+	// Loan marks a pod bound on loan on an idle notebook's GPU (fairway.dev/loan); Borrow a pod
+	// that opted in to borrowing (fairway.dev/borrow-idle-gpu).
+	Loan, Borrow bool
 }
 
 // Pod builds a pod shaped as fairway's webhook and scheduler leave it.
@@ -196,6 +200,12 @@ func Pod(s PodSpec) *corev1.Pod {
 			p.Annotations[fairwayv1.GPUUUIDAnnotation] = s.UUID
 			p.Labels[fairwayv1.GPUGroupLabel] = fmt.Sprintf("%s-%d", s.Node, s.Slot)
 		}
+	}
+	if s.Loan {
+		p.Annotations[fairwayv1.LoanAnnotation] = "true"
+	}
+	if s.Borrow {
+		p.Annotations[fairwayv1.BorrowIdleGPUAnnotation] = "true"
 	}
 	if s.Node != "" {
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
@@ -237,6 +247,11 @@ func Pods() []client.Object {
 		Pod(PodSpec{Namespace: "team-b", Name: "nb-bob", Group: "nb-bob", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", Fraction: "0.5", Slot: 0, UUID: UUID("h100-1", 3)}),
 		Pod(PodSpec{Namespace: "team-b", Name: "debug", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Fraction: "0.75",
 			Waiting: "NonPreemptibleOverQuota: team-b would hold 1.5 non-preemptible GPUs, above its quota of 1"}),
+		// Idle GPU lending: a training pod on loan on nb-alice's and nb-bob's GPU, while they are
+		// idle, and one that waits for a loan.
+		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Group: "train-lora", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
+		Pod(PodSpec{Namespace: "team-b", Name: "sweep", Queue: "team-b", Class: fairwayv1.PriorityClassTraining, Fraction: "0.5", Borrow: true,
+			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): 3 no GPU with enough free share or memory; idle GPU lending: 1 lendable GPUs, none takes pod team-b/sweep: 1 at their loan cap"}),
 		Reservation("h100-1", 0, 3),
 		Reservation("h100-1", 1, 5),
 	}
@@ -277,6 +292,8 @@ var Cases = []Case{
 	{"why-nb-alice.txt", []string{"why", "pod/nb-alice", "-n", "team-b"}},
 	{"why-debug.txt", []string{"why", "pod/debug", "-n", "team-b"}},
 	{"why-nb-carol.json", []string{"why", "nb-carol", "-n", "team-a", "-o", "json"}},
+	{"why-train-lora.txt", []string{"why", "pod/train-lora", "-n", "team-a"}},
+	{"why-sweep.txt", []string{"why", "pod/sweep", "-n", "team-b"}},
 	{"nodes.txt", []string{"nodes"}},
 	{"nodes.json", []string{"nodes", "-o", "json"}},
 }

@@ -45,6 +45,7 @@ type schedulerFlags struct {
 	probeAddr   string
 	pprofAddr   string
 	placement   string
+	loanGrace   time.Duration
 	opts        schedruntime.Options
 }
 
@@ -94,6 +95,7 @@ and takes over when the leader goes.`,
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", 30*time.Second, "How long fairway's pods bound to a deleted node are left before they are deleted.")
 	fl.StringVar(&f.placement, "placement", string(engine.BinPack), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
 	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", 30*time.Second, "Grace period of every eviction: the time a preempted application has to checkpoint.")
+	fl.DurationVar(&f.loanGrace, "loan-return-grace-period", 5*time.Second, "Grace period of a pod on loan on an idle notebook's GPU when the notebook does GPU work again (0: killed at once).")
 	fl.DurationVar(&o.Engine.StaleGangGracePeriod, "stale-gang-grace-period", 60*time.Second, "How long a gang may run below its minimum before the rest of it is evicted.")
 	fl.DurationVar(&o.Engine.StarvationThreshold, "starvation-threshold", 10*time.Minute, "How long a gang may wait before the capacity it needs is held for it (negative: never).")
 	fl.DurationVar(&o.Engine.HoldTTL, "hold-ttl", 5*time.Minute, "How long capacity freed for a gang stays held if the gang is not placed.")
@@ -109,6 +111,14 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 		f.opts.Engine.Placement = engine.Placement(f.placement)
 	default:
 		return fmt.Errorf("--placement must be %s or %s", engine.BinPack, engine.Spread)
+	}
+	switch {
+	case f.loanGrace < 0:
+		return fmt.Errorf("--loan-return-grace-period must not be negative")
+	case f.loanGrace == 0:
+		f.opts.Engine.LoanReturnGracePeriod = -1 // the engine's "none"; 0 would be its default
+	default:
+		f.opts.Engine.LoanReturnGracePeriod = f.loanGrace
 	}
 	kubeconfig := f.kubeconfig
 	if kubeconfig == "" {

@@ -8,7 +8,8 @@ import (
 
 // scheduler is the scheduler runtime's metrics (metrics.Metrics, as `fairway scheduler`
 // registers them) after one cycle with a queue tree, a waiting gang, a shared GPU, a node, a
-// PodGroup, one binding, one failed binding and one eviction, so every family has a series.
+// PodGroup, a loan, one binding, one failed binding, one eviction and one loan return, so every
+// family has a series.
 func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	m := schedmetrics.New()
 	reg := prometheus.NewRegistry()
@@ -18,7 +19,7 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	amounts := map[string]float64{"gpu": 1, "cpu": 1, "memory": 1}
 	m.SetState(&schedmetrics.State{
 		Queues: []schedmetrics.QueueAmounts{{Queue: "q", Guaranteed: amounts, FairShare: amounts, Allocated: amounts,
-			AllocatedNonPreemptible: amounts, Requested: amounts, Borrowed: amounts}},
+			AllocatedNonPreemptible: amounts, Requested: amounts, Borrowed: amounts, Loaned: amounts, Loans: 1}},
 		Pending:   []schedmetrics.Pending{{Queue: "q", Reason: "NoNodeFits", Pods: 1, Gangs: 1}},
 		Shares:    []schedmetrics.Share{{Node: "node", GPUIndex: 0, GPUUUID: "GPU-0", Ratio: 0.5}},
 		QueueTree: []schedmetrics.QueueInfo{{Queue: "q", Parent: "dept"}},
@@ -30,6 +31,7 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	m.Bindings.Inc()
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
 	m.Evictions.WithLabelValues("Reclaim", "q", "none").Inc()
+	m.LoanReturn.Observe(0.5)
 	m.Leader.Set(1)
 	return reg, nil, nil
 }

@@ -6,6 +6,9 @@
 //
 // Engine.Schedule runs these steps in order (see engine.go):
 //
+//  0. Loan return: every pod on loan on a GPU that is no longer lendable (one of the idle
+//     interactive pods it was lent from works again, left, or stopped lending) is evicted,
+//     all loans of the GPU at once (lending.go).
 //  1. Housekeeping: holds of gangs that no longer wait, or whose time ran out, are dropped.
 //  2. Fair share: every queue's fair share of every resource (package fairshare).
 //  3. Allocate: pending gangs are placed on free capacity, all or nothing, queues below their
@@ -18,8 +21,11 @@
 //  6. Preempt: within a queue, higher priority evicts lower priority (reclaim.go).
 //  7. Consolidate: a gang that fits only if preemptible pods move evicts them when every one can
 //     be placed again elsewhere (consolidate.go).
-//  8. Starvation: gangs that waited too long get the capacity they need held (allocate.go).
-//  9. Reasons and queue status for every pending gang and every queue (reasons.go).
+//  8. Idle GPU lending: single-pod preemptible borrowers that nothing above could place run on
+//     loan on GPUs shared only by idle interactive pods, within the memory those leave free;
+//     loans of GPUs this cycle's placements made unlendable go back (lending.go).
+//  9. Starvation: gangs that waited too long get the capacity they need held (allocate.go).
+//  10. Reasons and queue status for every pending gang and every queue (reasons.go).
 //
 // Every what-if runs inside a Statement (statement.go) on the live snapshot and is rolled back
 // unless it succeeds; what is committed is what the Result reports.

@@ -57,6 +57,8 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 	}
 	log := e.opts.Logger.WithValues("now", now)
 
+	// 0. Lent GPUs whose holders woke (or left) go back to them before anything else.
+	c.returnLoans()
 	// 1. Housekeeping: drop holds of gangs that no longer wait or whose time ran out.
 	c.expireHolds()
 	// 2. Fair share of every queue.
@@ -71,9 +73,13 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 	c.preempt()
 	// 7. Move preemptible pods to make room for a gang that only fragmentation blocks.
 	c.consolidate()
-	// 8. Hold capacity for gangs that waited too long.
+	// 8. Lend idle interactive pods' GPUs to borrowers nothing else could place, and return
+	// the loans of GPUs this cycle's placements made unlendable (a pod that works joined them).
+	c.lendIdleGPUs()
+	c.returnLoans()
+	// 9. Hold capacity for gangs that waited too long.
 	c.holdForStarving()
-	// 9. Reasons for every waiting gang, status of every queue.
+	// 10. Reasons for every waiting gang, status of every queue.
 	c.report()
 
 	log.V(2).Info("cycle done", "bindings", len(c.res.Bindings), "nominations", len(c.res.Nominations),

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -29,7 +31,13 @@ import (
 //   - non-preemptible pods are never evicted (except whole stale gangs);
 //   - no queue (or department) holds more GPU than its limit;
 //   - every waiting gang has a reason;
-//   - the snapshot's incremental bookkeeping equals a recomputation from scratch.
+//   - the snapshot's incremental bookkeeping equals a recomputation from scratch;
+//   - loans (idle GPU lending): a loan's GPU keeps room for it (loans' memory plus the idle
+//     holders' resident memory within the GPU's memory, at most maxLoansPerGPU loans), and once
+//     the cycle's evictions are issued no loan runs on a GPU that is not lendable (held whole,
+//     a holder active, leaving, not idle long enough or in a queue that does not lend). Loans
+//     never count in a GPU's shares (the share and memory checks above exclude them, and the
+//     snapshot's Verify recomputes the slots).
 //
 // TestGuaranteesMet adds the guarantee invariant on workloads where it must hold.
 
@@ -37,7 +45,148 @@ type gen struct {
 	r    *rand.Rand
 	s    *sim
 	jobs int
+	// lr drives idle lending (queue policies, opt-ins, idleness) apart from r, so that the
+	// rest of a seed's workload stays what it was before lending existed.
+	lr    *rand.Rand
+	lends int
+	// leaves are the queues that take pods.
+	leaves []string
 }
+
+// lendingPolicies gives some queues an idle-lending policy.
+func (g *gen) lendingPolicies(t *testing.T) {
+	if g.lr == nil {
+		return
+	}
+	// Half the GPU nodes without an inventory get one: only there may a GPU be lent.
+	for _, name := range slices.Sorted(maps.Keys(g.s.nodes)) {
+		n := g.s.nodes[name]
+		gpus := n.Status.Allocatable[v1alpha1.ResourceGPU]
+		if gpus.Value() == 0 || n.Annotations[v1alpha1.GPUInventoryAnnotation] != "" || g.lr.IntN(2) == 0 {
+			continue
+		}
+		n = n.DeepCopy()
+		var inv []string
+		for i := range int(gpus.Value()) {
+			inv = append(inv, fmt.Sprintf(`{"index":%d,"uuid":"GPU-%s-%d","memoryMiB":81920}`, i, name, i))
+		}
+		n.Annotations[v1alpha1.GPUInventoryAnnotation] = "[" + strings.Join(inv, ",") + "]"
+		mustNoErr(t, g.s.addNode(n))
+	}
+	// Small tainted nodes only notebooks and borrowers go to: there GPUs fill up, and borrowers
+	// find no room but loans.
+	for i := range 1 + g.lr.IntN(3) {
+		b := testutil.MakeNode(fmt.Sprintf("lend-%d", i)).GPUs(1, "A100").Inventory(81920).Label("pool", "lend").
+			Taint("pool", "lend", corev1.TaintEffectNoSchedule)
+		mustNoErr(t, g.s.addNode(b.Obj()))
+	}
+	lendNodes := 0
+	for _, name := range slices.Sorted(maps.Keys(g.s.nodes)) {
+		if strings.HasPrefix(name, "lend-") {
+			lendNodes++
+		}
+	}
+	// Notebooks to fill them, half a GPU each.
+	for range 2 * lendNodes {
+		g.notebook(t, "0.5", true)
+	}
+	names := slices.Sorted(maps.Keys(g.s.queues))
+	for _, name := range names {
+		if g.lr.IntN(4) == 0 {
+			continue
+		}
+		q := g.s.queues[name].DeepCopy()
+		l := &v1alpha1.IdleLending{}
+		if g.lr.IntN(6) != 0 {
+			l.Lend = ptr(g.lr.IntN(6) != 0)
+		}
+		if g.lr.IntN(3) == 0 {
+			l.Borrow = ptr([]v1alpha1.BorrowPolicy{v1alpha1.BorrowOptIn, v1alpha1.BorrowAlways, v1alpha1.BorrowNever}[g.lr.IntN(3)])
+		}
+		if g.lr.IntN(3) == 0 {
+			l.MinIdleTime = &metav1.Duration{Duration: time.Duration(g.lr.IntN(6)) * time.Minute}
+		}
+		if g.lr.IntN(3) == 0 {
+			l.MaxLoansPerGPU = ptr(int32(1 + g.lr.IntN(3)))
+		}
+		q.Spec.IdleLending = l
+		mustNoErr(t, g.s.addQueue(q))
+	}
+}
+
+// idleness makes running interactive pods idle or active at random, and opts pending pods in
+// to borrowing.
+func (g *gen) idleness(t *testing.T) {
+	if g.lr == nil {
+		return
+	}
+	// Notebooks that may lend, and pods that may borrow.
+	queues := g.leaves
+	for range g.lr.IntN(3) {
+		g.notebook(t, []string{"0.25", "0.5", "0.3333"}[g.lr.IntN(3)], g.lr.IntN(4) != 0)
+	}
+	for range g.lr.IntN(4) {
+		g.lends++
+		q := queues[g.lr.IntN(len(queues))]
+		b := testutil.MakePod(q, fmt.Sprintf("bw%03d", g.lends)).Queue(q).Priority(50).CPU("1").Memory("1Gi").Created(g.s.now)
+		if g.lr.IntN(2) == 0 {
+			b.Fraction([]string{"0.25", "0.5", "0.2"}[g.lr.IntN(3)])
+		} else {
+			b.GPUMemory(int64(2000 + g.lr.IntN(30000)))
+		}
+		if g.lr.IntN(4) != 0 {
+			b.Annotation(v1alpha1.BorrowIdleGPUAnnotation, "true")
+		}
+		g.lendPool(b)
+		mustNoErr(t, g.s.addPod(b.Obj(), g.lr.IntN(3) != 0))
+	}
+	keys := slices.SortedFunc(maps.Keys(g.s.pods), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		p := g.s.pods[k]
+		info := snapshot.PodInfoFromPod(p)
+		switch {
+		case p.Spec.NodeName != "" && p.DeletionTimestamp == nil && info.Interactive && info.Req.Shared():
+			switch g.lr.IntN(4) {
+			case 0:
+				mustNoErr(t, g.s.setIdle(k, false, -1))
+			case 1, 2:
+				if !info.Idle {
+					mem := int64(-1)
+					if g.lr.IntN(6) != 0 {
+						mem = int64(g.lr.IntN(16000))
+					}
+					mustNoErr(t, g.s.setIdle(k, true, mem))
+				}
+			}
+		case p.Spec.NodeName == "" && !info.BorrowOptIn && !info.Interactive && info.Req.Shared() && g.lr.IntN(2) == 0:
+			p = p.DeepCopy()
+			p.Annotations[v1alpha1.BorrowIdleGPUAnnotation] = "true"
+			g.s.pods[k] = p
+			mustNoErr(t, g.s.snap.UpsertPod(p))
+		}
+	}
+}
+
+// notebook submits a notebook asking for a fraction of a GPU, in the lend-* pool or not.
+func (g *gen) notebook(t *testing.T, fraction string, pool bool) {
+	g.lends++
+	q := g.leaves[g.lr.IntN(len(g.leaves))]
+	b := testutil.MakePod(q, fmt.Sprintf("nb%03d", g.lends)).Queue(q).Priority(100).CPU("1").Memory("1Gi").Created(g.s.now).
+		Fraction(fraction).Annotation(v1alpha1.WorkloadKindAnnotation, "notebook")
+	if pool {
+		b.NodeSelector("pool", "lend").Toleration("pool", "lend", corev1.TaintEffectNoSchedule)
+	}
+	mustNoErr(t, g.s.addPod(b.Obj(), false))
+}
+
+// lendPool sends most lending pods to the lend-* nodes.
+func (g *gen) lendPool(b *testutil.PodWrapper) {
+	if g.lr.IntN(4) != 0 {
+		b.NodeSelector("pool", "lend").Toleration("pool", "lend", corev1.TaintEffectNoSchedule)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func (g *gen) pick(n int) int { return g.r.IntN(n) }
 
@@ -170,15 +319,24 @@ func TestRandomizedInvariants(t *testing.T) {
 	if testing.Short() {
 		seeds = 15
 	}
+	loans, returns := 0, 0
+	defer func() {
+		t.Logf("idle lending: %d loans bound, %d returned", loans, returns)
+		if !testing.Short() && (loans < 40 || returns < 20) {
+			t.Errorf("the workloads exercise idle lending too little: %d loans bound, %d returned", loans, returns)
+		}
+	}()
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			opts := engine.Options{StarvationThreshold: 5 * time.Minute, StaleGangGracePeriod: time.Minute}
 			if seed%3 == 0 {
 				opts.Placement = engine.Spread
 			}
-			g := &gen{r: rand.New(rand.NewPCG(uint64(seed), 42)), s: newSim(opts, testutil.Epoch)}
+			g := &gen{r: rand.New(rand.NewPCG(uint64(seed), 42)), s: newSim(opts, testutil.Epoch), lr: rand.New(rand.NewPCG(uint64(seed), 9))}
 			g.s.evictionDelay = seed % 2
 			queues := g.cluster(t, false)
+			g.leaves = queues
+			g.lendingPolicies(t)
 			for range 5 + g.pick(20) {
 				g.job(t, queues[g.pick(len(queues))], false)
 			}
@@ -191,7 +349,10 @@ func TestRandomizedInvariants(t *testing.T) {
 				for range g.pick(4) {
 					g.job(t, queues[g.pick(len(queues))], false)
 				}
+				g.idleness(t)
 			}
+			loans += g.s.loans
+			returns += g.s.loanReturns
 		})
 	}
 }

@@ -34,6 +34,11 @@ type Options struct {
 	// checkpoint. Default 30s.
 	EvictionGracePeriod time.Duration
 
+	// LoanReturnGracePeriod is the grace period of LoanReturn evictions: how long a pod on loan
+	// keeps running after the GPU's owner woke (its memory and work compete with the owner's
+	// meanwhile). Default 5s; negative means none (0s).
+	LoanReturnGracePeriod time.Duration
+
 	// HoldTTL is how long capacity freed for a gang by evictions stays held if the gang is not
 	// placed. Default 5m.
 	HoldTTL time.Duration
@@ -63,6 +68,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EvictionGracePeriod == 0 {
 		o.EvictionGracePeriod = 30 * time.Second
+	}
+	switch {
+	case o.LoanReturnGracePeriod == 0:
+		o.LoanReturnGracePeriod = 5 * time.Second
+	case o.LoanReturnGracePeriod < 0:
+		o.LoanReturnGracePeriod = 0
 	}
 	if o.HoldTTL == 0 {
 		o.HoldTTL = 5 * time.Minute

@@ -38,17 +38,26 @@ func (c *cycle) report() {
 			Name: q.Name, FairShare: Amounts{}, Allocated: Amounts{}, AllocatedNonPreemptible: Amounts{},
 			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods, NotReady: q.NotReady,
 		}
+		if len(q.Loaned) > 0 {
+			st.Loaned = Amounts{} // only queues that ever had loans: most cycles allocate nothing more
+		}
 		for d := 0; d < c.snap.NumDims(); d++ {
 			name := c.snap.DimName(d)
 			if d < snapshot.NumBaseDims || q.QuotaSet(d) {
 				// Per-type shares mean something only for queues that set a quota per type.
 				put(st.FairShare, name, q.FairShare.At(d))
 			}
-			put(st.Allocated, name, q.Allocated.At(d))
+			// Loans show as allocated and borrowed: over-quota use that takes nothing from the
+			// guarantee (the snapshot keeps them out of Allocated, which fair share reads).
+			loaned := q.Loaned.At(d)
+			put(st.Allocated, name, q.Allocated.At(d)+loaned)
 			put(st.AllocatedNonPreemptible, name, q.AllocatedNP.At(d))
-			put(st.Requested, name, q.Demand(d))
+			put(st.Requested, name, q.Demand(d)+loaned)
+			if loaned > 0 {
+				st.Loaned[name] = loaned
+			}
 			if d < snapshot.NumBaseDims || q.QuotaSet(d) {
-				put(st.Borrowed, name, q.Allocated.At(d)-q.Quota.At(d))
+				put(st.Borrowed, name, max(q.Allocated.At(d)-q.Quota.At(d), 0)+loaned)
 			}
 		}
 		res.Queues = append(res.Queues, st)

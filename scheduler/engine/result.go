@@ -32,7 +32,7 @@ type Binding struct {
 	Node string
 	// GPUs are the whole GPUs the pod gets (empty for a fractional or GPU-less pod).
 	GPUs []GPU
-	// Shared is the GPU a fractional pod shares, nil otherwise.
+	// Shared is the GPU a fractional pod shares (or borrows, see SharedGPU.Loan), nil otherwise.
 	Shared *SharedGPU
 }
 
@@ -48,6 +48,9 @@ type SharedGPU struct {
 	// MilliGPU is the share (500 for half a GPU); MemoryMiB the GPU memory that goes with it.
 	MilliGPU  int64
 	MemoryMiB int64
+	// Loan is true when the pod runs on loan on the GPU of idle interactive pods: it is evicted
+	// (EvictLoanReturn) as soon as one of them does GPU work again.
+	Loan bool
 }
 
 // Nomination is a gang placed on capacity that is being freed for it.
@@ -72,6 +75,10 @@ const (
 	EvictConsolidate EvictionReason = "Consolidate"
 	// EvictStaleGang: the pod's gang ran below its minimum for too long.
 	EvictStaleGang EvictionReason = "StaleGang"
+	// EvictLoanReturn: the pod ran on loan on an idle interactive pod's GPU, and the GPU goes
+	// back (a holder does GPU work again, left, or lending was switched off). Decided first in
+	// the cycle, for every loan of the GPU at once, with Options.LoanReturnGracePeriod.
+	EvictLoanReturn EvictionReason = "LoanReturn"
 )
 
 // Eviction evicts one pod.
@@ -139,8 +146,11 @@ type QueueStatus struct {
 	AllocatedNonPreemptible Amounts
 	// Requested is Allocated plus what pending pods ask for.
 	Requested Amounts
-	// Borrowed is Allocated above the guaranteed quota.
-	Borrowed    Amounts
+	// Borrowed is Allocated above the guaranteed quota; loans always count in it.
+	Borrowed Amounts
+	// Loaned is the part of Allocated (and Borrowed) that runs on loan on idle GPUs; nil for a
+	// queue that never had loans.
+	Loaned      Amounts
 	PendingPods int32
 	// NotReady says why the queue takes no work, when it does not.
 	NotReady string

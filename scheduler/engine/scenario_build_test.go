@@ -96,6 +96,7 @@ func buildQueue(qs queueSpec) *v1alpha1.Queue {
 	if qs.PreemptMinRuntime.Duration > 0 {
 		b.PreemptMinRuntime(qs.PreemptMinRuntime.Duration)
 	}
+	b.Spec.IdleLending = qs.IdleLending
 	return b.Obj()
 }
 
@@ -204,6 +205,9 @@ func addJob(t *testing.T, s *sim, j *jobSpec, jobs map[string]*jobSpec) {
 		if j.Gated {
 			b.Gate("example.com/wait")
 		}
+		if j.Borrow {
+			b.Annotation(v1alpha1.BorrowIdleGPUAnnotation, "true")
+		}
 		if node := replicaNode(j.Running, i); node != "" {
 			b.Node(node).Started(s.now.Add(-started))
 			switch {
@@ -223,6 +227,16 @@ func addJob(t *testing.T, s *sim, j *jobSpec, jobs map[string]*jobSpec) {
 		recreate := j.Recreate == nil || *j.Recreate
 		if err := s.addPod(b.Obj(), recreate); err != nil {
 			t.Fatal(err)
+		}
+		if j.Idle != nil && replicaNode(j.Running, i) != "" {
+			mem := int64(-1)
+			if j.Idle.MemoryMiB != nil {
+				mem = *j.Idle.MemoryMiB
+			}
+			now := s.now
+			s.now = now.Add(-j.Idle.Ago.Duration)
+			mustNoErr(t, s.setIdle(types.NamespacedName{Namespace: j.Namespace, Name: name}, true, mem))
+			s.now = now
 		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 	"github.com/fairway-sched/fairway/scheduler/testutil"
@@ -105,6 +106,19 @@ type queueSpec struct {
 	} `json:"gpuTypes"`
 	ReclaimMinRuntime duration `json:"reclaimMinRuntime"`
 	PreemptMinRuntime duration `json:"preemptMinRuntime"`
+	// IdleLending is the Queue's spec.idleLending as written.
+	IdleLending *v1alpha1.IdleLending `json:"idleLending"`
+}
+
+// idleSpec makes running interactive pods idle (the gpu-agent's GPUIdle condition).
+type idleSpec struct {
+	// Pod is a job name or ns/pod (events only).
+	Pod string `json:"pod"`
+	// Ago is how long they have been idle (default 0: they go idle now).
+	Ago duration `json:"ago"`
+	// MemoryMiB is the GPU memory kept in use (fairway.dev/idle-gpu-memory-used); left out, the
+	// annotation is not written.
+	MemoryMiB *int64 `json:"memoryMiB"`
 }
 
 type jobSpec struct {
@@ -156,6 +170,10 @@ type jobSpec struct {
 	Recreate *bool `json:"recreate"`
 	// Gated pods carry a scheduling gate.
 	Gated bool `json:"gated"`
+	// Borrow sets fairway.dev/borrow-idle-gpu: "true".
+	Borrow bool `json:"borrow"`
+	// Idle makes the running replicas idle before the first step.
+	Idle *idleSpec `json:"idle"`
 }
 
 type stepSpec struct {
@@ -172,6 +190,10 @@ type eventSpec struct {
 	AddNode    *nodeSpec  `json:"addNode"`
 	DeleteNode string     `json:"deleteNode"`
 	Queue      *queueSpec `json:"queue"`
+	// Wake clears the GPUIdle condition of a job's pods (or ns/pod): the owner does GPU work.
+	Wake string `json:"wake"`
+	// Idle sets it.
+	Idle *idleSpec `json:"idle"`
 }
 
 type expectSpec struct {
@@ -330,6 +352,21 @@ func applyEvent(t *testing.T, s *sim, ev eventSpec, jobs map[string]*jobSpec) {
 	case ev.DeleteNode != "":
 		delete(s.nodes, ev.DeleteNode)
 		s.snap.DeleteNode(ev.DeleteNode)
+	case ev.Wake != "":
+		for _, k := range podsOf(s, ev.Wake, jobs) {
+			mustNoErr(t, s.setIdle(k, false, -1))
+		}
+	case ev.Idle != nil:
+		mem := int64(-1)
+		if ev.Idle.MemoryMiB != nil {
+			mem = *ev.Idle.MemoryMiB
+		}
+		now := s.now
+		s.now = now.Add(-ev.Idle.Ago.Duration)
+		for _, k := range podsOf(s, ev.Idle.Pod, jobs) {
+			mustNoErr(t, s.setIdle(k, true, mem))
+		}
+		s.now = now
 	case ev.Queue != nil:
 		if err := s.addQueue(buildQueue(*ev.Queue)); err != nil {
 			t.Fatal(err)
@@ -344,6 +381,9 @@ func bindingText(b engine.Binding) string {
 	switch {
 	case b.Shared != nil:
 		s += fmt.Sprintf("[%d]@%d", b.Shared.Index, b.Shared.MilliGPU)
+		if b.Shared.Loan {
+			s += " loan"
+		}
 	case len(b.GPUs) > 0:
 		var idx []string
 		for _, g := range b.GPUs {
@@ -381,6 +421,9 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 	}
 	for _, q := range res.Queues {
 		fmt.Fprintf(out, "queue %s: fair %s allocated %s", q.Name, amounts(q.FairShare), amounts(q.Allocated))
+		if len(q.Loaned) > 0 {
+			fmt.Fprintf(out, " loaned %s", amounts(q.Loaned))
+		}
 		if q.NotReady != "" {
 			fmt.Fprintf(out, " not ready: %s", q.NotReady)
 		}

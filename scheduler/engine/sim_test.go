@@ -39,6 +39,8 @@ type sim struct {
 	gen           int
 	// nextIndex is the next GPU index scenario set-up gives a running pod on a node.
 	nextIndex map[string]int
+	// loans and loanReturns count the loans bound and returned, for coverage checks.
+	loans, loanReturns int
 }
 
 func newSim(opts engine.Options, now time.Time) *sim {
@@ -134,6 +136,8 @@ func (s *sim) terminate(k types.NamespacedName) {
 	np.DeletionTimestamp = nil
 	np.CreationTimestamp = metav1.NewTime(s.now)
 	delete(np.Annotations, v1alpha1.GPUIndexAnnotation)
+	delete(np.Annotations, v1alpha1.LoanAnnotation)
+	np.Status.Conditions = nil
 	_ = s.addPod(np, true)
 }
 
@@ -161,6 +165,10 @@ func (s *sim) apply(res engine.Result) error {
 		if len(idx) > 0 {
 			p.Annotations[v1alpha1.GPUIndexAnnotation] = strings.Join(idx, ",")
 		}
+		if b.Shared != nil && b.Shared.Loan {
+			p.Annotations[v1alpha1.LoanAnnotation] = "true"
+			s.loans++
+		}
 		s.pods[b.Pod] = p
 		if err := s.snap.UpsertPod(p); err != nil {
 			errs = append(errs, err)
@@ -171,6 +179,9 @@ func (s *sim) apply(res engine.Result) error {
 		if p == nil {
 			errs = append(errs, fmt.Errorf("eviction of unknown pod %s", e.Pod))
 			continue
+		}
+		if e.Reason == engine.EvictLoanReturn {
+			s.loanReturns++
 		}
 		p = p.DeepCopy()
 		t := metav1.NewTime(s.now)
@@ -298,6 +309,25 @@ func (s *sim) checkCluster() error {
 			use[n.Name] = u
 		}
 		info := snapshot.PodInfoFromPod(p)
+		if info.Loan {
+			// A loan is kept apart from the GPU's shares (see checkLoans).
+			u.cpu += info.Req.MilliCPU
+			u.mem += info.Req.Memory
+			u.pods++
+			if len(info.GPUIndexes) == 0 {
+				errs = append(errs, fmt.Errorf("loan %s without a GPU index", k))
+				continue
+			}
+			g := perGPU(u.perGPU, info.GPUIndexes[0])
+			g.loanMem += info.Req.SharedMemMiB(nodeGPUMem(n))
+			if p.DeletionTimestamp == nil {
+				g.liveLoans = append(g.liveLoans, k)
+			}
+			if q := info.Queue; q != "" {
+				queueGPU[q] += info.Req.SharedMilli(nodeGPUMem(n))
+			}
+			continue
+		}
 		u.cpu += info.Req.MilliCPU
 		u.mem += info.Req.Memory
 		u.pods++
@@ -313,6 +343,7 @@ func (s *sim) checkCluster() error {
 			}
 		case info.Req.Shared() && len(info.GPUIndexes) > 0:
 			g := perGPU(u.perGPU, info.GPUIndexes[0])
+			g.holders = append(g.holders, p)
 			m := info.Req.SharedMilli(memCap)
 			g.milli += m
 			g.mem += info.Req.SharedMemMiB(memCap)
@@ -344,8 +375,11 @@ func (s *sim) checkCluster() error {
 			if mc := nodeGPUMem(n); mc > 0 && g.mem > mc {
 				errs = append(errs, fmt.Errorf("node %s GPU %d: %d MiB of %d given out", name, i, g.mem, mc))
 			}
-			if g.fractions > 0 {
+			if g.fractions > 0 || g.loanMem > 0 {
 				shared++
+			}
+			if err := s.checkLoans(n, i, g); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		if u.gpus+int64(shared) > gpus.Value() {
@@ -383,6 +417,111 @@ type gpuUse struct {
 	milli     int64
 	mem       int64
 	fractions int
+	// holders are the fractional pods (not loans); loanMem what loans take (leaving ones
+	// included), liveLoans the loans not leaving.
+	holders   []*corev1.Pod
+	loanMem   int64
+	liveLoans []types.NamespacedName
+}
+
+// checkLoans checks the loans of one GPU after the cycle's decisions are applied: the loans'
+// memory fits in what the idle holders leave free; and once the cycle's evictions are issued,
+// no loan still runs on a GPU that is not lendable: held whole, or shared by a pod that is not
+// an idle interactive pod of a queue that lends (idle for its minimum, idle memory known), or by
+// no pod at all.
+func (s *sim) checkLoans(n *corev1.Node, idx int, g *gpuUse) error {
+	if len(g.liveLoans) == 0 {
+		return nil
+	}
+	var idleMem int64
+	bad := ""
+	if g.whole > 0 {
+		bad = "a whole-GPU pod holds it"
+	}
+	if len(g.holders) == 0 {
+		bad = "no pod shares it"
+	}
+	for _, h := range g.holders {
+		info := snapshot.PodInfoFromPod(h)
+		pol := s.lending(info.Queue)
+		switch {
+		case h.DeletionTimestamp != nil:
+			bad = "holder " + h.Name + " is leaving"
+		case !info.Interactive || !info.Idle:
+			bad = "holder " + h.Name + " is not an idle interactive pod"
+		case !pol.Lend:
+			bad = "holder " + h.Name + "'s queue does not lend"
+		case s.now.Sub(info.IdleSince) < pol.MinIdleTime:
+			bad = "holder " + h.Name + " has not been idle long enough"
+		case info.IdleMemMiB < 0:
+			bad = "holder " + h.Name + " has no idle memory"
+		}
+		idleMem += max(info.IdleMemMiB, 0)
+		if int32(len(g.liveLoans)) > pol.MaxLoansPerGPU {
+			bad = fmt.Sprintf("%d loans, over the cap %d of holder %s's queue", len(g.liveLoans), pol.MaxLoansPerGPU, h.Name)
+		}
+	}
+	if bad != "" {
+		return fmt.Errorf("node %s GPU %d: loans %v still run after the cycle, but %s", n.Name, idx, g.liveLoans, bad)
+	}
+	if mc := nodeGPUMem(n); g.loanMem+idleMem > mc {
+		return fmt.Errorf("node %s GPU %d: loans take %d MiB, holders keep %d MiB, of %d", n.Name, idx, g.loanMem, idleMem, mc)
+	}
+	return nil
+}
+
+// lending resolves a queue's idle-lending policy from the Queue objects, independently of the
+// snapshot: each field from the nearest queue up the tree that sets it.
+func (s *sim) lending(queue string) snapshot.LendingPolicy {
+	p := snapshot.DefaultLendingPolicy
+	var lend, minIdle, maxLoans bool
+	seen := map[string]bool{}
+	for name := queue; name != "" && !seen[name]; {
+		seen[name] = true
+		q := s.queues[name]
+		if q == nil {
+			break
+		}
+		if l := q.Spec.IdleLending; l != nil {
+			if !lend && l.Lend != nil {
+				p.Lend, lend = *l.Lend, true
+			}
+			if !minIdle && l.MinIdleTime != nil {
+				p.MinIdleTime, minIdle = l.MinIdleTime.Duration, true
+			}
+			if !maxLoans && l.MaxLoansPerGPU != nil {
+				p.MaxLoansPerGPU, maxLoans = *l.MaxLoansPerGPU, true
+			}
+		}
+		name = q.Spec.Parent
+	}
+	return p
+}
+
+// setIdle sets (or clears) the gpu-agent's GPUIdle condition of a pod, as of now; memMiB >= 0
+// also writes the idle-memory annotation the agent writes with it.
+func (s *sim) setIdle(k types.NamespacedName, idle bool, memMiB int64) error {
+	p := s.pods[k]
+	if p == nil {
+		return fmt.Errorf("no pod %s", k)
+	}
+	p = p.DeepCopy()
+	st := corev1.ConditionFalse
+	if idle {
+		st = corev1.ConditionTrue
+	}
+	if memMiB >= 0 {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[v1alpha1.IdleGPUMemoryAnnotation] = strconv.FormatInt(memMiB, 10)
+	}
+	cond := corev1.PodCondition{Type: v1alpha1.GPUIdleCondition, Status: st, LastTransitionTime: metav1.NewTime(s.now),
+		Message: v1alpha1.GPUIdleMessage("set by the test", s.now)}
+	p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == v1alpha1.GPUIdleCondition })
+	p.Status.Conditions = append(p.Status.Conditions, cond)
+	s.pods[k] = p
+	return s.snap.UpsertPod(p)
 }
 
 func perGPU(m map[int]*gpuUse, i int) *gpuUse {

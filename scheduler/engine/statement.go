@@ -127,7 +127,7 @@ func bindingOf(t *snapshot.Task) Binding {
 		b.GPUs = append(b.GPUs, GPU{Index: n.Slots[pos].Index, UUID: n.Slots[pos].UUID})
 	}
 	if p := t.GPUs.Shared; p >= 0 {
-		b.Shared = &SharedGPU{GPU: GPU{Index: n.Slots[p].Index, UUID: n.Slots[p].UUID}, MilliGPU: t.GPUs.Milli, MemoryMiB: t.GPUs.MemMiB}
+		b.Shared = &SharedGPU{GPU: GPU{Index: n.Slots[p].Index, UUID: n.Slots[p].UUID}, MilliGPU: t.GPUs.Milli, MemoryMiB: t.GPUs.MemMiB, Loan: t.GPUs.Loan}
 	}
 	return b
 }

@@ -514,8 +514,10 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 	sc.cands = sc.cands[:0]
 	top := -1
 	for _, v := range n.Tasks {
-		if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Assumed > 0 {
-			continue // gangs whose binding is in flight are not victims
+		if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Assumed > 0 || v.GPUs.Loan {
+			// Gangs whose binding is in flight are not victims; neither are loans: evicting one
+			// frees no share of its GPU, and it leaves anyway when the GPU's holders wake.
+			continue
 		}
 		if r := pol.verdict(v.Gang); r.kind != refuseNone {
 			pol.refuse(r, v.Gang, 1, false)

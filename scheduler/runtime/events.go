@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
@@ -63,6 +64,11 @@ func (o *bindObserver) Bound(r *binder.Request, at time.Time) {
 	if !r.Created.IsZero() {
 		o.m.SchedulingLatency.WithLabelValues(framework, r.Queue).Observe(max(at.Sub(r.Created).Seconds(), 0))
 	}
+	if r.Shared != nil && r.Shared.Loan && o.events != nil {
+		o.events.rec.Eventf(podRef(r.Pod, r.UID), nil, corev1.EventTypeNormal, "OnLoan", "Bind",
+			"Running on loan on GPU %d of node %s, lent by idle interactive pods; evicted with a short grace period as soon as one of them does GPU work again",
+			r.Shared.Index, r.Node)
+	}
 }
 
 func (o *bindObserver) Failed(r *binder.Request, reason string, err error) {
@@ -86,6 +92,9 @@ func (o *evictObserver) Evicted(r *evictor.Request) {
 		framework = "none"
 	}
 	o.m.Evictions.WithLabelValues(string(r.Reason), r.Queue, framework).Inc()
+	if r.Reason == engine.EvictLoanReturn && !r.WokeAt.IsZero() {
+		o.m.LoanReturn.Observe(max(time.Since(r.WokeAt).Seconds(), 0))
+	}
 }
 
 func (o *evictObserver) EvictionFailed(*evictor.Request, error) {}

@@ -314,6 +314,9 @@ func (l *loop) dispatch(res *engine.Result) {
 				continue
 			}
 			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(inf.Pod(e.Pod.Namespace, e.Pod.Name))}
+			if e.Reason == engine.EvictLoanReturn {
+				r.WokeAt = l.lenderWokeAt(t)
+			}
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()
 			}
@@ -326,6 +329,33 @@ func (l *loop) dispatch(res *engine.Result) {
 			v.Info("Gang nominated on capacity being freed", "gang", n.Gang.String(), "nodes", n.Nodes, "pods", n.Pods)
 		}
 	}
+}
+
+// lenderWokeAt is when the gpu-agent last observed a pod sharing the GPU of loan t turn active
+// (its GPUIdle condition False), as precisely as the condition says (v1alpha1.GPUIdleObserved);
+// zero when none did (the GPU went back for another reason).
+func (l *loop) lenderWokeAt(t *snapshot.Task) time.Time {
+	var at time.Time
+	if t.Node == nil || t.GPUs.Shared < 0 {
+		return at
+	}
+	for _, h := range t.Node.Tasks {
+		if h.GPUs.Shared != t.GPUs.Shared || h.GPUs.Loan || h.Req.Reservation || !h.Interactive || h.Idle {
+			continue
+		}
+		p := l.rt.inf.Pod(h.Key.Namespace, h.Key.Name)
+		if p == nil {
+			continue
+		}
+		for i := range p.Status.Conditions {
+			if c := &p.Status.Conditions[i]; c.Type == v1alpha1.GPUIdleCondition && c.Status == corev1.ConditionFalse {
+				if o := v1alpha1.GPUIdleObserved(c); o.After(at) {
+					at = o
+				}
+			}
+		}
+	}
+	return at
 }
 
 // nodeMPS reports whether the node's gpu-agent runs MPS (its inventory says so).
@@ -354,7 +384,7 @@ func (l *loop) releaseReservations(now time.Time) {
 		}
 		n := l.snap.Node(r.slot.Node)
 		if n != nil && r.slot.Slot >= 0 {
-			if s := n.Slot(r.slot.Slot); s != nil && s.Sharers > 0 {
+			if s := n.Slot(r.slot.Slot); s != nil && (s.Sharers > 0 || s.Loans > 0) {
 				continue
 			}
 		}

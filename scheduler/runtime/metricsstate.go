@@ -31,11 +31,23 @@ func (l *loop) metricsState(res *engine.Result) *metrics.State {
 			st.QueueTree = append(st.QueueTree, metrics.QueueInfo{Queue: q.Name, Parent: q.Spec.Parent})
 		}
 	}
+	loans := map[string]int{}
+	for _, n := range l.snap.Nodes() {
+		if n == nil || n.Loans == 0 {
+			continue
+		}
+		for _, t := range n.Tasks {
+			if t.GPUs.Loan && t.Gang != nil {
+				loans[t.Gang.QueueName()]++
+			}
+		}
+	}
 	for i := range res.Queues {
 		q := &res.Queues[i]
 		st.Queues = append(st.Queues, metrics.QueueAmounts{
 			Queue: q.Name, Guaranteed: quota[q.Name], FairShare: naturals(q.FairShare), Allocated: naturals(q.Allocated),
 			AllocatedNonPreemptible: naturals(q.AllocatedNonPreemptible), Requested: naturals(q.Requested), Borrowed: naturals(q.Borrowed),
+			Loaned: naturals(q.Loaned), Loans: loans[q.Name],
 		})
 	}
 	type qr struct{ q, r string }

@@ -85,15 +85,27 @@ type GPUSlot struct {
 	// gone until the runtime has deleted it, and fractional pods may join it.
 	Reserved    int32
 	RelReserved int32
+
+	// Loans counts pods on loan on the GPU (RelLoans of them leaving), LoanMemMiB the GPU memory
+	// they take. Loans are kept apart from the shares above: they never add to UsedMilli or
+	// Sharers, so that placement and fair share see the GPU exactly as without them. (Narrow
+	// types keep the slot small: placement scans slots in its inner loops; a GPU runs at most
+	// 64 loans, MaxLoansPerGPU, and 2^31 MiB is far above any GPU's memory.)
+	Loans      int16
+	RelLoans   int16
+	LoanMemMiB int32
 }
 
 // Empty reports whether nothing holds the slot now, reservations included.
 func (g *GPUSlot) Empty() bool {
-	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0
+	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0 && g.Loans == 0
 }
 
 // EmptyAfterRelease reports whether the slot is empty once releasing pods are gone. A
 // reservation is released with the last fractional pod on its slot, so it does not count.
+// Neither do loans: a loan runs only beside live holders (Sharers), and goes (first thing in
+// the next cycle) when they do, so a slot whose shares are all releasing loses its loans too.
+// (Empty, which says what is free now, counts them.)
 func (g *GPUSlot) EmptyAfterRelease() bool {
 	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers
 }
@@ -181,6 +193,10 @@ type Node struct {
 	// PreemptibleMilliGPU is the GPU held by bound, not releasing, preemptible pods: an upper
 	// bound on what evicting could free, used to skip nodes quickly. Kept by Snapshot.victimRef.
 	PreemptibleMilliGPU int64
+
+	// Loans counts the pods on loan on the node's GPUs, releasing ones included; the engine
+	// looks at nodes with loans only when it checks whether lent GPUs must go back.
+	Loans int32
 
 	// Version changes whenever anything on the node changes; caches key on it.
 	Version uint64
@@ -387,15 +403,20 @@ func (n *Node) attach(t *Task) {
 	n.Floating += a.Floating
 	if a.Shared >= 0 {
 		g := &n.Slots[a.Shared]
-		if t.Req.Reservation {
+		switch {
+		case t.Req.Reservation:
 			g.Reserved++
-		} else {
+		case a.Loan:
+			g.Loans++
+			g.LoanMemMiB += int32(a.MemMiB)
+			n.Loans++
+		default:
 			g.UsedMilli += a.Milli
 			g.UsedMemMiB += a.MemMiB
 			g.Sharers++
 		}
 	}
-	n.UsedMilliGPU += a.MilliGPU()
+	n.UsedMilliGPU += a.slotMilli()
 	if t.Gang == nil {
 		n.Unmanaged.add(&t.Req, 1)
 		n.UnmanagedMilliGPU += a.MilliGPU()
@@ -429,15 +450,20 @@ func (n *Node) detach(t *Task) {
 	n.Floating -= a.Floating
 	if a.Shared >= 0 {
 		g := &n.Slots[a.Shared]
-		if t.Req.Reservation {
+		switch {
+		case t.Req.Reservation:
 			g.Reserved--
-		} else {
+		case a.Loan:
+			g.Loans--
+			g.LoanMemMiB -= int32(a.MemMiB)
+			n.Loans--
+		default:
 			g.UsedMilli -= a.Milli
 			g.UsedMemMiB -= a.MemMiB
 			g.Sharers--
 		}
 	}
-	n.UsedMilliGPU -= a.MilliGPU()
+	n.UsedMilliGPU -= a.slotMilli()
 	if t.Gang == nil {
 		n.Unmanaged.add(&t.Req, -1)
 		n.UnmanagedMilliGPU -= a.MilliGPU()
@@ -464,15 +490,18 @@ func (n *Node) release(t *Task, sign int64) {
 	n.FloatingRel += sign * a.Floating
 	if a.Shared >= 0 {
 		g := &n.Slots[a.Shared]
-		if t.Req.Reservation {
+		switch {
+		case t.Req.Reservation:
 			g.RelReserved += int32(sign)
-		} else {
+		case a.Loan:
+			g.RelLoans += int16(sign)
+		default:
 			g.RelMilli += sign * a.Milli
 			g.RelMemMiB += sign * a.MemMiB
 			g.RelSharers += int32(sign)
 		}
 	}
-	n.RelMilliGPU += sign * a.MilliGPU()
+	n.RelMilliGPU += sign * a.slotMilli()
 	n.Version++
 }
 
@@ -504,6 +533,14 @@ func (n *Node) placeExisting(t *Task, indexes []int) {
 			a.Whole = append(a.Whole, int32(pos))
 		}
 		a.Floating = r.WholeGPUs - int64(len(a.Whole))
+	case r.Shared() && t.loanHint && len(indexes) > 0 && n.slotPos(indexes[0]) >= 0 && n.Slots[n.slotPos(indexes[0])].Owners == 0:
+		// A loan found running (a restarted scheduler): on the GPU it was lent, apart from the
+		// shares.
+		pos := n.slotPos(indexes[0])
+		g := &n.Slots[pos]
+		a.Shared, a.Loan = int32(pos), true
+		a.Milli = max(r.SharedMilli(g.MemoryMiB), r.FractionMilli, 1)
+		a.MemMiB = r.SharedMemMiB(g.MemoryMiB)
 	case r.Shared():
 		pos := -1
 		if len(indexes) > 0 {

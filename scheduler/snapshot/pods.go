@@ -58,6 +58,61 @@ type PodInfo struct {
 	// Controlled is true when the pod has a controller (an owner reference with controller
 	// set): something re-creates it if it is evicted. Consolidation moves only such pods.
 	Controlled bool
+
+	// Interactive is the gpu-agent's rule for the pods whose idleness it tracks (see
+	// Interactive). Idle and IdleSince read its fairway.dev/GPUIdle condition, IdleMemMiB its
+	// fairway.dev/idle-gpu-memory-used (-1 when absent or malformed).
+	Interactive bool
+	Idle        bool
+	IdleSince   time.Time
+	IdleMemMiB  int64
+	// Loan is fairway.dev/loan: "true", written when the scheduler placed the pod on loan.
+	Loan bool
+	// BorrowOptIn is fairway.dev/borrow-idle-gpu: "true".
+	BorrowOptIn bool
+}
+
+// Interactive reports whether pod is interactive work whose GPU may be lent while it is idle:
+// the rule of the gpu-agent (gpu-agent/usage.Interactive), which sets fairway.dev/GPUIdle only
+// on such pods: notebooks and non-preemptible pods, never reservations. Kept in step by hand:
+// the scheduler does not import the agent.
+func Interactive(pod *corev1.Pod) bool {
+	if pod.Labels[v1alpha1.ReservationLabel] == "true" {
+		return false
+	}
+	if pod.Annotations[v1alpha1.WorkloadKindAnnotation] == "notebook" {
+		return true
+	}
+	switch pod.Labels[v1alpha1.PreemptibilityLabel] {
+	case string(v1alpha1.NonPreemptible):
+		return true
+	case string(v1alpha1.Preemptible):
+		return false
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= v1alpha1.NonPreemptiblePriority
+}
+
+// readIdle fills the idle-lending fields of info from the pod.
+func readIdle(pod *corev1.Pod, info *PodInfo) {
+	ann := pod.Annotations
+	info.Interactive = Interactive(pod)
+	info.Loan = ann[v1alpha1.LoanAnnotation] == "true"
+	info.BorrowOptIn = ann[v1alpha1.BorrowIdleGPUAnnotation] == "true"
+	info.IdleMemMiB = -1
+	if v, ok := ann[v1alpha1.IdleGPUMemoryAnnotation]; ok {
+		if m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && m >= 0 {
+			info.IdleMemMiB = m
+		}
+	}
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == v1alpha1.GPUIdleCondition {
+			info.Idle = c.Status == corev1.ConditionTrue
+			if info.Idle {
+				info.IdleSince = v1alpha1.GPUIdleObserved(c)
+			}
+		}
+	}
 }
 
 // PodInfoFromPod reads a pod. Malformed fairway annotations do not fail the conversion: they set
@@ -109,6 +164,7 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		}
 	}
 
+	readIdle(pod, &info)
 	problems := readRequest(pod, &info.Req)
 	if v, ok := ann[v1alpha1.MinMemberAnnotation]; ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
@@ -284,6 +340,14 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 		if sameTask(old, t) {
 			s.releaseClass(t.Class)
 			old.Priority = t.Priority
+			if old.Idle != t.Idle || old.idleSince != t.idleSince || old.IdleMemMiB != t.IdleMemMiB {
+				// Whether the pod's GPU may be lent changed: nothing is accounted differently.
+				old.Idle, old.idleSince, old.IdleMemMiB = t.Idle, t.idleSince, t.IdleMemMiB
+				if old.Node != nil {
+					old.Node.Version++
+				}
+			}
+			old.BorrowOptIn = t.BorrowOptIn
 			return nil
 		}
 		t.Evicted = old.Evicted && t.State == TaskReleasing
@@ -318,6 +382,11 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
 		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled,
+		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
+		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
+	}
+	if !info.IdleSince.IsZero() {
+		t.idleSince = info.IdleSince.UnixNano()
 	}
 	if info.Req.Reservation && len(info.GPUIndexes) > 0 {
 		t.resvSlot = info.GPUIndexes[0]
@@ -349,7 +418,7 @@ func sameTask(a, b *Task) bool {
 		a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
 		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
 		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && a.Req.Reservation == b.Req.Reservation &&
-		a.resvSlot == b.resvSlot && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
+		a.resvSlot == b.resvSlot && a.loanHint == b.loanHint && a.Interactive == b.Interactive && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
 		slices.Equal(a.Req.HostPorts, b.Req.HostPorts) && (a.Problem == nil) == (b.Problem == nil) &&
 		(a.Problem == nil || *a.Problem == *b.Problem)
 }
@@ -490,7 +559,8 @@ func (s *Snapshot) detachFromNode(t *Task) {
 func (s *Snapshot) victimRef(t *Task, sign int64) {
 	n := t.Node
 	g := t.Gang
-	if n == nil || g == nil || t.State != TaskBound || !g.Preemptible {
+	if n == nil || g == nil || t.State != TaskBound || !g.Preemptible || t.GPUs.Loan {
+		// Loans are never victims: evicting one frees nothing placement could use.
 		return
 	}
 	n.PreemptibleMilliGPU += sign * t.GPUs.MilliGPU()
@@ -527,31 +597,46 @@ const (
 	kindAllocated
 	kindNP
 	kindReleasing
+	kindLoaned
 )
 
-// account adds (sign 1) or removes (sign -1) a task's contribution to its queue's totals and its
-// ancestors'.
-func (s *Snapshot) account(t *Task, sign int64) {
-	g := t.Gang
-	if g == nil || g.Queue == nil {
-		return
-	}
+// chargeKinds is how a task counts in its queue's totals: pending demand, allocated (and
+// non-preemptible, releasing), or loaned. A loan counts only as Loaned: it must not change how
+// far the queue looks from its fair share, nor be taken back by reclaim.
+func chargeKinds(t *Task) uint8 {
 	var kinds uint8
 	switch t.State {
 	case TaskPending:
-		if !t.Placeable() || t.shadow {
-			return
+		if !t.Placeable() {
+			return 0
 		}
-		kinds = kindPending
+		return kindPending
 	case TaskBound:
 		kinds = kindAllocated
 	case TaskReleasing:
 		kinds = kindAllocated | kindReleasing
 	default:
+		return 0
+	}
+	if t.GPUs.Loan {
+		return kindLoaned
+	}
+	if !t.Gang.Preemptible {
+		kinds |= kindNP
+	}
+	return kinds
+}
+
+// account adds (sign 1) or removes (sign -1) a task's contribution to its queue's totals and its
+// ancestors'.
+func (s *Snapshot) account(t *Task, sign int64) {
+	g := t.Gang
+	if g == nil || g.Queue == nil || t.shadow && t.State == TaskPending {
 		return
 	}
-	if kinds&kindAllocated != 0 && !g.Preemptible {
-		kinds |= kindNP
+	kinds := chargeKinds(t)
+	if kinds == 0 {
+		return
 	}
 	s.applyCharge(&g.Queue.own, t, kinds, sign)
 	for a := g.Queue; a != nil; a = a.Parent {
@@ -576,6 +661,9 @@ func (s *Snapshot) applyCharge(tt *Totals, t *Task, kinds uint8, sign int64) {
 		}
 		if kinds&kindReleasing != 0 {
 			tt.Releasing.add(d, v)
+		}
+		if kinds&kindLoaned != 0 {
+			tt.Loaned.add(d, v)
 		}
 	})
 }

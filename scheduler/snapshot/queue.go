@@ -24,6 +24,75 @@ type QueueSpec struct {
 	Base [NumBaseDims]QuotaTerms
 	// GPUTypes holds per-type GPU terms.
 	GPUTypes map[string]QuotaTerms
+	// Lending is the Queue's spec.idleLending as written; Queue.Lending is what applies.
+	Lending LendingSpec
+}
+
+// LendingSpec is a Queue's spec.idleLending: nil (or empty) fields take the value of the
+// nearest ancestor that sets them.
+type LendingSpec struct {
+	Lend           *bool
+	Borrow         v1alpha1.BorrowPolicy
+	MinIdleTime    *time.Duration
+	MaxLoansPerGPU int32
+}
+
+func (a LendingSpec) equal(b LendingSpec) bool {
+	return ptrEqual(a.Lend, b.Lend) && a.Borrow == b.Borrow && ptrEqual(a.MinIdleTime, b.MinIdleTime) &&
+		a.MaxLoansPerGPU == b.MaxLoansPerGPU
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// LendingPolicy is the idle-lending policy that applies to a queue, inherited fields resolved.
+type LendingPolicy struct {
+	// Lend: the GPUs its interactive pods hold may be lent while they are idle (default false).
+	Lend bool
+	// Borrow: which of its preemptible pods may run on loan (default OptIn).
+	Borrow v1alpha1.BorrowPolicy
+	// MinIdleTime the holders must have been idle before their GPU is lent (default 0).
+	MinIdleTime time.Duration
+	// MaxLoansPerGPU caps the loans of one lent GPU (default 1).
+	MaxLoansPerGPU int32
+}
+
+// DefaultLendingPolicy is the policy of a queue that nothing in its ancestry sets.
+var DefaultLendingPolicy = LendingPolicy{Borrow: v1alpha1.BorrowOptIn, MaxLoansPerGPU: 1}
+
+// MayBorrow reports whether a pod of the queue may run on loan under the policy, given its
+// fairway.dev/borrow-idle-gpu opt-in.
+func (p LendingPolicy) MayBorrow(optIn bool) bool {
+	switch p.Borrow {
+	case v1alpha1.BorrowAlways:
+		return true
+	case v1alpha1.BorrowNever:
+		return false
+	}
+	return optIn
+}
+
+// resolveLending fills q.Lending from the specs of q and its ancestors.
+func resolveLending(q *Queue) {
+	p := DefaultLendingPolicy
+	var lend, borrow, minIdle, maxLoans bool
+	for a := q; a != nil; a = a.Parent {
+		l := &a.Spec.Lending
+		if !lend && l.Lend != nil {
+			p.Lend, lend = *l.Lend, true
+		}
+		if !borrow && l.Borrow != "" {
+			p.Borrow, borrow = l.Borrow, true
+		}
+		if !minIdle && l.MinIdleTime != nil {
+			p.MinIdleTime, minIdle = max(*l.MinIdleTime, 0), true
+		}
+		if !maxLoans && l.MaxLoansPerGPU > 0 {
+			p.MaxLoansPerGPU, maxLoans = l.MaxLoansPerGPU, true
+		}
+	}
+	q.Lending = p
 }
 
 // QuotaTerms are one resource's quota, weight and limit in the dimension's unit.
@@ -49,6 +118,22 @@ func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
 	qs.Base[DimGPU] = terms(r.GPU, gpuMilli)
 	qs.Base[DimCPU] = terms(r.CPU, func(q *resource.Quantity) int64 { return q.MilliValue() })
 	qs.Base[DimMemory] = terms(r.Memory, func(q *resource.Quantity) int64 { return q.Value() })
+	if l := q.Spec.IdleLending; l != nil {
+		if l.Lend != nil {
+			v := *l.Lend
+			qs.Lending.Lend = &v
+		}
+		if l.Borrow != nil {
+			qs.Lending.Borrow = *l.Borrow
+		}
+		if l.MinIdleTime != nil {
+			v := l.MinIdleTime.Duration
+			qs.Lending.MinIdleTime = &v
+		}
+		if l.MaxLoansPerGPU != nil {
+			qs.Lending.MaxLoansPerGPU = max(*l.MaxLoansPerGPU, 1)
+		}
+	}
 	for _, t := range q.Spec.GPUTypes {
 		if qs.GPUTypes == nil {
 			qs.GPUTypes = make(map[string]QuotaTerms)
@@ -106,6 +191,10 @@ type Queue struct {
 
 	// FairShare is the engine's latest fair share per dimension.
 	FairShare Amounts
+
+	// Lending is the idle-lending policy that applies (spec.idleLending, inherited fields
+	// resolved).
+	Lending LendingPolicy
 
 	// own counts only the gangs accounted to this queue itself.
 	own Totals
@@ -170,6 +259,9 @@ type Totals struct {
 	Held Amounts
 	// PendingPods counts placeable pending pods.
 	PendingPods int32
+	// Loaned is what pods on loan on idle GPUs hold (releasing ones included). It is not part
+	// of Allocated: loans count against limits, not against the guarantee or fair share.
+	Loaned Amounts
 }
 
 func (t *Totals) addTotals(o *Totals) {
@@ -188,13 +280,16 @@ func (t *Totals) addTotals(o *Totals) {
 	for d := range o.Held {
 		t.Held.add(d, o.Held[d])
 	}
+	for d := range o.Loaned {
+		t.Loaned.add(d, o.Loaned[d])
+	}
 	t.PendingPods += o.PendingPods
 }
 
 func (t Totals) clone() Totals {
 	return Totals{
 		Allocated: t.Allocated.Clone(), AllocatedNP: t.AllocatedNP.Clone(), Releasing: t.Releasing.Clone(),
-		Pending: t.Pending.Clone(), Held: t.Held.Clone(), PendingPods: t.PendingPods,
+		Pending: t.Pending.Clone(), Held: t.Held.Clone(), PendingPods: t.PendingPods, Loaned: t.Loaned.Clone(),
 	}
 }
 

@@ -184,7 +184,7 @@ func (s *Snapshot) DeleteQueue(name string) {
 func queueSpecEqual(a, b QueueSpec) bool {
 	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base ||
 		a.PreemptMinRuntime != b.PreemptMinRuntime || a.ReclaimMinRuntime != b.ReclaimMinRuntime ||
-		len(a.GPUTypes) != len(b.GPUTypes) {
+		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) {
 		return false
 	}
 	for k, v := range a.GPUTypes {
@@ -303,6 +303,7 @@ func (s *Snapshot) relink() {
 		}
 	}
 	for _, q := range s.queueList {
+		resolveLending(q)
 		for a := q.Parent; a != nil; a = a.Parent {
 			q.Depth++
 		}

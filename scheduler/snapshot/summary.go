@@ -117,7 +117,7 @@ func trimTotals(t Totals) Totals {
 		return a.Clone()
 	}
 	return Totals{Allocated: trim(t.Allocated), AllocatedNP: trim(t.AllocatedNP), Releasing: trim(t.Releasing),
-		Pending: trim(t.Pending), Held: trim(t.Held), PendingPods: t.PendingPods}
+		Pending: trim(t.Pending), Held: trim(t.Held), PendingPods: t.PendingPods, Loaned: trim(t.Loaned)}
 }
 
 // Verify recomputes every aggregate from the pods and holds and reports where the incremental
@@ -138,14 +138,14 @@ func (s *Snapshot) Verify() error {
 			saved := t.nodePos
 			fresh.attach(t)
 			t.nodePos = saved
-			if t.State == TaskBound && t.Gang != nil && t.Gang.Preemptible {
+			if t.State == TaskBound && t.Gang != nil && t.Gang.Preemptible && !t.GPUs.Loan {
 				fresh.PreemptibleMilliGPU += t.GPUs.MilliGPU()
 			}
 		}
 		fresh.Tasks = nil
 		if !equalResources(fresh.Used, n.Used) || !equalResources(fresh.Releasing, n.Releasing) ||
 			fresh.UsedMilliGPU != n.UsedMilliGPU || fresh.RelMilliGPU != n.RelMilliGPU ||
-			fresh.Floating != n.Floating || fresh.FloatingRel != n.FloatingRel ||
+			fresh.Floating != n.Floating || fresh.FloatingRel != n.FloatingRel || fresh.Loans != n.Loans ||
 			!slices.Equal(fresh.Slots, n.Slots) || fresh.PreemptibleMilliGPU != n.PreemptibleMilliGPU {
 			errs = append(errs, fmt.Errorf("node %s: usage %+v/%+v slots %+v, recomputed %+v/%+v slots %+v",
 				n.Name, n.Used, n.Releasing, n.Slots, fresh.Used, fresh.Releasing, fresh.Slots))
@@ -184,21 +184,7 @@ func (s *Snapshot) Verify() error {
 		}
 		saved := t.Gang.Queue.own
 		t.Gang.Queue.own = *own[t.Gang.Queue]
-		var kinds uint8
-		switch t.State {
-		case TaskPending:
-			if t.Placeable() {
-				kinds = kindPending
-			}
-		case TaskBound:
-			kinds = kindAllocated
-		case TaskReleasing:
-			kinds = kindAllocated | kindReleasing
-		}
-		if kinds&kindAllocated != 0 && !t.Gang.Preemptible {
-			kinds |= kindNP
-		}
-		if kinds != 0 {
+		if kinds := chargeKinds(t); kinds != 0 {
 			s.applyCharge(&t.Gang.Queue.own, t, kinds, 1)
 		}
 		*own[t.Gang.Queue] = t.Gang.Queue.own
@@ -245,7 +231,7 @@ func (s *Snapshot) Verify() error {
 	victimGPU := map[*Queue]map[int]int64{}
 	victimPrio := map[*Queue]map[int32]int32{}
 	for _, t := range s.tasks {
-		if t.Node != nil && t.Gang != nil && t.State == TaskBound && t.Gang.Preemptible && t.Gang.Queue != nil {
+		if t.Node != nil && t.Gang != nil && t.State == TaskBound && t.Gang.Preemptible && t.Gang.Queue != nil && !t.GPUs.Loan {
 			if victims[t.Gang.Queue] == nil {
 				victims[t.Gang.Queue] = map[int]int32{}
 				victimGPU[t.Gang.Queue] = map[int]int64{}

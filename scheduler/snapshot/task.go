@@ -43,6 +43,11 @@ type Assignment struct {
 	Floating int64
 	// Shared is the position of the GPU a fractional pod shares, or -1.
 	Shared int32
+	// Loan is true for a pod on loan on an idle interactive pod's GPU (Shared is that GPU). A
+	// loan is counted apart from the GPU's shares (GPUSlot.Loans): placement and fair share see
+	// the GPU as if it were not there, and the pod is evicted when the GPU's holders wake.
+	// (Declared here, where it fills padding: the engine copies assignments a lot.)
+	Loan bool
 	// Milli and MemMiB are what the fractional pod takes of that GPU.
 	Milli  int64
 	MemMiB int64
@@ -55,6 +60,15 @@ func (a *Assignment) MilliGPU() int64 {
 		m += a.Milli
 	}
 	return m
+}
+
+// slotMilli is the GPU the assignment takes of its node's GPUs as shares: all of it, except for
+// a loan, which is counted apart (GPUSlot.Loans).
+func (a *Assignment) slotMilli() int64 {
+	if a.Loan {
+		return 0
+	}
+	return a.MilliGPU()
 }
 
 // Problem is why a pod cannot be scheduled whatever the cluster looks like: a malformed request
@@ -108,6 +122,22 @@ type Task struct {
 	// Controlled is true when a controller owns the pod and re-creates it after an eviction.
 	Controlled bool
 
+	// Idle lending (see Lendable). Interactive pods (notebooks, non-preemptible work) may lend
+	// the GPU they share while the gpu-agent reports them idle.
+	Interactive bool
+	// Idle is the gpu-agent's fairway.dev/GPUIdle condition (True).
+	Idle bool
+	// IdleMemMiB is the GPU memory the pod's GPU kept in use when it went idle (the agent's
+	// fairway.dev/idle-gpu-memory-used), or -1 when unknown.
+	IdleMemMiB int64
+	// BorrowOptIn is the pod's fairway.dev/borrow-idle-gpu: "true".
+	BorrowOptIn bool
+	// loanHint is the pod's fairway.dev/loan: "true", which restores a loan found running.
+	loanHint bool
+	// idleSince is when the agent saw the pod go idle (Unix nanoseconds; see IdleSince): kept
+	// small, every pod carries it.
+	idleSince int64
+
 	// pendGPU is the milli-GPU a pending pod is charged as demand; fixed when the pod is
 	// recorded so that charging and uncharging always agree.
 	pendGPU int64
@@ -128,6 +158,17 @@ func (t *Task) IsShadow() bool { return t.shadow }
 
 // PendingGPU is the milli-GPU the pod is charged as pending demand (see the package units).
 func (t *Task) PendingGPU() int64 { return t.pendGPU }
+
+// IdleSince is when the gpu-agent observed the pod go idle (zero unless Idle).
+func (t *Task) IdleSince() time.Time {
+	if t.idleSince == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t.idleSince).UTC()
+}
+
+// IsLoan reports whether the pod runs (or is assumed) on loan.
+func (t *Task) IsLoan() bool { return t.State != TaskPending && t.GPUs.Loan }
 
 // Managed reports whether the pod is accounted to a queue.
 func (t *Task) Managed() bool { return t.Gang != nil }
@@ -165,6 +206,7 @@ func (t *Task) charge(s *Snapshot, f func(d int, v int64)) {
 			typeDim = s.typeDim(t.Class.PinnedType)
 		}
 	} else {
+		// A loan is charged what it takes of the lent GPU (in Totals.Loaned, see account).
 		gpu = t.GPUs.MilliGPU()
 		if t.Node != nil {
 			typeDim = t.Node.TypeDim

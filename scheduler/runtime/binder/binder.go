@@ -293,7 +293,9 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 	}
 	defer done()
 	env := gpushare.Env(grant.UUID, r.MPS, r.Shared.MilliGPU, r.Shared.MemoryMiB)
-	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID}
+	// A loan joins the GPU's reservation like any fractional pod; under MPS its memory limit is
+	// what it asked for, which is at most what the GPU's idle holders left free.
+	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, Loan: r.Shared.Loan}
 	if err := b.retry(ctx, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 			return &failure{"NotFound", err}

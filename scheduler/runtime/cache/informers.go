@@ -223,8 +223,9 @@ func queueHandler(q *Queue, kind Kind, relevant func(old, cur any) bool) cache.R
 }
 
 // podChangeRelevant reports whether a pod update may change a decision: it was bound, started
-// terminating, finished, changed its gates, labels or fairway annotations. A pod turning Running
-// is not (the snapshot records it at the next cycle anyway).
+// terminating, finished, changed its gates, labels or fairway annotations, or the gpu-agent
+// changed its GPUIdle condition (a lender waking must send its GPU's loans back at once). A pod
+// turning Running is not (the snapshot records it at the next cycle anyway).
 func podChangeRelevant(old, cur any) bool {
 	a, b := old.(*corev1.Pod), cur.(*corev1.Pod)
 	terminal := func(p *corev1.Pod) bool {
@@ -232,7 +233,17 @@ func podChangeRelevant(old, cur any) bool {
 	}
 	return a.Spec.NodeName != b.Spec.NodeName || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
 		terminal(a) != terminal(b) || len(a.Spec.SchedulingGates) != len(b.Spec.SchedulingGates) ||
-		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations)
+		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) || gpuIdle(a) != gpuIdle(b)
+}
+
+// gpuIdle is the status and transition time of a pod's GPUIdle condition ("" when absent).
+func gpuIdle(p *corev1.Pod) string {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == v1alpha1.GPUIdleCondition {
+			return string(c.Status) + c.LastTransitionTime.String() + c.Message
+		}
+	}
+	return ""
 }
 
 // nodeChangeRelevant reports whether a node update changes what the snapshot reads.

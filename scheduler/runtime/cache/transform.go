@@ -107,7 +107,8 @@ func TrimPod(p *corev1.Pod) *corev1.Pod {
 	}
 	out.Status = corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled || c.Type == corev1.DisruptionTarget {
+		// GPUIdle is the gpu-agent's idleness of interactive pods, which idle GPU lending reads.
+		if c.Type == corev1.PodScheduled || c.Type == corev1.DisruptionTarget || c.Type == v1alpha1.GPUIdleCondition {
 			out.Status.Conditions = append(out.Status.Conditions, c)
 		}
 	}

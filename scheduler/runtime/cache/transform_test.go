@@ -47,7 +47,8 @@ func TestTrimPodKeepsWhatTheSnapshotReads(t *testing.T) {
 		"bound":   testutil.MakePod("a", "b").Queue("a").GPU(2).Node("n1").GPUIndex(3, 4).Started(testutil.Epoch.Add(time.Hour)).Obj(),
 		"reservation": testutil.MakePod("fairway-system", "fairway-gpu-n1-2").Reservation("n1", 2, 5).
 			Annotation(v1alpha1.GPUUUIDAnnotation, "GPU-x").Obj(),
-		"terminating": testutil.MakePod("a", "t").Queue("a").GPU(1).Node("n1").Terminating().Obj(),
+		"terminating":   testutil.MakePod("a", "t").Queue("a").GPU(1).Node("n1").Terminating().Obj(),
+		"idle notebook": idleNotebook(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			trimmed := TrimPod(p.DeepCopy())
@@ -74,6 +75,34 @@ func TestTrimPodKeepsWhatTheSnapshotReads(t *testing.T) {
 		t.Errorf("trimmed pod is %d bytes of %d: want at most a quarter", after, before)
 	} else {
 		t.Logf("pod %d bytes, trimmed %d", before, after)
+	}
+}
+
+// idleNotebook is a notebook the gpu-agent reports idle.
+func idleNotebook() *corev1.Pod {
+	p := testutil.MakePod("a", "nb").Queue("a").Fraction("0.5").Priority(100).Node("n1").GPUIndex(0).
+		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "2048").Obj()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)
+	p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(at.Truncate(time.Second)), Message: v1alpha1.GPUIdleMessage("idle", at)}}
+	return p
+}
+
+// A notebook waking (the gpu-agent flips GPUIdle) must wake the loop: its GPU's loans go back.
+func TestGPUIdleChangeIsRelevant(t *testing.T) {
+	idle := idleNotebook()
+	awake := idle.DeepCopy()
+	awake.Status.Conditions[0].Status = corev1.ConditionFalse
+	if !podChangeRelevant(idle, awake) || !podChangeRelevant(awake, idle) {
+		t.Error("a GPUIdle flip is not relevant")
+	}
+	again := idle.DeepCopy()
+	again.Status.Conditions = append(again.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	if podChangeRelevant(idle, again) {
+		t.Error("a change of another condition is relevant")
+	}
+	if !podChangeRelevant(idle, TrimPod(awake.DeepCopy())) {
+		t.Error("trimming drops the GPUIdle condition")
 	}
 }
 

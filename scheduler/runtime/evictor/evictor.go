@@ -2,7 +2,8 @@
 // gangs) and deletes fairway's pods left on deleted nodes. For each pod, in this order, it:
 //
 //  1. adds the DisruptionTarget condition (status subresource) with a reason per cause
-//     (FairwayReclaim, FairwayPreempt, FairwayConsolidate, FairwayStaleGang, FairwayNodeDeleted)
+//     (FairwayReclaim, FairwayPreempt, FairwayConsolidate, FairwayStaleGang, FairwayLoanReturn,
+//     FairwayNodeDeleted)
 //     and the engine's message, so the pod's owner and its users see why it goes;
 //  2. deletes the pod with the grace period the engine gave (the time to checkpoint), guarded
 //     by the pod's UID;
@@ -52,6 +53,9 @@ type Request struct {
 	// FromEngine is true for the engine's evictions: a failure is reported to the loop
 	// (Snapshot.CancelEviction). False for pods on deleted nodes.
 	FromEngine bool
+	// WokeAt is, for a LoanReturn, when the gpu-agent observed a lender of the GPU do GPU work
+	// again (zero when unknown): the start of the activity-to-return latency.
+	WokeAt time.Time
 }
 
 // Observer counts evictions; called concurrently.
@@ -266,6 +270,8 @@ func verb(r engine.EvictionReason) string {
 		return "Moved to make room"
 	case engine.EvictStaleGang:
 		return "Evicted with its stale gang"
+	case engine.EvictLoanReturn:
+		return "Returned the lent GPU"
 	case ReasonNodeDeleted:
 		return "Deleted with its node"
 	}

@@ -196,3 +196,21 @@ func TestPrepareWritesConfigMapAndRecordsTheGPU(t *testing.T) {
 		t.Errorf("pod annotations %v labels %v", got.Annotations, got.Labels)
 	}
 }
+
+func TestPrepareRecordsALoan(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "train", UID: "train-uid"}}
+	cs := fake.NewClientset(pod)
+	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
+	env := Env("GPU-7", true, 250, 20000)
+	if err := m.Prepare(context.Background(), PodRef{Namespace: "b", Name: "train", UID: "train-uid", Loan: true}, "fairway-gpu-train", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, env); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := cs.CoreV1().Pods("b").Get(context.Background(), "train", metav1.GetOptions{})
+	if got.Annotations[v1alpha1.LoanAnnotation] != "true" || got.Annotations[v1alpha1.GPUIndexAnnotation] != "3" {
+		t.Errorf("pod annotations %v", got.Annotations)
+	}
+	cm, _ := cs.CoreV1().ConfigMaps("b").Get(context.Background(), "fairway-gpu-train", metav1.GetOptions{})
+	if cm.Data[EnvMPSMemoryLimit] != "0=20000M" {
+		t.Errorf("the loan's MPS memory limit is %q, want its request", cm.Data[EnvMPSMemoryLimit])
+	}
+}

@@ -44,25 +44,32 @@ func Env(uuid string, mps bool, milli, memMiB int64) map[string]string {
 type PodRef struct {
 	Namespace, Name string
 	UID             types.UID
+	// Loan is true for a pod placed on loan on an idle interactive pod's GPU: Prepare also
+	// records fairway.dev/loan, so that a restarted scheduler finds the loan as a loan.
+	Loan bool
 }
 
 // Prepare readies a fractional pod for its GPU before it is bound: it writes the pod's GPU
 // ConfigMap (name configMap, owned by the pod so it goes with it; skipped when the pod names
-// none) and records the slot, the GPU and the group on the pod, so that a restarted scheduler
-// finds its share where it is.
+// none) and records the slot, the GPU and the group on the pod (and that it is a loan), so that
+// a restarted scheduler finds its share where it is.
 func (m *Manager) Prepare(ctx context.Context, pod PodRef, configMap string, g Grant, slot int, env map[string]string) error {
 	if configMap != "" {
 		if err := m.writeConfigMap(ctx, pod, configMap, env); err != nil {
 			return err
 		}
 	}
+	ann := map[string]string{
+		v1alpha1.GPUIndexAnnotation: strconv.Itoa(slot),
+		v1alpha1.GPUUUIDAnnotation:  g.UUID,
+	}
+	if pod.Loan {
+		ann[v1alpha1.LoanAnnotation] = "true"
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":    pod.UID,
-		"labels": map[string]string{v1alpha1.GPUGroupLabel: g.Group},
-		"annotations": map[string]string{
-			v1alpha1.GPUIndexAnnotation: strconv.Itoa(slot),
-			v1alpha1.GPUUUIDAnnotation:  g.UUID,
-		},
+		"uid":         pod.UID,
+		"labels":      map[string]string{v1alpha1.GPUGroupLabel: g.Group},
+		"annotations": ann,
 	}})
 	if err != nil {
 		return err

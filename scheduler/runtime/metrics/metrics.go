@@ -49,6 +49,10 @@ type QueueAmounts struct {
 	AllocatedNonPreemptible map[string]float64
 	Requested               map[string]float64
 	Borrowed                map[string]float64
+	// Loaned is the part of Allocated (and Borrowed) on loan on idle interactive pods' GPUs.
+	Loaned map[string]float64
+	// Loans counts the queue's pods on loan (leaving ones included).
+	Loans int
 }
 
 // Pending counts waiting pods and gangs of a queue for one reason code.
@@ -108,6 +112,9 @@ type Metrics struct {
 	BindingErrors     *prometheus.CounterVec
 	Evictions         *prometheus.CounterVec
 	Leader            prometheus.Gauge
+	// LoanReturn is the activity-to-return latency of idle GPU lending: from the gpu-agent's
+	// observation that a lender works again to the eviction of the loan being done.
+	LoanReturn prometheus.Histogram
 
 	state atomic.Pointer[State]
 }
@@ -118,7 +125,9 @@ var (
 	descAllocated  = prometheus.NewDesc("fairway_queue_allocated", "What a queue's bound pods hold, per resource.", []string{LabelQueue, LabelResource}, nil)
 	descAllocNP    = prometheus.NewDesc("fairway_queue_allocated_nonpreemptible", "The non-preemptible part of fairway_queue_allocated.", []string{LabelQueue, LabelResource}, nil)
 	descRequested  = prometheus.NewDesc("fairway_queue_requested", "Allocated plus what a queue's waiting pods ask for, per resource.", []string{LabelQueue, LabelResource}, nil)
-	descBorrowed   = prometheus.NewDesc("fairway_queue_borrowed", "Allocated above the guaranteed quota, per resource.", []string{LabelQueue, LabelResource}, nil)
+	descBorrowed   = prometheus.NewDesc("fairway_queue_borrowed", "Allocated above the guaranteed quota, per resource; loans always count here.", []string{LabelQueue, LabelResource}, nil)
+	descLoaned     = prometheus.NewDesc("fairway_queue_loaned", "The part of fairway_queue_allocated (and of fairway_queue_borrowed) on loan on idle interactive pods' GPUs, per resource.", []string{LabelQueue, LabelResource}, nil)
+	descLoans      = prometheus.NewDesc("fairway_loans", "Pods of a queue running on loan on idle interactive pods' GPUs (idle GPU lending).", []string{LabelQueue}, nil)
 	descPendPods   = prometheus.NewDesc("fairway_pending_pods", "Pods waiting to be scheduled, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
 	descPendGangs  = prometheus.NewDesc("fairway_pending_gangs", "Gangs with pods waiting, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
 	descShare      = prometheus.NewDesc("fairway_gpu_share_allocated", "Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed); gpu_uuid is the physical GPU of the slot's reservation.", []string{LabelNode, LabelGPUIndex, LabelGPUUUID}, nil)
@@ -143,15 +152,20 @@ func New() *Metrics {
 			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error).",
 		}, []string{LabelReason}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, NodeDeleted), the victim's queue and framework (none when unlabelled).",
+			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, LoanReturn, NodeDeleted), the victim's queue and framework (none when unlabelled).",
 		}, []string{LabelReason, LabelQueue, LabelFramework}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_leader", Help: "1 while this replica is the leader, which schedules."}),
+		LoanReturn: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fairway_loan_return_seconds",
+			Help:    "Idle GPU lending: time from the gpu-agent observing that a lender does GPU work again to the eviction of the loans on its GPU being issued (their grace period follows).",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+		}),
 	}
 }
 
 // Register registers every metric with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.CycleDuration, m.SchedulingLatency, m.Bindings, m.BindingErrors, m.Evictions, m.Leader, stateCollector{m}} {
+	for _, c := range []prometheus.Collector{m.CycleDuration, m.SchedulingLatency, m.Bindings, m.BindingErrors, m.Evictions, m.Leader, m.LoanReturn, stateCollector{m}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -165,7 +179,7 @@ func (m *Metrics) SetState(s *State) { m.state.Store(s) }
 type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descPendPods, descPendGangs, descShare,
+	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descLoaned, descLoans, descPendPods, descPendGangs, descShare,
 		descQueueInfo, descNodeGPUs, descPodGroups} {
 		ch <- d
 	}
@@ -180,7 +194,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, x := range []struct {
 			d *prometheus.Desc
 			v map[string]float64
-		}{{descGuaranteed, q.Guaranteed}, {descFairShare, q.FairShare}, {descAllocated, q.Allocated}, {descAllocNP, q.AllocatedNonPreemptible}, {descRequested, q.Requested}, {descBorrowed, q.Borrowed}} {
+		}{{descGuaranteed, q.Guaranteed}, {descFairShare, q.FairShare}, {descAllocated, q.Allocated}, {descAllocNP, q.AllocatedNonPreemptible}, {descRequested, q.Requested}, {descBorrowed, q.Borrowed}, {descLoaned, q.Loaned}} {
 			keys := make([]string, 0, len(x.v))
 			for k := range x.v {
 				keys = append(keys, k)
@@ -189,6 +203,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, r := range keys {
 				ch <- prometheus.MustNewConstMetric(x.d, prometheus.GaugeValue, x.v[r], q.Queue, r)
 			}
+		}
+	}
+	for _, q := range s.Queues {
+		if q.Loans > 0 {
+			ch <- prometheus.MustNewConstMetric(descLoans, prometheus.GaugeValue, float64(q.Loans), q.Queue)
 		}
 	}
 	for _, p := range s.Pending {

@@ -41,6 +41,7 @@ func QueueStatus(cur *v1alpha1.QueueStatus, st *engine.QueueStatus, children []s
 		out.Requested = nonEmpty(st.Requested)
 		out.FairShare = nonEmpty(st.FairShare)
 		out.Borrowed = nonEmpty(st.Borrowed)
+		out.Loaned = nonEmpty(st.Loaned)
 		out.PendingPods = st.PendingPods
 		if st.NotReady != "" {
 			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonNotReady, st.NotReady

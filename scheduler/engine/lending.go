@@ -1,0 +1,286 @@
+package engine
+
+// Idle GPU lending. A GPU whose shares are held only by idle interactive pods (notebooks the
+// gpu-agent reports fairway.dev/GPUIdle) may run preemptible work on loan until one of them does
+// GPU work again.
+//
+// A loan is kept apart from the GPU's shares (snapshot.GPUSlot.Loans): it never adds to the
+// shares placement reads, nor to its queue's Allocated that fair share reads, so the cluster
+// looks to every other decision exactly as without it. It counts against its queue's limits and
+// is reported as allocated and borrowed. Loans are never victims: evicting one frees nothing
+// placement could use.
+//
+// A GPU is lendable when
+//   - its node publishes a GPU inventory (a gpu-agent runs there and reports idleness);
+//   - no whole-GPU pod holds it, and at least one pod shares it;
+//   - every pod sharing it is interactive, idle for at least its queue's minIdleTime, in a
+//     queue whose policy lends, not leaving, and has reported the GPU memory kept in use while
+//     idle (fairway.dev/idle-gpu-memory-used);
+//   - its memory is known.
+//
+// Loans take at most the memory left free: the GPU's memory minus what the idle holders keep
+// resident (their memory is not swapped out) minus the memory of loans already there, and at
+// most the lowest maxLoansPerGPU of the holders' queues.
+//
+// Borrowers are pending single-pod gangs of preemptible pods that ask for a GPU share (fraction
+// or memory; whole GPUs cannot be lent, the kubelet gives a device to one pod only), whose queue
+// lets them borrow (OptIn with fairway.dev/borrow-idle-gpu: "true", or Always), and that
+// allocation, reclaim, preemption and consolidation could not place this cycle. Node constraints
+// and node capacity apply as for any placement.
+//
+// Return is the first step of every cycle: every loan on a GPU that is no longer lendable is
+// evicted (EvictLoanReturn), all loans of that GPU at once, with the short
+// Options.LoanReturnGracePeriod.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// lendState is whether one GPU may host loans now.
+type lendState struct {
+	ok bool
+	// why says, when not ok, why the GPU is not (or no longer) lendable.
+	why string
+	// freeMiB is the memory left for new loans; maxLoans the cap of loans on the GPU.
+	freeMiB  int64
+	maxLoans int32
+}
+
+// lendable evaluates the GPU at position pos of node n (see the file comment).
+func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
+	g := &n.Slots[pos]
+	switch {
+	case !n.Inventory:
+		return lendState{why: "its node publishes no GPU inventory (no gpu-agent)"}
+	case g.Owners > 0:
+		return lendState{why: "a whole-GPU pod holds it"}
+	case g.MemoryMiB <= 0:
+		return lendState{why: "its memory is unknown"}
+	}
+	st := lendState{ok: true, maxLoans: 1 << 30}
+	holders := 0
+	var idleMem int64
+	for _, t := range n.Tasks {
+		if t.GPUs.Shared != int32(pos) || t.Req.Reservation || t.GPUs.Loan {
+			continue
+		}
+		if t.State == snapshot.TaskReleasing {
+			return lendState{why: fmt.Sprintf("pod %s is leaving it", t.Key)}
+		}
+		holders++
+		var q *snapshot.Queue
+		if t.Gang != nil {
+			q = t.Gang.Queue
+		}
+		switch {
+		case q == nil:
+			return lendState{why: fmt.Sprintf("pod %s, which shares it, belongs to no queue", t.Key)}
+		case !t.Interactive:
+			return lendState{why: fmt.Sprintf("pod %s, which shares it, is not interactive", t.Key)}
+		case !q.Lending.Lend:
+			return lendState{why: fmt.Sprintf("queue %s of pod %s does not lend idle GPUs (spec.idleLending.lend)", q.Name, t.Key)}
+		case !t.Idle:
+			return lendState{why: fmt.Sprintf("pod %s does GPU work (it is not idle)", t.Key)}
+		case c.now.Sub(t.IdleSince()) < q.Lending.MinIdleTime:
+			return lendState{why: fmt.Sprintf("pod %s has been idle for %s, less than the %s its queue %s asks",
+				t.Key, c.now.Sub(t.IdleSince()).Round(time.Second), q.Lending.MinIdleTime, q.Name)}
+		case t.IdleMemMiB < 0:
+			return lendState{why: fmt.Sprintf("the GPU memory pod %s keeps while idle is unknown", t.Key)}
+		}
+		idleMem += t.IdleMemMiB
+		st.maxLoans = min(st.maxLoans, q.Lending.MaxLoansPerGPU)
+	}
+	if holders == 0 {
+		return lendState{why: "the pods it was lent from have left"}
+	}
+	st.freeMiB = g.MemoryMiB - idleMem - int64(g.LoanMemMiB)
+	return st
+}
+
+// returnLoans evicts every loan on a GPU that is no longer lendable: step 0 of the cycle.
+func (c *cycle) returnLoans() {
+	for _, n := range c.snap.Nodes() {
+		if n == nil || n.Loans == 0 {
+			continue
+		}
+		for pos := range n.Slots {
+			g := &n.Slots[pos]
+			if g.Loans == g.RelLoans {
+				continue
+			}
+			st := c.lendable(n, pos)
+			switch {
+			case st.ok && st.freeMiB < 0:
+				st.why = "the memory its holders keep grew: the loans no longer fit"
+			case st.ok && int32(g.Loans-g.RelLoans) > st.maxLoans:
+				st.why = fmt.Sprintf("its holders' queues now allow %d loans on it", st.maxLoans)
+			case st.ok:
+				continue
+			}
+			msg := fmt.Sprintf("GPU %d of node %s goes back to its holders: %s", g.Index, n.Name, st.why)
+			for _, t := range n.Tasks {
+				// A loan whose binding is in flight goes back in the cycle after the binding is
+				// confirmed, as nothing is evicted while its binding is in flight.
+				if t.State == snapshot.TaskBound && !t.Assumed && t.GPUs.Loan && t.GPUs.Shared == int32(pos) {
+					c.stmt.Evict(t, EvictLoanReturn, msg, nil)
+				}
+			}
+		}
+	}
+	c.stmt.Commit(c.res, c.e.opts.LoanReturnGracePeriod)
+}
+
+// borrower reports whether a gang may run on loan, and if not whether it asked to (for its
+// reason).
+func borrower(g *snapshot.Gang) (t *snapshot.Task, ok bool, why string) {
+	if len(g.Tasks) != 1 || len(g.Pending) != 1 || g.Queue == nil {
+		return nil, false, ""
+	}
+	t = g.Pending[0]
+	pol := g.Queue.Lending
+	asked := t.BorrowOptIn || pol.MayBorrow(false)
+	switch {
+	case !t.Placeable() || !t.Req.Shared() || t.Req.WholeGPUs > 0:
+		return nil, false, ""
+	case !g.Preemptible:
+		if t.BorrowOptIn {
+			return nil, false, "only preemptible pods borrow idle GPUs"
+		}
+		return nil, false, ""
+	case !pol.MayBorrow(t.BorrowOptIn):
+		if asked {
+			return nil, false, fmt.Sprintf("queue %s does not borrow idle GPUs (spec.idleLending.borrow %s)", g.Queue.Name, pol.Borrow)
+		}
+		return nil, false, ""
+	}
+	return t, true, ""
+}
+
+// lentGPU is a lendable GPU found by lendIdleGPUs.
+type lentGPU struct {
+	n   *snapshot.Node
+	pos int
+	st  lendState
+}
+
+// lendIdleGPUs places, on loan, the borrowers that nothing else could place this cycle.
+func (c *cycle) lendIdleGPUs() {
+	var cands []*snapshot.Gang
+	for _, g := range c.unplaced {
+		if c.placed[g] {
+			continue
+		}
+		if _, ok, why := borrower(g); ok {
+			if !slices.Contains(cands, g) {
+				cands = append(cands, g)
+			}
+		} else if why != "" {
+			c.appendReason(g, "idle GPU lending", why)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	var gpus []lentGPU
+	var notLent []string
+	notLentCount := 0
+	for _, n := range c.snap.Nodes() {
+		if n == nil || !n.Inventory {
+			continue
+		}
+		for pos := range n.Slots {
+			if n.Slots[pos].Sharers == 0 {
+				continue
+			}
+			st := c.lendable(n, pos)
+			if st.ok {
+				gpus = append(gpus, lentGPU{n: n, pos: pos, st: st})
+				continue
+			}
+			// Examples of shared GPUs that are not lendable, for the reasons: a user asks "why
+			// is my notebook's GPU not lent?" of the pods that wait for one.
+			notLentCount++
+			if len(notLent) < 3 {
+				notLent = append(notLent, fmt.Sprintf("node %s GPU %d: %s", n.Name, n.Slots[pos].Index, st.why))
+			}
+		}
+	}
+	none := "no GPU is lendable (none is shared only by idle interactive pods of queues that lend)"
+	if notLentCount > 0 {
+		none = fmt.Sprintf("no GPU is lendable; of %d shared GPUs: %s", notLentCount, strings.Join(notLent, "; "))
+		if notLentCount > len(notLent) {
+			none += "; ..."
+		}
+	}
+	for _, g := range cands {
+		t, _, _ := borrower(g)
+		if len(gpus) == 0 {
+			c.appendReason(g, "idle GPU lending", none)
+			continue
+		}
+		if why := c.lend(g, t, gpus); why != "" {
+			c.appendReason(g, "idle GPU lending", why)
+		}
+	}
+}
+
+// lend places one borrower on the lendable GPU with the least free memory that takes it, or
+// says why none does.
+func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string {
+	best := -1
+	var bestMilli, bestMem int64
+	var why [4]int
+	for i := range gpus {
+		l := &gpus[i]
+		n, s := l.n, &l.n.Slots[l.pos]
+		mem, milli := t.Req.SharedMemMiB(s.MemoryMiB), t.Req.SharedMilli(s.MemoryMiB)
+		switch {
+		case int32(s.Loans) >= l.st.maxLoans:
+			why[0]++
+			continue
+		case milli < 0 || mem > l.st.freeMiB:
+			why[1]++
+			continue
+		case !c.snap.ClassNodes(t.Class).Has(n.ID):
+			why[2]++
+			continue
+		case FitsNode(n, &t.Req, g, false) != Fits:
+			why[3]++
+			continue
+		}
+		if msg := c.chainOverLimit(g, snapshot.DimGPU, milli, "a loan of pod "+t.Key.String()); msg != "" {
+			return msg
+		}
+		if n.TypeDim >= 0 {
+			if msg := c.chainOverLimit(g, n.TypeDim, milli, "a loan of pod "+t.Key.String()); msg != "" {
+				return msg
+			}
+		}
+		if best < 0 || l.st.freeMiB < gpus[best].st.freeMiB {
+			best, bestMilli, bestMem = i, milli, mem
+		}
+	}
+	if best < 0 {
+		var parts []string
+		for i, phrase := range []string{"at their loan cap", "too little free memory", "node selector/affinity/taints", "node cpu/memory/pods"} {
+			if why[i] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", why[i], phrase))
+			}
+		}
+		return fmt.Sprintf("%d lendable GPUs, none takes pod %s: %s", len(gpus), t.Key, strings.Join(parts, ", "))
+	}
+	l := &gpus[best]
+	c.stmt.ClearHolds(g)
+	c.stmt.Allocate(t, l.n, snapshot.Assignment{Shared: int32(l.pos), Milli: bestMilli, MemMiB: bestMem, Loan: true})
+	c.commit()
+	c.placed[g] = true
+	g.WaitingSince = time.Time{}
+	delete(c.reasons, g)
+	l.st.freeMiB -= bestMem
+	return ""
+}

@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+// A loan found running (fairway.dev/loan) on an idle notebook's GPU goes back when the notebook
+// wakes: the GPUIdle flip reaches the loop through the informer (kept by the transform, relevant
+// to the change filter), the loan is evicted with the loan-return grace period, and the return
+// is timed from the agent's observation in the condition's message.
+func TestLoanReturnedWhenTheNotebookWakes(t *testing.T) {
+	idleAt := time.Now().Add(-time.Hour)
+	nb := testutil.MakePod("research", "nb").Queue("research").Fraction("0.5").Priority(100).Node("n1").GPUIndex(0).
+		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "2048").Obj()
+	nb.UID, nb.Spec.SchedulerName = "nb-uid", v1alpha1.SchedulerName
+	nb.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(idleAt), Message: v1alpha1.GPUIdleMessage("idle", idleAt)}}
+	loan := testutil.MakePod("training", "train").Queue("training").Fraction("0.25").Priority(50).Node("n1").GPUIndex(0).
+		Annotation(v1alpha1.LoanAnnotation, "true").Obj()
+	loan.UID, loan.Spec.SchedulerName = "train-uid", v1alpha1.SchedulerName
+	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(1, "H100").Inventory(81920).Obj(), nb, loan)
+	deletes := make(chan int64, 4)
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetName() == "train" {
+			deletes <- ptr.Deref(d.GetDeleteOptions().GracePeriodSeconds, -1)
+		}
+		return false, nil, nil
+	})
+	research := testutil.MakeQueue("research").GPU("1", 1, "").Obj()
+	research.Spec.IdleLending = &v1alpha1.IdleLending{Lend: ptr.To(true)}
+	rt := startRuntime(t, cs, research, testutil.MakeQueue("training").Obj())
+	eventually(t, "the snapshot built", func() bool { return rt.loop.built.Load() })
+	time.Sleep(200 * time.Millisecond) // a few cycles: the loan stays while the notebook idles
+	select {
+	case <-deletes:
+		t.Fatal("the loan was evicted while the notebook idles")
+	default:
+	}
+
+	wokeAt := time.Now()
+	awake := nb.DeepCopy()
+	awake.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionFalse,
+		LastTransitionTime: metav1.NewTime(wokeAt), Message: v1alpha1.GPUIdleMessage("GPU utilization 80% above 5%", wokeAt)}}
+	if _, err := cs.CoreV1().Pods("research").UpdateStatus(context.Background(), awake, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case grace := <-deletes:
+		if grace != 5 {
+			t.Errorf("loan deleted with a grace period of %ds, want the default 5s", grace)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loan was not evicted after the notebook woke")
+	}
+	eventually(t, "the return timed", func() bool {
+		var m dto.Metric
+		_ = rt.metrics.LoanReturn.Write(&m)
+		return m.GetHistogram().GetSampleCount() == 1
+	})
+	var m dto.Metric
+	_ = rt.metrics.LoanReturn.Write(&m)
+	if s := m.GetHistogram().GetSampleSum(); s <= 0 || s > 5 {
+		t.Errorf("activity-to-return %vs, want between 0 and 5s", s)
+	}
+	if _, err := cs.CoreV1().Pods("training").Get(context.Background(), "train", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the loan is still there: %v", err)
+	}
+}

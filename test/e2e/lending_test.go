@@ -82,10 +82,10 @@ func TestIdleLending(t *testing.T) {
 	research.Spec.Resources.GPU = &fairwayv1.ResourceQuota{Quota: &q}
 	mustCreate(t, c, research)
 
-	// The notebook. Until the gpu-agent writes fairway.dev/idle-gpu-memory-used itself (the
-	// GPU memory its pods keep while idle), the test writes what its process holds.
+	// The notebook. The gpu-agent writes fairway.dev/idle-gpu-memory-used (what its process
+	// keeps on the GPU while idle) when it goes idle; without it the GPU is never lent.
 	nb := schedPod("research", "notebook", "research").Fraction("0.5").Priority(fairwayv1.PriorityClassInteractive).
-		Annotate(fairwayv1.WorkloadKindAnnotation, "notebook").Annotate(fairwayv1.IdleGPUMemoryAnnotation, "2048").Obj()
+		Annotate(fairwayv1.WorkloadKindAnnotation, "notebook").Obj()
 	mustCreate(t, c, nb)
 	eventually(t, 40*time.Second, "the notebook bound with its GPU", func(ctx context.Context) (bool, error) {
 		err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), nb)
@@ -135,6 +135,13 @@ func TestIdleLending(t *testing.T) {
 		}
 		if round == 0 {
 			checkLoanShows(t, c, sched)
+			var p corev1.Pod
+			if err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), &p); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Annotations[fairwayv1.IdleGPUMemoryAnnotation]; got != "2048" {
+				t.Errorf("the agent's %s on the idle notebook = %q, want 2048 (its process's MiB)", fairwayv1.IdleGPUMemoryAnnotation, got)
+			}
 		}
 		// 2. The notebook works: the loan goes back. Watch the pod from its bound version.
 		w, err := c.Clientset().CoreV1().Pods("training").Watch(ctx, metav1.ListOptions{

@@ -29,6 +29,7 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
+	"github.com/fairway-sched/fairway/scheduler/runtime/internal/podqueue"
 )
 
 // Request is one binding with what the binder needs to know about the pod.
@@ -78,11 +79,8 @@ type Binder struct {
 	report func(cache.Outcome)
 	opts   Options
 
-	mu       sync.Mutex
-	pending  []Request
-	inflight map[types.NamespacedName]struct{}
-	wake     chan struct{}
-	shared   chan struct{}
+	queue  *podqueue.Queue[Request]
+	shared chan struct{}
 }
 
 // New returns a binder that binds through cs and reports failures to report.
@@ -101,9 +99,8 @@ func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Bin
 	}
 	return &Binder{
 		client: cs, report: report, opts: opts,
-		inflight: map[types.NamespacedName]struct{}{},
-		wake:     make(chan struct{}, 1),
-		shared:   make(chan struct{}, opts.SharedWorkers),
+		queue:  podqueue.New(func(r *Request) types.NamespacedName { return r.Pod }),
+		shared: make(chan struct{}, opts.SharedWorkers),
 	}
 }
 
@@ -114,31 +111,13 @@ func (b *Binder) NeedLeaderElection() bool { return true }
 // the engine only binds a pod it sees pending, so a duplicate means the first attempt's outcome
 // has not reached the loop yet, and that outcome settles the pod.
 func (b *Binder) Submit(reqs ...Request) {
-	if len(reqs) == 0 {
-		return
-	}
-	b.mu.Lock()
-	for _, r := range reqs {
-		if _, busy := b.inflight[r.Pod]; busy {
-			b.opts.Log.V(1).Info("Binding already in flight; not submitting it again", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name))
-			continue
-		}
-		b.inflight[r.Pod] = struct{}{}
-		b.pending = append(b.pending, r)
-	}
-	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.queue.Add(reqs, func(r *Request) {
+		b.opts.Log.V(1).Info("Binding already in flight; not submitting it again", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name))
+	})
 }
 
 // InFlight is the number of bindings submitted and not finished.
-func (b *Binder) InFlight() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.inflight)
-}
+func (b *Binder) InFlight() int { return b.queue.InFlight() }
 
 // Start runs the workers until ctx ends.
 func (b *Binder) Start(ctx context.Context) error {
@@ -150,35 +129,9 @@ func (b *Binder) Start(ctx context.Context) error {
 	return nil
 }
 
-func (b *Binder) next(ctx context.Context) (Request, bool) {
-	for {
-		b.mu.Lock()
-		if len(b.pending) > 0 {
-			r := b.pending[0]
-			b.pending[0] = Request{}
-			b.pending = b.pending[1:]
-			more := len(b.pending) > 0
-			b.mu.Unlock()
-			if more {
-				select { // pass the wake-up on to another worker
-				case b.wake <- struct{}{}:
-				default:
-				}
-			}
-			return r, true
-		}
-		b.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return Request{}, false
-		case <-b.wake:
-		}
-	}
-}
-
 func (b *Binder) work(ctx context.Context) {
 	for {
-		r, ok := b.next(ctx)
+		r, ok := b.queue.Next(ctx)
 		if !ok {
 			return
 		}
@@ -209,9 +162,7 @@ func (f *failure) Error() string { return f.reason + ": " + f.err.Error() }
 func (f *failure) Unwrap() error { return f.err }
 
 func (b *Binder) finish(r *Request, err error) {
-	b.mu.Lock()
-	delete(b.inflight, r.Pod)
-	b.mu.Unlock()
+	b.queue.Done(r)
 	log := b.opts.Log.WithValues("pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
 	if err == nil {
 		log.V(3).Info("Bound")

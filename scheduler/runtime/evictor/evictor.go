@@ -34,6 +34,7 @@ import (
 
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
+	"github.com/fairway-sched/fairway/scheduler/runtime/internal/podqueue"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -83,10 +84,7 @@ type Evictor struct {
 	report func(cache.Outcome)
 	opts   Options
 
-	mu       sync.Mutex
-	pending  []Request
-	inflight map[types.NamespacedName]struct{}
-	wake     chan struct{}
+	queue *podqueue.Queue[Request]
 }
 
 // New returns an evictor writing through cs and reporting failures to report.
@@ -103,7 +101,8 @@ func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Evi
 	if opts.Transient == nil {
 		opts.Transient = func(error) bool { return false }
 	}
-	return &Evictor{client: cs, report: report, opts: opts, inflight: map[types.NamespacedName]struct{}{}, wake: make(chan struct{}, 1)}
+	return &Evictor{client: cs, report: report, opts: opts,
+		queue: podqueue.New(func(r *Request) types.NamespacedName { return r.Pod })}
 }
 
 // NeedLeaderElection is true: only the leader evicts.
@@ -111,24 +110,7 @@ func (e *Evictor) NeedLeaderElection() bool { return true }
 
 // Submit queues evictions in the given order; it never blocks. A pod already being evicted is
 // skipped.
-func (e *Evictor) Submit(reqs ...Request) {
-	if len(reqs) == 0 {
-		return
-	}
-	e.mu.Lock()
-	for _, r := range reqs {
-		if _, busy := e.inflight[r.Pod]; busy {
-			continue
-		}
-		e.inflight[r.Pod] = struct{}{}
-		e.pending = append(e.pending, r)
-	}
-	e.mu.Unlock()
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
+func (e *Evictor) Submit(reqs ...Request) { e.queue.Add(reqs, nil) }
 
 // Start runs the workers until ctx ends.
 func (e *Evictor) Start(ctx context.Context) error {
@@ -136,46 +118,18 @@ func (e *Evictor) Start(ctx context.Context) error {
 	for range e.opts.Workers {
 		wg.Go(func() {
 			for {
-				r, ok := e.next(ctx)
+				r, ok := e.queue.Next(ctx)
 				if !ok {
 					return
 				}
 				err := e.Evict(ctx, &r)
-				e.mu.Lock()
-				delete(e.inflight, r.Pod)
-				e.mu.Unlock()
+				e.queue.Done(&r)
 				e.done(&r, err)
 			}
 		})
 	}
 	wg.Wait()
 	return nil
-}
-
-func (e *Evictor) next(ctx context.Context) (Request, bool) {
-	for {
-		e.mu.Lock()
-		if len(e.pending) > 0 {
-			r := e.pending[0]
-			e.pending[0] = Request{}
-			e.pending = e.pending[1:]
-			more := len(e.pending) > 0
-			e.mu.Unlock()
-			if more {
-				select {
-				case e.wake <- struct{}{}:
-				default:
-				}
-			}
-			return r, true
-		}
-		e.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return Request{}, false
-		case <-e.wake:
-		}
-	}
 }
 
 func (e *Evictor) done(r *Request, err error) {

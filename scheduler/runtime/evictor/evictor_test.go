@@ -119,9 +119,12 @@ func TestSubmitOrderAndDedup(t *testing.T) {
 	e.Submit(*a, *b, *a)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first, _ := e.next(ctx)
-	second, _ := e.next(ctx)
-	if first.Pod.Name != "train-b-1" || second.Pod.Name != "train-b-2" || len(e.pending) != 0 {
-		t.Errorf("order %s, %s; %d left", first.Pod.Name, second.Pod.Name, len(e.pending))
+	first, _ := e.queue.Next(ctx)
+	second, _ := e.queue.Next(ctx)
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	third, left := e.queue.Next(short)
+	if first.Pod.Name != "train-b-1" || second.Pod.Name != "train-b-2" || left {
+		t.Errorf("order %s, %s; then %q left (the duplicate of train-b-1 must be dropped)", first.Pod.Name, second.Pod.Name, third.Pod.Name)
 	}
 }

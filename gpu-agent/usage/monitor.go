@@ -15,25 +15,6 @@ import (
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// Interactive reports whether the agent tracks the idleness of pod: non-preemptible work
-// (notebooks, interactive sessions), which the scheduler may lend out while idle. Reservation
-// pods are placeholders and never tracked.
-func Interactive(pod *corev1.Pod) bool {
-	if pod.Labels[fairwayv1alpha1.ReservationLabel] == "true" {
-		return false
-	}
-	if pod.Annotations[fairwayv1alpha1.WorkloadKindAnnotation] == "notebook" {
-		return true
-	}
-	switch pod.Labels[fairwayv1alpha1.PreemptibilityLabel] {
-	case "non-preemptible":
-		return true
-	case "preemptible":
-		return false
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= fairwayv1alpha1.NonPreemptiblePriority
-}
-
 // GPUUsage is one GPU in a Snapshot.
 type GPUUsage struct {
 	Index              int
@@ -245,7 +226,7 @@ func (m *Monitor) Poll(ctx context.Context) error {
 		pod := byUID[u.UID]
 		u.Namespace, u.Name, u.Queue = pod.Namespace, pod.Name, pod.Labels[fairwayv1alpha1.QueueLabel]
 		u.GPUUUID, u.Model = identity(inv, u.GPUIndex)
-		u.Interactive = Interactive(pod)
+		u.Interactive = fairwayv1alpha1.IsInteractive(pod)
 		u.Idle = u.Interactive && m.tracker.Idle(u.UID)
 		snap.Pods = append(snap.Pods, *u)
 	}
@@ -272,7 +253,7 @@ func idleMemory(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, gpus m
 	preemptible := map[int]uint64{}
 	for _, g := range gpus {
 		for _, p := range g.Processes {
-			if pod, ok := byUID[p.PodUID]; ok && !Interactive(pod) {
+			if pod, ok := byUID[p.PodUID]; ok && !fairwayv1alpha1.IsInteractive(pod) {
 				preemptible[g.Index] += p.UsedBytes
 			}
 		}
@@ -280,7 +261,7 @@ func idleMemory(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, gpus m
 	out := map[string]uint64{}
 	for k := range usage {
 		g := gpus[k.gpu]
-		if g == nil || g.Err != nil || !Interactive(byUID[k.uid]) {
+		if g == nil || g.Err != nil || !fairwayv1alpha1.IsInteractive(byUID[k.uid]) {
 			continue
 		}
 		used := g.MemoryUsedBytes - min(g.MemoryUsedBytes, preemptible[k.gpu])
@@ -294,7 +275,7 @@ func idleMemory(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, gpus m
 func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, pids map[string][]uint32, idleMiB map[string]uint64, now time.Time) {
 	activity := map[string]*Activity{}
 	for k, u := range usage {
-		if !Interactive(byUID[k.uid]) {
+		if !fairwayv1alpha1.IsInteractive(byUID[k.uid]) {
 			continue
 		}
 		a := activity[k.uid]

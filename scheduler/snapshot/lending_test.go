@@ -30,7 +30,7 @@ func TestPodInfoIdleLending(t *testing.T) {
 		t.Errorf("borrower: %+v", info)
 	}
 	nb := testutil.MakePod("c", "nb").Queue("c").Fraction("0.5").Priority(10).Annotation(v1alpha1.WorkloadKindAnnotation, "notebook").Obj()
-	if !snapshot.Interactive(nb) {
+	if !v1alpha1.IsInteractive(nb) {
 		t.Errorf("a notebook is interactive whatever its priority (the gpu-agent's rule)")
 	}
 }

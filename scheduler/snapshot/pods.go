@@ -72,30 +72,10 @@ type PodInfo struct {
 	BorrowOptIn bool
 }
 
-// Interactive reports whether pod is interactive work whose GPU may be lent while it is idle:
-// the rule of the gpu-agent (gpu-agent/usage.Interactive), which sets fairway.dev/GPUIdle only
-// on such pods: notebooks and non-preemptible pods, never reservations. Kept in step by hand:
-// the scheduler does not import the agent.
-func Interactive(pod *corev1.Pod) bool {
-	if pod.Labels[v1alpha1.ReservationLabel] == "true" {
-		return false
-	}
-	if pod.Annotations[v1alpha1.WorkloadKindAnnotation] == "notebook" {
-		return true
-	}
-	switch pod.Labels[v1alpha1.PreemptibilityLabel] {
-	case string(v1alpha1.NonPreemptible):
-		return true
-	case string(v1alpha1.Preemptible):
-		return false
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= v1alpha1.NonPreemptiblePriority
-}
-
 // readIdle fills the idle-lending fields of info from the pod.
 func readIdle(pod *corev1.Pod, info *PodInfo) {
 	ann := pod.Annotations
-	info.Interactive = Interactive(pod)
+	info.Interactive = v1alpha1.IsInteractive(pod)
 	info.Loan = ann[v1alpha1.LoanAnnotation] == "true"
 	info.BorrowOptIn = ann[v1alpha1.BorrowIdleGPUAnnotation] == "true"
 	info.IdleMemMiB = -1

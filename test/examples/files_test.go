@@ -36,13 +36,7 @@ func TestExampleFilesDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := fairwayv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := strictScheme(t)
 	seen := 0
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -284,4 +278,17 @@ func strictConvert(in any, out any) error {
 		return errors.New("missing")
 	}
 	return yaml.UnmarshalStrict(b, out)
+}
+
+// strictScheme knows the Kubernetes and fairway types the examples and the guides show.
+func strictScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := fairwayv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
 }

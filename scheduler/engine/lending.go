@@ -34,21 +34,71 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
+// notLendable says why a GPU may not host loans now; the text is built only when shown
+// (lendState.reason), as the scan of every shared GPU runs each cycle a borrower waits.
+type notLendable uint8
+
+const (
+	lendableOK notLendable = iota
+	noInventory
+	heldWhole
+	memoryUnknown
+	holderLeaving
+	holderNoQueue
+	holderNotInteractive
+	queueDoesNotLend
+	holderWorks
+	holderIdleTooShort
+	idleMemoryUnknown
+	holdersGone
+)
+
 // lendState is whether one GPU may host loans now.
 type lendState struct {
-	ok bool
-	// why says, when not ok, why the GPU is not (or no longer) lendable.
-	why string
+	ok   bool
+	code notLendable
+	// t is the holder the code is about, and q its queue, when it is about one.
+	t *snapshot.Task
+	q *snapshot.Queue
 	// freeMiB is the memory left for new loans; maxLoans the cap of loans on the GPU.
 	freeMiB  int64
 	maxLoans int32
+}
+
+// reason says, when not ok, why the GPU is not (or no longer) lendable.
+func (st *lendState) reason(now time.Time) string {
+	switch st.code {
+	case noInventory:
+		return "its node publishes no GPU inventory (no gpu-agent)"
+	case heldWhole:
+		return "a whole-GPU pod holds it"
+	case memoryUnknown:
+		return "its memory is unknown"
+	case holderLeaving:
+		return fmt.Sprintf("pod %s is leaving it", st.t.Key)
+	case holderNoQueue:
+		return fmt.Sprintf("pod %s, which shares it, belongs to no queue", st.t.Key)
+	case holderNotInteractive:
+		return fmt.Sprintf("pod %s, which shares it, is not interactive", st.t.Key)
+	case queueDoesNotLend:
+		return fmt.Sprintf("queue %s of pod %s does not lend idle GPUs (spec.idleLending.lend)", st.q.Name, st.t.Key)
+	case holderWorks:
+		return fmt.Sprintf("pod %s does GPU work (it is not idle)", st.t.Key)
+	case holderIdleTooShort:
+		return fmt.Sprintf("pod %s has been idle for %s, less than the %s its queue %s asks",
+			st.t.Key, now.Sub(st.t.IdleSince()).Round(time.Second), st.q.Lending.MinIdleTime, st.q.Name)
+	case idleMemoryUnknown:
+		return fmt.Sprintf("the GPU memory pod %s keeps while idle is unknown", st.t.Key)
+	case holdersGone:
+		return "the pods it was lent from have left"
+	}
+	return ""
 }
 
 // lendable evaluates the GPU at position pos of node n (see the file comment).
@@ -56,11 +106,11 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 	g := &n.Slots[pos]
 	switch {
 	case !n.Inventory:
-		return lendState{why: "its node publishes no GPU inventory (no gpu-agent)"}
+		return lendState{code: noInventory}
 	case g.Owners > 0:
-		return lendState{why: "a whole-GPU pod holds it"}
+		return lendState{code: heldWhole}
 	case g.MemoryMiB <= 0:
-		return lendState{why: "its memory is unknown"}
+		return lendState{code: memoryUnknown}
 	}
 	st := lendState{ok: true, maxLoans: 1 << 30}
 	holders := 0
@@ -70,7 +120,7 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 			continue
 		}
 		if t.State == snapshot.TaskReleasing {
-			return lendState{why: fmt.Sprintf("pod %s is leaving it", t.Key)}
+			return lendState{code: holderLeaving, t: t}
 		}
 		holders++
 		var q *snapshot.Queue
@@ -79,24 +129,23 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 		}
 		switch {
 		case q == nil:
-			return lendState{why: fmt.Sprintf("pod %s, which shares it, belongs to no queue", t.Key)}
+			return lendState{code: holderNoQueue, t: t}
 		case !t.Interactive:
-			return lendState{why: fmt.Sprintf("pod %s, which shares it, is not interactive", t.Key)}
+			return lendState{code: holderNotInteractive, t: t}
 		case !q.Lending.Lend:
-			return lendState{why: fmt.Sprintf("queue %s of pod %s does not lend idle GPUs (spec.idleLending.lend)", q.Name, t.Key)}
+			return lendState{code: queueDoesNotLend, t: t, q: q}
 		case !t.Idle:
-			return lendState{why: fmt.Sprintf("pod %s does GPU work (it is not idle)", t.Key)}
+			return lendState{code: holderWorks, t: t}
 		case c.now.Sub(t.IdleSince()) < q.Lending.MinIdleTime:
-			return lendState{why: fmt.Sprintf("pod %s has been idle for %s, less than the %s its queue %s asks",
-				t.Key, c.now.Sub(t.IdleSince()).Round(time.Second), q.Lending.MinIdleTime, q.Name)}
+			return lendState{code: holderIdleTooShort, t: t, q: q}
 		case t.IdleMemMiB < 0:
-			return lendState{why: fmt.Sprintf("the GPU memory pod %s keeps while idle is unknown", t.Key)}
+			return lendState{code: idleMemoryUnknown, t: t}
 		}
 		idleMem += t.IdleMemMiB
 		st.maxLoans = min(st.maxLoans, q.Lending.MaxLoansPerGPU)
 	}
 	if holders == 0 {
-		return lendState{why: "the pods it was lent from have left"}
+		return lendState{code: holdersGone}
 	}
 	st.freeMiB = g.MemoryMiB - idleMem - int64(g.LoanMemMiB)
 	return st
@@ -114,15 +163,18 @@ func (c *cycle) returnLoans() {
 				continue
 			}
 			st := c.lendable(n, pos)
+			var why string
 			switch {
-			case st.ok && st.freeMiB < 0:
-				st.why = "the memory its holders keep grew: the loans no longer fit"
-			case st.ok && int32(g.Loans-g.RelLoans) > st.maxLoans:
-				st.why = fmt.Sprintf("its holders' queues now allow %d loans on it", st.maxLoans)
-			case st.ok:
+			case !st.ok:
+				why = st.reason(c.now)
+			case st.freeMiB < 0:
+				why = "the memory its holders keep grew: the loans no longer fit"
+			case int32(g.Loans-g.RelLoans) > st.maxLoans:
+				why = fmt.Sprintf("its holders' queues now allow %d loans on it", st.maxLoans)
+			default:
 				continue
 			}
-			msg := fmt.Sprintf("GPU %d of node %s goes back to its holders: %s", g.Index, n.Name, st.why)
+			msg := fmt.Sprintf("GPU %d of node %s goes back to its holders: %s", g.Index, n.Name, why)
 			for _, t := range n.Tasks {
 				// A loan whose binding is in flight goes back in the cycle after the binding is
 				// confirmed, as nothing is evicted while its binding is in flight.
@@ -170,15 +222,18 @@ type lentGPU struct {
 
 // lendIdleGPUs places, on loan, the borrowers that nothing else could place this cycle.
 func (c *cycle) lendIdleGPUs() {
-	var cands []*snapshot.Gang
+	type cand struct {
+		g *snapshot.Gang
+		t *snapshot.Task
+	}
+	// c.unplaced holds each gang once.
+	var cands []cand
 	for _, g := range c.unplaced {
 		if c.placed[g] {
 			continue
 		}
-		if _, ok, why := borrower(g); ok {
-			if !slices.Contains(cands, g) {
-				cands = append(cands, g)
-			}
+		if t, ok, why := borrower(g); ok {
+			cands = append(cands, cand{g, t})
 		} else if why != "" {
 			c.appendReason(g, "idle GPU lending", why)
 		}
@@ -186,8 +241,16 @@ func (c *cycle) lendIdleGPUs() {
 	if len(cands) == 0 {
 		return
 	}
+	if !c.snap.AnyQueueLends() {
+		for _, b := range cands {
+			c.appendReason(b.g, "idle GPU lending", "no queue lends idle GPUs (spec.idleLending.lend)")
+		}
+		return
+	}
 	var gpus []lentGPU
-	var notLent []string
+	// Examples of shared GPUs that are not lendable, for the reasons: a user asks "why is my
+	// notebook's GPU not lent?" of the pods that wait for one.
+	var notLent [3]lentGPU
 	notLentCount := 0
 	for _, n := range c.snap.Nodes() {
 		if n == nil || !n.Inventory {
@@ -202,29 +265,33 @@ func (c *cycle) lendIdleGPUs() {
 				gpus = append(gpus, lentGPU{n: n, pos: pos, st: st})
 				continue
 			}
-			// Examples of shared GPUs that are not lendable, for the reasons: a user asks "why
-			// is my notebook's GPU not lent?" of the pods that wait for one.
+			if notLentCount < len(notLent) {
+				notLent[notLentCount] = lentGPU{n: n, pos: pos, st: st}
+			}
 			notLentCount++
-			if len(notLent) < 3 {
-				notLent = append(notLent, fmt.Sprintf("node %s GPU %d: %s", n.Name, n.Slots[pos].Index, st.why))
+		}
+	}
+	if len(gpus) == 0 {
+		none := "no GPU is lendable (none is shared only by idle interactive pods of queues that lend)"
+		if notLentCount > 0 {
+			shown := min(notLentCount, len(notLent))
+			parts := make([]string, shown)
+			for i, l := range notLent[:shown] {
+				parts[i] = fmt.Sprintf("node %s GPU %d: %s", l.n.Name, l.n.Slots[l.pos].Index, l.st.reason(c.now))
+			}
+			none = fmt.Sprintf("no GPU is lendable; of %d shared GPUs: %s", notLentCount, strings.Join(parts, "; "))
+			if notLentCount > shown {
+				none += "; ..."
 			}
 		}
-	}
-	none := "no GPU is lendable (none is shared only by idle interactive pods of queues that lend)"
-	if notLentCount > 0 {
-		none = fmt.Sprintf("no GPU is lendable; of %d shared GPUs: %s", notLentCount, strings.Join(notLent, "; "))
-		if notLentCount > len(notLent) {
-			none += "; ..."
+		for _, b := range cands {
+			c.appendReason(b.g, "idle GPU lending", none)
 		}
+		return
 	}
-	for _, g := range cands {
-		t, _, _ := borrower(g)
-		if len(gpus) == 0 {
-			c.appendReason(g, "idle GPU lending", none)
-			continue
-		}
-		if why := c.lend(g, t, gpus); why != "" {
-			c.appendReason(g, "idle GPU lending", why)
+	for _, b := range cands {
+		if why := c.lend(b.g, b.t, gpus); why != "" {
+			c.appendReason(b.g, "idle GPU lending", why)
 		}
 	}
 }
@@ -234,7 +301,10 @@ func (c *cycle) lendIdleGPUs() {
 func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string {
 	best := -1
 	var bestMilli, bestMem int64
-	var why [4]int
+	var why [5]int
+	// overLimit is the first limit a loan on a GPU would exceed (they may differ by GPU type).
+	var overLimit string
+	what := "a loan of pod " + t.Key.String()
 	for i := range gpus {
 		l := &gpus[i]
 		n, s := l.n, &l.n.Slots[l.pos]
@@ -253,13 +323,16 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 			why[3]++
 			continue
 		}
-		if msg := c.chainOverLimit(g, snapshot.DimGPU, milli, "a loan of pod "+t.Key.String()); msg != "" {
-			return msg
+		msg := c.chainOverLimit(g, snapshot.DimGPU, milli, what)
+		if msg == "" && n.TypeDim >= 0 {
+			msg = c.chainOverLimit(g, n.TypeDim, milli, what)
 		}
-		if n.TypeDim >= 0 {
-			if msg := c.chainOverLimit(g, n.TypeDim, milli, "a loan of pod "+t.Key.String()); msg != "" {
-				return msg
+		if msg != "" {
+			why[4]++
+			if overLimit == "" {
+				overLimit = msg
 			}
+			continue
 		}
 		if best < 0 || l.st.freeMiB < gpus[best].st.freeMiB {
 			best, bestMilli, bestMem = i, milli, mem
@@ -267,12 +340,19 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 	}
 	if best < 0 {
 		var parts []string
-		for i, phrase := range []string{"at their loan cap", "too little free memory", "node selector/affinity/taints", "node cpu/memory/pods"} {
+		if why[4] == len(gpus) { // the limit is all that stands in the way
+			return overLimit
+		}
+		for i, phrase := range []string{"at their loan cap", "too little free memory", "node selector/affinity/taints", "node cpu/memory/pods", "over a queue limit"} {
 			if why[i] > 0 {
 				parts = append(parts, fmt.Sprintf("%d %s", why[i], phrase))
 			}
 		}
-		return fmt.Sprintf("%d lendable GPUs, none takes pod %s: %s", len(gpus), t.Key, strings.Join(parts, ", "))
+		msg := fmt.Sprintf("%d lendable GPUs, none takes pod %s: %s", len(gpus), t.Key, strings.Join(parts, ", "))
+		if overLimit != "" {
+			msg += " (" + overLimit + ")"
+		}
+		return msg
 	}
 	l := &gpus[best]
 	c.stmt.ClearHolds(g)

@@ -95,6 +95,10 @@ func resolveLending(q *Queue) {
 	q.Lending = p
 }
 
+// AnyQueueLends reports whether some queue's policy lends idle GPUs: when none does, the engine
+// skips looking for lendable GPUs.
+func (s *Snapshot) AnyQueueLends() bool { return s.anyLends }
+
 // QuotaTerms are one resource's quota, weight and limit in the dimension's unit.
 type QuotaTerms struct {
 	// Set is true when the Queue lists the resource; only then does non-preemptible work have to

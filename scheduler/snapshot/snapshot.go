@@ -32,6 +32,8 @@ type Snapshot struct {
 
 	queues    map[string]*Queue
 	queueList []*Queue
+	// anyLends is true when some queue's policy lends idle GPUs (AnyQueueLends).
+	anyLends bool
 
 	gangs     map[GangKey]*Gang
 	tasks     map[types.NamespacedName]*Task
@@ -302,8 +304,10 @@ func (s *Snapshot) relink() {
 			q.Parent.Children = append(q.Parent.Children, q)
 		}
 	}
+	s.anyLends = false
 	for _, q := range s.queueList {
 		resolveLending(q)
+		s.anyLends = s.anyLends || q.Lending.Lend
 		for a := q.Parent; a != nil; a = a.Parent {
 			q.Depth++
 		}

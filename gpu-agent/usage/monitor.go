@@ -244,8 +244,10 @@ func (m *Monitor) Poll(ctx context.Context) error {
 }
 
 // idleMemory returns, for each interactive pod, the GPU memory in MiB (rounded up) that would
-// stay resident if its GPU were lent now: the GPU's used memory less what preemptible pods'
-// processes hold there (a loan still on the GPU, or on its way out, is not the owner's). The
+// stay resident if its GPU were lent now: the GPU's used memory less what pods on loan
+// (fairway.dev/loan) and other preemptible pods' processes hold there (a loan still on the GPU,
+// or on its way out, is not the owner's; a pod on loan counts as one even if it looks
+// interactive, e.g. a preemptible pod annotated as a notebook). The
 // GPU's used memory, not the pod's own processes, is what a loan cannot have: it also counts
 // other pods sharing the GPU, processes outside pods, and the driver's own use. For a pod on
 // several GPUs it is the most on any one of them.
@@ -253,7 +255,7 @@ func idleMemory(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage, gpus m
 	preemptible := map[int]uint64{}
 	for _, g := range gpus {
 		for _, p := range g.Processes {
-			if pod, ok := byUID[p.PodUID]; ok && !fairwayv1alpha1.IsInteractive(pod) {
+			if pod, ok := byUID[p.PodUID]; ok && (pod.Annotations[fairwayv1alpha1.LoanAnnotation] == "true" || !fairwayv1alpha1.IsInteractive(pod)) {
 				preemptible[g.Index] += p.UsedBytes
 			}
 		}

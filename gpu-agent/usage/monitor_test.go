@@ -408,3 +408,25 @@ func TestMonitorReannotatesIdlePod(t *testing.T) {
 		t.Errorf("condition = %+v, want True", c)
 	}
 }
+
+// A pod on loan is a borrower even when it looks interactive (a preemptible pod annotated as a
+// notebook): its memory is not what the owner keeps resident.
+func TestMonitorIdleMemoryLeavesOutLoansThatLookInteractive(t *testing.T) {
+	loan := pod("loaned-notebook", "uid-loan", 50, 3)
+	loan.Annotations[fairwayv1alpha1.WorkloadKindAnnotation] = "notebook"
+	loan.Annotations[fairwayv1alpha1.LoanAnnotation] = "true"
+	f := newFixture(t, true, pod("notebook", "uid-nb", 100, 3), loan)
+	f.node.Device(3).SetState(fakegpu.State{Processes: []fakegpu.Process{
+		{PID: 100, PodUID: "uid-nb", UsedMiB: 1024},
+		{PID: 200, PodUID: "uid-loan", UsedMiB: 30000},
+	}})
+	f.poll(t, 0)
+	f.poll(t, 30*time.Second+250*time.Millisecond)
+	p := f.get(t, "notebook")
+	if cond := usage.IdleCondition(p); cond == nil || cond.Status != corev1.ConditionTrue {
+		t.Fatalf("condition = %+v, want True", cond)
+	}
+	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "1024" {
+		t.Errorf("%s = %q, want 1024 (the loan's 30000 MiB are not the notebook's)", fairwayv1alpha1.IdleGPUMemoryAnnotation, got)
+	}
+}

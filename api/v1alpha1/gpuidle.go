@@ -18,6 +18,17 @@ func GPUIdleMessage(message string, observed time.Time) string {
 	return message + gpuIdleObservedPrefix + observed.UTC().Format("2006-01-02T15:04:05.000000Z07:00") + ")"
 }
 
+// GPUIdleConditionOf returns the pod's GPUIdleCondition, or nil. The gpu-agent writes it, the
+// scheduler lends and returns GPUs by it.
+func GPUIdleConditionOf(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == GPUIdleCondition {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
 // GPUIdleObserved returns when the gpu-agent observed the transition a GPUIdleCondition records:
 // the time its message ends with (GPUIdleMessage), else its lastTransitionTime.
 func GPUIdleObserved(c *corev1.PodCondition) time.Time {

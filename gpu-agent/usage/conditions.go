@@ -19,16 +19,6 @@ import (
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// IdleCondition returns the pod's fairway.dev/GPUIdle condition, or nil.
-func IdleCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == fairwayv1alpha1.GPUIdleCondition {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 type wantedCondition struct {
 	uid types.UID
 	t   Transition

@@ -302,7 +302,7 @@ func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage
 	}
 	for uid, a := range activity {
 		pod := byUID[uid]
-		cond := IdleCondition(pod)
+		cond := fairwayv1alpha1.GPUIdleConditionOf(pod)
 		if !m.tracker.Tracked(uid) && cond != nil && cond.Status == corev1.ConditionTrue {
 			m.tracker.Seed(uid, cond.LastTransitionTime.Time)
 		}

@@ -133,7 +133,7 @@ func (f *fixture) condition(t *testing.T, name string) corev1.ConditionStatus {
 	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: name}, &p); err != nil {
 		t.Fatal(err)
 	}
-	if c := usage.IdleCondition(&p); c != nil {
+	if c := fairwayv1alpha1.GPUIdleConditionOf(&p); c != nil {
 		return c.Status
 	}
 	return ""
@@ -204,7 +204,7 @@ func TestMonitorIdleLendingScenario(t *testing.T) {
 	}
 	var trPod corev1.Pod
 	_ = f.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "training"}, &trPod)
-	if usage.IdleCondition(&trPod) != nil {
+	if fairwayv1alpha1.GPUIdleConditionOf(&trPod) != nil {
 		t.Error("preemptible training pod got an idle condition")
 	}
 }
@@ -320,7 +320,7 @@ func TestMonitorIdleMemoryAnnotationAndObservedTime(t *testing.T) {
 	f.poll(t, 30*time.Second+250*time.Millisecond)
 	wentIdle := f.clock.Now()
 	p := f.get(t, "notebook")
-	cond := usage.IdleCondition(p)
+	cond := fairwayv1alpha1.GPUIdleConditionOf(p)
 	if cond == nil || cond.Status != corev1.ConditionTrue {
 		t.Fatalf("condition = %+v, want True", cond)
 	}
@@ -355,7 +355,7 @@ func TestMonitorIdleMemoryAnnotationAndObservedTime(t *testing.T) {
 	f.poll(t, 123457*time.Microsecond)
 	woke := f.clock.Now()
 	p = f.get(t, "notebook")
-	cond = usage.IdleCondition(p)
+	cond = fairwayv1alpha1.GPUIdleConditionOf(p)
 	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "GPUMemoryGrowth" {
 		t.Fatalf("condition = %+v, want False for GPUMemoryGrowth", cond)
 	}
@@ -404,7 +404,7 @@ func TestMonitorReannotatesIdlePod(t *testing.T) {
 	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "2048" {
 		t.Errorf("annotation not re-written: %q", got)
 	}
-	if c := usage.IdleCondition(p); c == nil || c.Status != corev1.ConditionTrue {
+	if c := fairwayv1alpha1.GPUIdleConditionOf(p); c == nil || c.Status != corev1.ConditionTrue {
 		t.Errorf("condition = %+v, want True", c)
 	}
 }
@@ -423,7 +423,7 @@ func TestMonitorIdleMemoryLeavesOutLoansThatLookInteractive(t *testing.T) {
 	f.poll(t, 0)
 	f.poll(t, 30*time.Second+250*time.Millisecond)
 	p := f.get(t, "notebook")
-	if cond := usage.IdleCondition(p); cond == nil || cond.Status != corev1.ConditionTrue {
+	if cond := fairwayv1alpha1.GPUIdleConditionOf(p); cond == nil || cond.Status != corev1.ConditionTrue {
 		t.Fatalf("condition = %+v, want True", cond)
 	}
 	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "1024" {

@@ -347,11 +347,9 @@ func (l *loop) lenderWokeAt(t *snapshot.Task) time.Time {
 		if p == nil {
 			continue
 		}
-		for i := range p.Status.Conditions {
-			if c := &p.Status.Conditions[i]; c.Type == v1alpha1.GPUIdleCondition && c.Status == corev1.ConditionFalse {
-				if o := v1alpha1.GPUIdleObserved(c); o.After(at) {
-					at = o
-				}
+		if c := v1alpha1.GPUIdleConditionOf(p); c != nil && c.Status == corev1.ConditionFalse {
+			if o := v1alpha1.GPUIdleObserved(c); o.After(at) {
+				at = o
 			}
 		}
 	}

@@ -84,13 +84,10 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 			info.IdleMemMiB = m
 		}
 	}
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type == v1alpha1.GPUIdleCondition {
-			info.Idle = c.Status == corev1.ConditionTrue
-			if info.Idle {
-				info.IdleSince = v1alpha1.GPUIdleObserved(c)
-			}
+	if c := v1alpha1.GPUIdleConditionOf(pod); c != nil {
+		info.Idle = c.Status == corev1.ConditionTrue
+		if info.Idle {
+			info.IdleSince = v1alpha1.GPUIdleObserved(c)
 		}
 	}
 }

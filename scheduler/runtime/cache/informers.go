@@ -233,17 +233,19 @@ func podChangeRelevant(old, cur any) bool {
 	}
 	return a.Spec.NodeName != b.Spec.NodeName || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
 		terminal(a) != terminal(b) || len(a.Spec.SchedulingGates) != len(b.Spec.SchedulingGates) ||
-		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) || gpuIdle(a) != gpuIdle(b)
+		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) || gpuIdleChanged(a, b)
 }
 
-// gpuIdle is the status and transition time of a pod's GPUIdle condition ("" when absent).
-func gpuIdle(p *corev1.Pod) string {
-	for i := range p.Status.Conditions {
-		if c := &p.Status.Conditions[i]; c.Type == v1alpha1.GPUIdleCondition {
-			return string(c.Status) + c.LastTransitionTime.String() + c.Message
-		}
+// gpuIdleChanged reports whether the GPUIdle condition of a pod differs between two versions:
+// its status, or its message, which carries the agent's observation time (a re-asserted
+// condition, or one that flipped twice between updates). It runs on every pod update, so it
+// compares in place.
+func gpuIdleChanged(a, b *corev1.Pod) bool {
+	ca, cb := v1alpha1.GPUIdleConditionOf(a), v1alpha1.GPUIdleConditionOf(b)
+	if ca == nil || cb == nil {
+		return (ca == nil) != (cb == nil)
 	}
-	return ""
+	return ca.Status != cb.Status || ca.Message != cb.Message || !ca.LastTransitionTime.Equal(&cb.LastTransitionTime)
 }
 
 // nodeChangeRelevant reports whether a node update changes what the snapshot reads.

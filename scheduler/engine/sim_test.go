@@ -451,7 +451,7 @@ func (s *sim) checkLoans(n *corev1.Node, idx int, g *gpuUse) error {
 			bad = "holder " + h.Name + " is not an idle interactive pod"
 		case !pol.Lend:
 			bad = "holder " + h.Name + "'s queue does not lend"
-		case s.now.Sub(info.IdleSince) < pol.MinIdleTime:
+		case s.now.Sub(info.IdleChanged) < pol.MinIdleTime:
 			bad = "holder " + h.Name + " has not been idle long enough"
 		case info.IdleMemMiB < 0:
 			bad = "holder " + h.Name + " has no idle memory"

@@ -315,7 +315,7 @@ func (l *loop) dispatch(res *engine.Result) {
 			}
 			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(inf.Pod(e.Pod.Namespace, e.Pod.Name))}
 			if e.Reason == engine.EvictLoanReturn {
-				r.WokeAt = l.lenderWokeAt(t)
+				r.WokeAt = lenderWokeAt(t)
 			}
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()
@@ -334,7 +334,7 @@ func (l *loop) dispatch(res *engine.Result) {
 // lenderWokeAt is when the gpu-agent last observed a pod sharing the GPU of loan t turn active
 // (its GPUIdle condition False), as precisely as the condition says (v1alpha1.GPUIdleObserved);
 // zero when none did (the GPU went back for another reason).
-func (l *loop) lenderWokeAt(t *snapshot.Task) time.Time {
+func lenderWokeAt(t *snapshot.Task) time.Time {
 	var at time.Time
 	if t.Node == nil || t.GPUs.Shared < 0 {
 		return at
@@ -343,14 +343,8 @@ func (l *loop) lenderWokeAt(t *snapshot.Task) time.Time {
 		if h.GPUs.Shared != t.GPUs.Shared || h.GPUs.Loan || h.Req.Reservation || !h.Interactive || h.Idle {
 			continue
 		}
-		p := l.rt.inf.Pod(h.Key.Namespace, h.Key.Name)
-		if p == nil {
-			continue
-		}
-		if c := v1alpha1.GPUIdleConditionOf(p); c != nil && c.Status == corev1.ConditionFalse {
-			if o := v1alpha1.GPUIdleObserved(c); o.After(at) {
-				at = o
-			}
+		if w := h.WokeAt(); w.After(at) {
+			at = w
 		}
 	}
 	return at

@@ -19,7 +19,7 @@ func TestPodInfoIdleLending(t *testing.T) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionTrue,
 		LastTransitionTime: metav1.NewTime(observed.Truncate(time.Second)), Message: v1alpha1.GPUIdleMessage("idle", observed)}}
 	info := snapshot.PodInfoFromPod(p)
-	if !info.Interactive || !info.Idle || !info.IdleSince.Equal(observed) || info.IdleMemMiB != 1234 || info.Loan || info.BorrowOptIn {
+	if !info.Interactive || !info.Idle || !info.IdleChanged.Equal(observed) || info.IdleMemMiB != 1234 || info.Loan || info.BorrowOptIn {
 		t.Errorf("notebook: %+v", info)
 	}
 	b := testutil.MakePod("b", "train").Queue("b").Fraction("0.5").Priority(50).

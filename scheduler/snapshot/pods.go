@@ -60,11 +60,12 @@ type PodInfo struct {
 	Controlled bool
 
 	// Interactive is the gpu-agent's rule for the pods whose idleness it tracks (see
-	// Interactive). Idle and IdleSince read its fairway.dev/GPUIdle condition, IdleMemMiB its
-	// fairway.dev/idle-gpu-memory-used (-1 when absent or malformed).
+	// v1alpha1.IsInteractive). Idle and IdleChanged read its fairway.dev/GPUIdle condition
+	// (IdleChanged: when the agent observed its last transition, to idle or to active),
+	// IdleMemMiB its fairway.dev/idle-gpu-memory-used (-1 when absent or malformed).
 	Interactive bool
 	Idle        bool
-	IdleSince   time.Time
+	IdleChanged time.Time
 	IdleMemMiB  int64
 	// Loan is fairway.dev/loan: "true", written when the scheduler placed the pod on loan.
 	Loan bool
@@ -86,9 +87,7 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 	}
 	if c := v1alpha1.GPUIdleConditionOf(pod); c != nil {
 		info.Idle = c.Status == corev1.ConditionTrue
-		if info.Idle {
-			info.IdleSince = v1alpha1.GPUIdleObserved(c)
-		}
+		info.IdleChanged = v1alpha1.GPUIdleObserved(c)
 	}
 }
 
@@ -317,9 +316,9 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 		if sameTask(old, t) {
 			s.releaseClass(t.Class)
 			old.Priority = t.Priority
-			if old.Idle != t.Idle || old.idleSince != t.idleSince || old.IdleMemMiB != t.IdleMemMiB {
+			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB {
 				// Whether the pod's GPU may be lent changed: nothing is accounted differently.
-				old.Idle, old.idleSince, old.IdleMemMiB = t.Idle, t.idleSince, t.IdleMemMiB
+				old.Idle, old.idleChanged, old.IdleMemMiB = t.Idle, t.idleChanged, t.IdleMemMiB
 				if old.Node != nil {
 					old.Node.Version++
 				}
@@ -362,8 +361,8 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
 	}
-	if !info.IdleSince.IsZero() {
-		t.idleSince = info.IdleSince.UnixNano()
+	if !info.IdleChanged.IsZero() {
+		t.idleChanged = info.IdleChanged.UnixNano()
 	}
 	if info.Req.Reservation && len(info.GPUIndexes) > 0 {
 		t.resvSlot = info.GPUIndexes[0]

@@ -134,9 +134,9 @@ type Task struct {
 	BorrowOptIn bool
 	// loanHint is the pod's fairway.dev/loan: "true", which restores a loan found running.
 	loanHint bool
-	// idleSince is when the agent saw the pod go idle (Unix nanoseconds; see IdleSince): kept
-	// small, every pod carries it.
-	idleSince int64
+	// idleChanged is when the agent saw the pod's GPUIdle condition last change (Unix
+	// nanoseconds; see IdleSince and WokeAt): kept small, every pod carries it.
+	idleChanged int64
 
 	// pendGPU is the milli-GPU a pending pod is charged as demand; fixed when the pod is
 	// recorded so that charging and uncharging always agree.
@@ -161,10 +161,19 @@ func (t *Task) PendingGPU() int64 { return t.pendGPU }
 
 // IdleSince is when the gpu-agent observed the pod go idle (zero unless Idle).
 func (t *Task) IdleSince() time.Time {
-	if t.idleSince == 0 {
+	if !t.Idle || t.idleChanged == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, t.idleSince).UTC()
+	return time.Unix(0, t.idleChanged).UTC()
+}
+
+// WokeAt is when the gpu-agent observed the interactive pod turn active (its GPUIdle condition
+// False; zero while idle or when never reported): where the time a loan takes to go back starts.
+func (t *Task) WokeAt() time.Time {
+	if t.Idle || t.idleChanged == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t.idleChanged).UTC()
 }
 
 // IsLoan reports whether the pod runs (or is assumed) on loan.

@@ -57,7 +57,7 @@ func TestLoanRestoredApartFromShares(t *testing.T) {
 	if q.Allocated.At(snapshot.DimGPU) != 0 || q.Loaned.At(snapshot.DimGPU) != 250 {
 		t.Errorf("queue b allocated %d loaned %d; want 0 and 250", q.Allocated.At(snapshot.DimGPU), q.Loaned.At(snapshot.DimGPU))
 	}
-	if !s.Task(key("b", "train")).IsLoan() {
+	if !s.Task(key("b", "train")).GPUs.Loan {
 		t.Errorf("the task is not a loan")
 	}
 	s.DeletePod(key("b", "train"))

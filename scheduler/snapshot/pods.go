@@ -293,6 +293,9 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 			return nil // our binding is in flight
 		case old.Assumed && info.Lifecycle == LifecycleBound && info.NodeName == old.NodeName:
 			old.Assumed = false
+			// The bound pod now carries fairway.dev/loan when the engine lent it the GPU; keep
+			// the hint in step so that the next update is not taken for a different pod.
+			old.loanHint = info.Loan
 			if old.Gang != nil {
 				old.Gang.Assumed--
 			}

@@ -176,9 +176,6 @@ func (t *Task) WokeAt() time.Time {
 	return time.Unix(0, t.idleChanged).UTC()
 }
 
-// IsLoan reports whether the pod runs (or is assumed) on loan.
-func (t *Task) IsLoan() bool { return t.State != TaskPending && t.GPUs.Loan }
-
 // Managed reports whether the pod is accounted to a queue.
 func (t *Task) Managed() bool { return t.Gang != nil }
 

@@ -29,6 +29,9 @@ type podGPU struct {
 
 func (g podGPU) shared() bool { return g.Milli > 0 || g.MemoryMiB > 0 }
 
+// isLoan reports whether the scheduler placed the pod on loan on an idle notebook's GPU.
+func isLoan(p *corev1.Pod) bool { return p.Annotations[fairwayv1.LoanAnnotation] == "true" }
+
 // gpuOf reads a pod's GPUs.
 func gpuOf(p *corev1.Pod) podGPU {
 	g := podGPU{Slot: -1}

@@ -57,7 +57,7 @@ type JobView struct {
 func onLoan(pods []*corev1.Pod) int32 {
 	var n int32
 	for _, p := range pods {
-		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !terminated(p) && p.Annotations[fairwayv1.LoanAnnotation] == "true" {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !terminated(p) && isLoan(p) {
 			n++
 		}
 	}

@@ -157,7 +157,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 				slot := g.Slot
 				sg.Slot = &slot
 			}
-			loan := p.Annotations[fairwayv1.LoanAnnotation] == "true"
+			loan := isLoan(p)
 			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Share: g.share(), OnLoan: loan})
 			switch {
 			case loan:

@@ -252,7 +252,7 @@ func unschedulable(pg *fairwayv1.PodGroup) *metav1.Condition {
 func placement(p *corev1.Pod, s *WhySnapshot) PlacementView {
 	g := gpuOf(p)
 	pv := PlacementView{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, GPUs: g.Whole, Share: g.share(), GPUUUID: g.UUID,
-		OnLoan: p.Spec.NodeName != "" && p.Annotations[fairwayv1.LoanAnnotation] == "true"}
+		OnLoan: p.Spec.NodeName != "" && isLoan(p)}
 	if !g.shared() || p.Spec.NodeName == "" {
 		return pv
 	}
@@ -274,7 +274,7 @@ func placement(p *corev1.Pod, s *WhySnapshot) PlacementView {
 		}
 		if (g.UUID != "" && og.UUID == g.UUID) || (g.UUID == "" && og.Slot == g.Slot) {
 			with := fmt.Sprintf("%s/%s=%s", o.Namespace, o.Name, og.share())
-			if o.Annotations[fairwayv1.LoanAnnotation] == "true" {
+			if isLoan(o) {
 				with += " (on loan)"
 			}
 			pv.SharedWith = append(pv.SharedWith, with)

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/fairway-sched/fairway/api/gpushare"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/mutating-webhook/gpurequest"
 )
 
 // Paths the webhook server serves.
@@ -82,7 +82,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // anything else is an internal error (500), which the API server treats per failurePolicy.
 func refusal(ctx context.Context, err error) admission.Response {
 	var denial *Denial
-	var bad *gpurequest.Error
+	var bad *gpushare.Error
 	if errors.As(err, &denial) || errors.As(err, &bad) {
 		return admission.Denied(err.Error())
 	}

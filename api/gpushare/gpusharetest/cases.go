@@ -53,6 +53,7 @@ var Cases = []Case{
 	{Name: "0.3333 rounds down", Annotations: frac("0.3333"), Milli: 333, Key: Frac},
 	{Name: "0.3335 rounds half up", Annotations: frac("0.3335"), Milli: 334, Key: Frac},
 	{Name: "0.6667 rounds up", Annotations: frac("0.6667"), Milli: 667, Key: Frac},
+	{Name: "0.33", Annotations: frac("0.33"), Milli: 330, Key: Frac},
 	{Name: "0.29 exactly, no float error", Annotations: frac("0.29"), Milli: 290, Key: Frac},
 	{Name: "0.001, the resolution", Annotations: frac("0.001"), Milli: 1, Key: Frac},
 	{Name: "0.0005 rounds up to the resolution", Annotations: frac("0.0005"), Milli: 1, Key: Frac},

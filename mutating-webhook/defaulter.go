@@ -43,7 +43,7 @@ func NewPodDefaulter(list []adapters.Adapter, state ClusterState, objects adapte
 }
 
 // Default rewrites pod in place for fairway, or returns why it must be refused (a *Denial, or a
-// *gpushare.Error) or an internal error. It also returns warnings for the client. It never
+// *gpurequest.Error) or an internal error. It also returns warnings for the client. It never
 // writes to the API server, so it is safe for dry-run requests. It is idempotent: a pod it already
 // rewrote comes out unchanged, which the API server's reinvocation of mutating webhooks needs.
 //

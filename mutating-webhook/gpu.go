@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fairway-sched/fairway/adapters"
-	"github.com/fairway-sched/fairway/api/gpushare"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -41,7 +41,7 @@ const gpuConfigMapPrefix = "fairway-gpu-"
 // container, names its GPU ConfigMap and wires the GPU environment into the container. Pods that
 // ask for whole GPUs (an nvidia.com/gpu limit) and ask for no share are left as they are.
 func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapters.Workload) ([]string, error) {
-	share, err := gpushare.Parse(pod.Annotations)
+	share, err := gpurequest.Parse(pod.Annotations)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/fairway-sched/fairway/api/gpushare"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -82,7 +82,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // anything else is an internal error (500), which the API server treats per failurePolicy.
 func refusal(ctx context.Context, err error) admission.Response {
 	var denial *Denial
-	var bad *gpushare.Error
+	var bad *gpurequest.Error
 	if errors.As(err, &denial) || errors.As(err, &bad) {
 		return admission.Denied(err.Error())
 	}

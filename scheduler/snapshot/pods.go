@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
 
-	"github.com/fairway-sched/fairway/api/gpushare"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -211,7 +211,7 @@ func readRequest(pod *corev1.Pod, r *Request) []string {
 		problems = append(problems, fmt.Sprintf("negative %s request", v1alpha1.ResourceGPU))
 		r.WholeGPUs = 0
 	}
-	share, err := gpushare.Parse(pod.Annotations)
+	share, err := gpurequest.Parse(pod.Annotations)
 	if err != nil {
 		problems = append(problems, "annotation "+err.Error())
 	}

@@ -1,8 +1,8 @@
-// Package gpusharetest holds the one table of GPU-share annotation inputs and what they mean. The
-// tests of every reader (gpushare itself, the mutating webhook, the scheduler's snapshot and the
+// Package gpurequesttest holds the one table of GPU-share annotation inputs and what they mean. The
+// tests of every reader (gpurequest itself, the mutating webhook, the scheduler's snapshot and the
 // CLI) run all of it, so the readers cannot drift apart again: each must read every input to the
 // value written here, or refuse it.
-package gpusharetest
+package gpurequesttest
 
 import fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 

@@ -1,4 +1,4 @@
-package gpushare_test
+package gpurequest_test
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fairway-sched/fairway/api/gpushare"
-	"github.com/fairway-sched/fairway/api/gpushare/gpusharetest"
+	"github.com/fairway-sched/fairway/api/gpurequest"
+	"github.com/fairway-sched/fairway/api/gpurequest/gpurequesttest"
 )
 
 // FuzzParse feeds arbitrary values to the four GPU-share annotations, seeded with the shared
@@ -24,7 +24,7 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
-	for _, tc := range gpusharetest.Cases {
+	for _, tc := range gpurequesttest.Cases {
 		a := tc.Annotations
 		f.Add(a[frac], a[aliasF], a[mem], a[aliasMem])
 	}
@@ -35,11 +35,11 @@ func FuzzParse(f *testing.F) {
 				ann[k] = v
 			}
 		}
-		got, err := gpushare.Parse(ann)
+		got, err := gpurequest.Parse(ann)
 		if err != nil {
-			var perr *gpushare.Error
+			var perr *gpurequest.Error
 			if !errors.As(err, &perr) {
-				t.Fatalf("error %T (%v) is not a *gpushare.Error", err, err)
+				t.Fatalf("error %T (%v) is not a *gpurequest.Error", err, err)
 			}
 			if _, ok := ann[perr.Key]; !ok {
 				t.Fatalf("error names %q, which the pod does not set: %v", perr.Key, err)
@@ -52,9 +52,9 @@ func FuzzParse(f *testing.F) {
 		switch {
 		case got.Milli != 0 && got.MemoryMiB != 0:
 			t.Fatalf("both fraction and memory in %+v", got)
-		case got.Milli < 0 || got.Milli >= gpushare.Resolution:
+		case got.Milli < 0 || got.Milli >= gpurequest.Resolution:
 			t.Fatalf("fraction out of range: %+v", got)
-		case got.MemoryMiB < 0 || got.MemoryMiB > gpushare.MaxMemoryMiB:
+		case got.MemoryMiB < 0 || got.MemoryMiB > gpurequest.MaxMemoryMiB:
 			t.Fatalf("memory out of range: %+v", got)
 		case got.IsZero() != (len(ann) == 0):
 			t.Fatalf("Parse(%q) = %+v: a request exactly when an annotation is set", ann, got)
@@ -64,11 +64,11 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q) = %d milli, exact rounding gives %d", ann, got.Milli, want)
 			}
 		}
-		var again gpushare.Request
+		var again gpurequest.Request
 		if got.Milli != 0 {
-			again, err = gpushare.Parse(map[string]string{frac: got.Fraction()})
+			again, err = gpurequest.Parse(map[string]string{frac: got.Fraction()})
 		} else if got.MemoryMiB != 0 {
-			again, err = gpushare.Parse(map[string]string{mem: got.Memory()})
+			again, err = gpurequest.Parse(map[string]string{mem: got.Memory()})
 		}
 		if err != nil || again.Milli != got.Milli || again.MemoryMiB != got.MemoryMiB {
 			t.Fatalf("canonical form of %+v does not round-trip: %+v, %v", got, again, err)
@@ -77,10 +77,10 @@ func FuzzParse(f *testing.F) {
 }
 
 const (
-	frac     = gpusharetest.Frac
-	mem      = gpusharetest.Mem
-	aliasF   = gpusharetest.AliasF
-	aliasMem = gpusharetest.AliasMem
+	frac     = gpurequesttest.Frac
+	mem      = gpurequesttest.Mem
+	aliasF   = gpurequesttest.AliasF
+	aliasMem = gpurequesttest.AliasMem
 )
 
 // roundedMilli is v, a decimal, in thousandths rounded half up, computed exactly; -1 when v is

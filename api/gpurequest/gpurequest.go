@@ -1,10 +1,11 @@
-// Package gpushare is the one reader of the annotations with which a pod asks for a share of one
-// GPU: fairway.dev/gpu-fraction or fairway.dev/gpu-memory, and their Run:ai/KAI aliases
-// gpu-fraction and gpu-memory. The mutating webhook, the scheduler's snapshot and the CLI all call
-// Parse, so a pod the webhook never saw (created before fairway was installed, or while the
+// Package gpurequest is the one reader of the annotations with which a pod asks for a share of
+// one GPU: fairway.dev/gpu-fraction or fairway.dev/gpu-memory, and their Run:ai/KAI aliases
+// gpu-fraction and gpu-memory. The mutating webhook, the scheduler's snapshot and the CLI all
+// call Parse, so a pod the webhook never saw (created before fairway was installed, or while the
 // webhook was down) is read by the same rules as one it admitted. The webhook writes the
 // canonical value back under fairway's own key (Request.Fraction, Request.Memory); Parse reads
-// that again to the same request.
+// that again to the same request. The package lives in api/ because the rules are a contract
+// between components; it depends only on apimachinery and api/v1alpha1.
 //
 // The rules:
 //
@@ -30,7 +31,7 @@
 // Every refusal is an *Error whose message names the annotation, quotes the value and says what
 // is allowed. The webhook denies the pod with it; the scheduler reports it as the reason the pod
 // is unschedulable; the CLI counts no share for the pod.
-package gpushare
+package gpurequest
 
 import (
 	"fmt"

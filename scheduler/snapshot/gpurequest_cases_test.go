@@ -5,17 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fairway-sched/fairway/api/gpushare/gpusharetest"
+	"github.com/fairway-sched/fairway/api/gpurequest/gpurequesttest"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 	"github.com/fairway-sched/fairway/scheduler/testutil"
 )
 
-// TestGPUShareCases runs the GPU-share table that gpushare, the webhook and the CLI also run
+// TestGPUShareCases runs the GPU-share table that gpurequest, the webhook and the CLI also run
 // through PodInfoFromPod, as the scheduler reads a pod the webhook never saw: an accepted input
 // is the request the table gives, a refused one asks for no share and makes the pod's problem,
 // with the parser's message.
 func TestGPUShareCases(t *testing.T) {
-	for _, tc := range gpusharetest.Cases {
+	for _, tc := range gpurequesttest.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			pod := testutil.MakePod("a", "p").Queue("a").Obj()
 			pod.Annotations = maps.Clone(tc.Annotations)

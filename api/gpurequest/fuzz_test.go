@@ -3,8 +3,11 @@ package gpurequest_test
 import (
 	"errors"
 	"math/big"
+	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fairway-sched/fairway/api/gpurequest"
 	"github.com/fairway-sched/fairway/api/gpurequest/gpurequesttest"
@@ -13,7 +16,8 @@ import (
 // FuzzParse feeds arbitrary values to the four GPU-share annotations, seeded with the shared
 // table. Parse must never panic; an accepted request is in range, an accepted fraction is the
 // exact value rounded half up to thousandths (checked with math/big, not with Parse's own digit
-// arithmetic), and a request survives a round trip through its canonical form; a refusal is an
+// arithmetic), accepted memory is what resource.ParseQuantity reads rounded up to MiB (Parse
+// reads the common spellings without it), and a request survives a round trip through its canonical form; a refusal is an
 // *Error whose message names the annotation and quotes the value.
 func FuzzParse(f *testing.F) {
 	for _, seed := range [][4]string{
@@ -64,6 +68,11 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q) = %d milli, exact rounding gives %d", ann, got.Milli, want)
 			}
 		}
+		if got.MemoryMiB != 0 {
+			if want := quantityMiB(ann[got.Key]); want != got.MemoryMiB {
+				t.Fatalf("Parse(%q) = %d MiB, resource.ParseQuantity gives %d", ann, got.MemoryMiB, want)
+			}
+		}
 		var again gpurequest.Request
 		if got.Milli != 0 {
 			again, err = gpurequest.Parse(map[string]string{frac: got.Fraction()})
@@ -93,4 +102,18 @@ func roundedMilli(v string) int64 {
 	r.Mul(r, big.NewRat(1000, 1)).Add(r, big.NewRat(1, 2))
 	q := new(big.Int).Quo(r.Num(), r.Denom()) // truncation is floor: r > 0
 	return q.Int64()
+}
+
+// quantityMiB is v, MiB or a quantity, in MiB rounded up, as resource.ParseQuantity reads it; -1
+// when it does not.
+func quantityMiB(v string) int64 {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return n
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return -1
+	}
+	return (q.Value() + 1<<20 - 1) >> 20 // Value rounds up to whole bytes
 }

@@ -209,6 +209,12 @@ func readMemory(s string) (int64, string) {
 		}
 		return n, ""
 	}
+	if mib, ok := binaryMiB(s); ok {
+		if mib <= 0 || mib > MaxMemoryMiB {
+			return 0, AllowedMemory
+		}
+		return mib, ""
+	}
 	if !hasUnit(s) {
 		return 0, AllowedMemory
 	}
@@ -229,6 +235,42 @@ func readMemory(s string) (int64, string) {
 		return 0, AllowedMemory
 	}
 	return mib, ""
+}
+
+// binaryMiB reads the common spelling, a whole number with a binary unit ("20Gi", "20480Mi"),
+// without resource.ParseQuantity, which costs more than the rest of reading a pod's share: the
+// webhook leaves the user's alias beside fairway's key, so the scheduler reads it on every pod
+// event. ok is false for any other spelling; mib is -1 when the value is out of range.
+func binaryMiB(s string) (mib int64, ok bool) {
+	if len(s) < 3 || s[len(s)-1] != 'i' || !digits(s[:len(s)-2]) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:len(s)-2], 10, 64)
+	if err != nil {
+		return -1, true // more digits than int64 holds
+	}
+	var shift uint // from MiB
+	switch s[len(s)-2] {
+	case 'K':
+		if n%1024 != 0 {
+			return n/1024 + 1, true
+		}
+		return n / 1024, true
+	case 'M':
+		shift = 0
+	case 'G':
+		shift = 10
+	case 'T':
+		shift = 20
+	case 'P':
+		shift = 30
+	default:
+		return 0, false
+	}
+	if n > MaxMemoryMiB>>shift {
+		return -1, true
+	}
+	return n << shift, true
 }
 
 // hasUnit accepts a plain decimal followed by one of the binary and decimal byte suffixes of

@@ -97,6 +97,8 @@ var Cases = []Case{
 	{Name: "memory 20G rounds up to MiB", Annotations: mem("20G"), MemoryMiB: 19074, Key: Mem},
 	{Name: "memory 0.5Gi", Annotations: mem("0.5Gi"), MemoryMiB: 512, Key: Mem},
 	{Name: "memory 1Ki rounds up to 1 MiB", Annotations: mem("1Ki"), MemoryMiB: 1, Key: Mem},
+	{Name: "memory 1025Ki rounds up to 2 MiB", Annotations: mem("1025Ki"), MemoryMiB: 2, Key: Mem},
+	{Name: "memory 16Ti, the most", Annotations: mem("16Ti"), MemoryMiB: 16 << 20, Key: Mem},
 	{Name: "memory blanks around", Annotations: mem(" 4096 "), MemoryMiB: 4096, Key: Mem},
 	{Name: "memory zero", Annotations: mem("0"), Err: mib, ErrKey: Mem},
 	{Name: "memory zero with a unit", Annotations: mem("0Gi"), Err: mib, ErrKey: Mem},

@@ -92,14 +92,12 @@ func HasContainer(pod *corev1.Pod, name string) bool {
 }
 
 // QueueFromLabels returns the queue a framework object names with fairway's queue label or one of
-// its Run:ai and KAI aliases, or "" when it names none.
+// its Run:ai and KAI aliases (fairwayv1.QueueOf), or "" when it names none. It is only a hint,
+// which the webhook checks against the queues serving the pod's namespace, so labels that name
+// different queues give the preferred one rather than refusing the pods of the object.
 func QueueFromLabels(labels map[string]string) string {
-	for _, k := range []string{fairwayv1.QueueLabel, fairwayv1.RunAIQueueLabel, fairwayv1.KAIQueueLabel} {
-		if v := labels[k]; v != "" {
-			return v
-		}
-	}
-	return ""
+	_, q, _ := fairwayv1.QueueOf(labels)
+	return q
 }
 
 // DegradedWarning is the warning an adapter returns when it could not read the framework object

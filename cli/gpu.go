@@ -2,12 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -16,9 +16,10 @@ import (
 type podGPU struct {
 	// Whole is the pod's nvidia.com/gpu count.
 	Whole int64
-	// Milli is a fractional share in thousandths of a GPU (fairway.dev/gpu-fraction).
+	// Milli is a fractional share in thousandths of a GPU (fairway.dev/gpu-fraction or its
+	// alias, read by gpurequest.Parse).
 	Milli int64
-	// MemoryMiB is a share by GPU memory (fairway.dev/gpu-memory).
+	// MemoryMiB is a share by GPU memory (fairway.dev/gpu-memory or its alias).
 	MemoryMiB int64
 	// Slot is the scheduler's GPU slot on the node (fairway.dev/gpu-index on a fractional pod),
 	// -1 when not placed.
@@ -28,6 +29,12 @@ type podGPU struct {
 }
 
 func (g podGPU) shared() bool { return g.Milli > 0 || g.MemoryMiB > 0 }
+
+// queueOf is the queue the pod's labels name (see v1alpha1.QueueOf), "" for none.
+func queueOf(p *corev1.Pod) string {
+	_, q, _ := fairwayv1.QueueOf(p.Labels)
+	return q
+}
 
 // isLoan reports whether the scheduler placed the pod on loan on an idle notebook's GPU.
 func isLoan(p *corev1.Pod) bool { return p.Annotations[fairwayv1.LoanAnnotation] == "true" }
@@ -43,10 +50,9 @@ func gpuOf(p *corev1.Pod) podGPU {
 		g.Whole += q.Value()
 	}
 	a := p.Annotations
-	if f, err := strconv.ParseFloat(strings.TrimSpace(a[fairwayv1.GPUFractionAnnotation]), 64); err == nil && f > 0 && f < 1 {
-		g.Milli = int64(math.Round(f * 1000))
-	} else if m, err := strconv.ParseInt(strings.TrimSpace(a[fairwayv1.GPUMemoryAnnotation]), 10, 64); err == nil && m > 0 {
-		g.MemoryMiB = m
+	// The scheduler's reading: a share it refuses is none, as it places none.
+	if share, err := gpurequest.Parse(a); err == nil {
+		g.Milli, g.MemoryMiB = share.Milli, share.MemoryMiB
 	}
 	if g.shared() {
 		if s, err := strconv.Atoi(a[fairwayv1.GPUIndexAnnotation]); err == nil {

@@ -168,7 +168,7 @@ func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int
 		}
 	}
 	if j.Queue == "" && len(pods) > 0 {
-		j.Queue = pods[0].Labels[fairwayv1.QueueLabel]
+		j.Queue = queueOf(pods[0])
 	}
 	switch {
 	case pg.Status.LastStartTime != nil:
@@ -180,7 +180,7 @@ func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int
 }
 
 func podJob(p *corev1.Pod, prio map[string]int32, now time.Time) JobView {
-	j := JobView{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Queue: p.Labels[fairwayv1.QueueLabel],
+	j := JobView{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p),
 		PriorityClass: p.Spec.PriorityClassName, State: string(p.Status.Phase), MinMember: 1,
 		Framework: p.Labels[fairwayv1.FrameworkLabel], Priority: p.Spec.Priority}
 	if v, ok := prio[j.PriorityClass]; ok {

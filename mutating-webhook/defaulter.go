@@ -155,26 +155,14 @@ func notServed(ns string) error {
 	return deny("namespace %q is not served by any fairway queue, so pods there cannot use spec.schedulerName %q: add the namespace to a Queue's spec.namespaces, or remove the scheduler name", ns, schedulerName)
 }
 
-// queueKeys are the pod labels that name a queue, fairway's first.
-var queueKeys = []string{fairwayv1.QueueLabel, fairwayv1.RunAIQueueLabel, fairwayv1.KAIQueueLabel}
-
 // resolveQueue picks the pod's queue: the one its labels name (fairway's label or the Run:ai and
-// KAI aliases, which must agree), else the one its framework object names, else the one queue
-// serving the namespace. A queue that does not serve the pod's namespace is refused, so no label
-// lets a pod spend another team's quota.
+// KAI aliases, read by fairwayv1.QueueOf, which refuses labels that disagree), else the one its
+// framework object names, else the one queue serving the namespace. A queue that does not serve
+// the pod's namespace is refused, so no label lets a pod spend another team's quota.
 func (d *PodDefaulter) resolveQueue(ctx context.Context, pod *corev1.Pod, ns, hint string, serving []string) (string, error) {
-	key, asked := "", ""
-	for _, k := range queueKeys {
-		v, ok := pod.Labels[k]
-		if !ok {
-			continue
-		}
-		if key != "" && v != asked {
-			return "", deny("%s %q and %s %q: the labels name different queues; set one", key, asked, k, v)
-		}
-		if key == "" {
-			key, asked = k, v
-		}
+	key, asked, err := fairwayv1.QueueOf(pod.Labels)
+	if err != nil {
+		return "", deny("%v", err)
 	}
 	if key == "" && hint != "" {
 		key, asked = "queue label on the pod's "+"framework object", hint

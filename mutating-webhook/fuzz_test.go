@@ -7,14 +7,20 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
+	"github.com/fairway-sched/fairway/api/gpurequest"
+	"github.com/fairway-sched/fairway/api/gpurequest/gpurequesttest"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
 )
 
@@ -22,7 +28,9 @@ import (
 // server (or anyone who can reach the port) would. The handler must never panic (a recovered
 // panic answers 500 and counts as a failure here), and every answer must be a well-formed
 // AdmissionReview: HTTP 200, a response echoing the request UID, and, when allowed with a patch,
-// a JSON patch that applies to the object that was sent.
+// a JSON patch that applies to the object that was sent and leaves a GPU share that the shared
+// parser (api/gpurequest) reads as the share sent. It is seeded with the shared table of GPU-share
+// inputs.
 func FuzzAdmissionReview(f *testing.F) {
 	rayObjects := adaptertest.LoadObjects(f, "../adapters/kuberay/testdata/raycluster.yaml")
 	fixtures, _ := filepath.Glob("../adapters/*/testdata/*.yaml")
@@ -44,6 +52,12 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"kind":"Pod","version":"v1"},"operation":"CREATE","namespace":"team-a","object":{"metadata":{"annotations":{"gpu-fraction":"0.5"}},"spec":{"containers":[]}}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"2","kind":{"kind":"Pod","version":"v1"},"operation":"CREATE","namespace":"team-a","object":null}}`))
 	f.Add([]byte(`{"kind":"AdmissionReview"}`))
+	for _, tc := range gpurequesttest.Cases {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: tc.Annotations},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		req := createRequest(f, pod, "team-a")
+		f.Add(mustJSON(f, admissionv1.AdmissionReview{TypeMeta: metaAdmissionReview, Request: &req.AdmissionRequest}))
+	}
 	f.Add([]byte(`not json`))
 
 	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{MPSPipeDirectory: "/tmp/nvidia-mps"}).HTTPHandler(logr.Discard())
@@ -84,10 +98,40 @@ func FuzzAdmissionReview(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the patch is not a JSON patch: %v", err)
 		}
-		if _, err := patch.Apply(sent.Request.Object.Raw); err != nil {
+		patched, err := patch.Apply(sent.Request.Object.Raw)
+		if err != nil {
 			t.Fatalf("the patch does not apply to the object sent: %v\npatch: %s", err, resp.Patch)
 		}
+		checkGPUShare(t, sent.Request.Object.Raw, patched, resp.Warnings)
 	})
+}
+
+// checkGPUShare holds the webhook to the shared parser, by which the scheduler and the CLI read
+// the pod it admits: the webhook patches no pod whose GPU-share annotations gpurequest refuses, and
+// the patched pod reads to the same share as the pod sent.
+func checkGPUShare(t *testing.T, sent, patched []byte, warnings []string) {
+	t.Helper()
+	var before, after corev1.Pod
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(sent, &before) != nil {
+		return
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &after); err != nil {
+		t.Fatalf("the patched pod does not decode: %v", err)
+	}
+	want, err := gpurequest.Parse(before.Annotations)
+	if err != nil {
+		t.Fatalf("patched a pod whose GPU share gpurequest refuses (%v)", err)
+	}
+	got, err := gpurequest.Parse(after.Annotations)
+	if err != nil {
+		t.Fatalf("the patched pod's GPU share is refused: %v", err)
+	}
+	// A helper pod that never gets a GPU loses its share, with a warning; that is the one change
+	// allowed.
+	dropped := got.IsZero() && slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "helper pod") })
+	if (got.Milli != want.Milli || got.MemoryMiB != want.MemoryMiB) && !dropped {
+		t.Fatalf("sent %+v, the patched pod reads %+v (warnings %q)", want, got, warnings)
+	}
 }
 
 func mustJSON(t testing.TB, v any) []byte {

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/mutating-webhook/gpurequest"
 )
 
 // Environment variables the GPU container of a fractional pod takes from its GPU ConfigMap, which

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/mutating-webhook/gpurequest"
 )
 
 // Paths the webhook server serves.

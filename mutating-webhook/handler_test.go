@@ -177,6 +177,10 @@ func TestDenials(t *testing.T) {
 			pod:     makePod("p").label("kai.scheduler/queue", "ray-team").obj(),
 			wantMsg: `kai.scheduler/queue "ray-team": queue "ray-team" does not serve namespace "team-a"`,
 		},
+		"an empty queue label counts as not set": {
+			pod:     makePod("p").label("fairway.dev/queue", "").label("runai/queue", "team-b").obj(),
+			wantMsg: `runai/queue "team-b": queue "team-b" does not serve namespace "team-a"`,
+		},
 		"queue labels disagree": {
 			pod:     makePod("p").label("fairway.dev/queue", "team-a").label("runai/queue", "team-b").obj(),
 			wantMsg: `fairway.dev/queue "team-a" and runai/queue "team-b": the labels name different queues`,

@@ -10,15 +10,18 @@ const Prefix = "fairway.dev/"
 // writes the internal keys below.
 const (
 	// QueueLabel names the leaf queue a pod is accounted to. When absent the webhook uses the
-	// queue that serves the pod's namespace. Aliases: RunAIQueueLabel, KAIQueueLabel.
+	// queue that serves the pod's namespace. Aliases: RunAIQueueLabel, KAIQueueLabel; every
+	// component reads the three with QueueOf.
 	QueueLabel = Prefix + "queue"
 
 	// GPUFractionAnnotation asks for a share of one GPU, a decimal in (0, 1), e.g. "0.5".
-	// Alias: GPUFractionAliasAnnotation.
+	// Alias: GPUFractionAliasAnnotation. Every component reads both with api/gpurequest, whose
+	// package doc holds the rules (rounding to 0.001, what is refused).
 	GPUFractionAnnotation = Prefix + "gpu-fraction"
 
-	// GPUMemoryAnnotation asks for GPU memory in MiB on one shared GPU, e.g. "20000".
-	// Alias: GPUMemoryAliasAnnotation.
+	// GPUMemoryAnnotation asks for GPU memory on one shared GPU, in MiB ("20000") or as a
+	// quantity with a byte unit ("20Gi"); the webhook writes MiB. Alias: GPUMemoryAliasAnnotation.
+	// Read with api/gpurequest.
 	GPUMemoryAnnotation = Prefix + "gpu-memory"
 
 	// GPUContainerAnnotation names the container that gets the GPU share. When absent the adapter

@@ -224,7 +224,8 @@ func (m *Monitor) Poll(ctx context.Context) error {
 	m.track(byUID, usage, pids, idleMemory(byUID, usage, gpuByIndex), now)
 	for _, u := range usage {
 		pod := byUID[u.UID]
-		u.Namespace, u.Name, u.Queue = pod.Namespace, pod.Name, pod.Labels[fairwayv1alpha1.QueueLabel]
+		_, queue, _ := fairwayv1alpha1.QueueOf(pod.Labels)
+		u.Namespace, u.Name, u.Queue = pod.Namespace, pod.Name, queue
 		u.GPUUUID, u.Model = identity(inv, u.GPUIndex)
 		u.Interactive = fairwayv1alpha1.IsInteractive(pod)
 		u.Idle = u.Interactive && m.tracker.Idle(u.UID)

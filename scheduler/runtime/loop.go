@@ -424,7 +424,7 @@ func (l *loop) sweepGoneNodes(ctx context.Context, now time.Time) {
 			reqs = append(reqs, evictor.Request{
 				Eviction: engine.Eviction{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Node: node,
 					Reason: evictor.ReasonNodeDeleted, Message: "node " + node + " was deleted"},
-				UID: p.UID, Queue: p.Labels[v1alpha1.QueueLabel], Framework: frameworkOf(p),
+				UID: p.UID, Queue: queueOf(p), Framework: frameworkOf(p),
 			})
 		}
 		if len(reqs) == 0 {

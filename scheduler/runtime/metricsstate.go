@@ -141,7 +141,7 @@ func (l *loop) podGroupCounts() []metrics.PodGroups {
 		}
 		if k.q == "" {
 			for _, p := range pods {
-				if k.q = p.Labels[v1alpha1.QueueLabel]; k.q != "" {
+				if k.q = queueOf(p); k.q != "" {
 					break
 				}
 			}
@@ -174,6 +174,12 @@ func frameworkOf(p *corev1.Pod) string {
 		return "none"
 	}
 	return podsFramework([]*corev1.Pod{p})
+}
+
+// queueOf is the queue the pod's labels name (v1alpha1.QueueOf), "" for none.
+func queueOf(p *corev1.Pod) string {
+	_, q, _ := v1alpha1.QueueOf(p.Labels)
+	return q
 }
 
 func naturals(a engine.Amounts) map[string]float64 {

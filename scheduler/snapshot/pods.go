@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
 
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -109,7 +110,8 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 	if pod.Spec.Priority != nil {
 		info.Priority = *pod.Spec.Priority
 	}
-	info.Queue = firstOf(pod.Labels, v1alpha1.QueueLabel, v1alpha1.RunAIQueueLabel, v1alpha1.KAIQueueLabel)
+	_, queue, queueErr := v1alpha1.QueueOf(pod.Labels)
+	info.Queue = queue
 	ann := pod.Annotations
 	info.Gang = GangKey{Namespace: pod.Namespace, Name: pod.Name}
 	if pg := ann[v1alpha1.PodGroupAnnotation]; pg != "" {
@@ -142,6 +144,9 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 
 	readIdle(pod, &info)
 	problems := readRequest(pod, &info.Req)
+	if queueErr != nil {
+		problems = append(problems, queueErr.Error())
+	}
 	if v, ok := ann[v1alpha1.MinMemberAnnotation]; ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || n < 1 {
@@ -175,15 +180,6 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 	return info
 }
 
-func firstOf(m map[string]string, keys ...string) string {
-	for _, k := range keys {
-		if v := m[k]; v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // readRequest fills r from the pod's effective requests (resource.PodRequests: containers, init
 // containers, overhead, pod-level resources) and GPU-share annotations, returning what is wrong.
 func readRequest(pod *corev1.Pod, r *Request) []string {
@@ -215,32 +211,11 @@ func readRequest(pod *corev1.Pod, r *Request) []string {
 		problems = append(problems, fmt.Sprintf("negative %s request", v1alpha1.ResourceGPU))
 		r.WholeGPUs = 0
 	}
-	ann := pod.Annotations
-	fracKey, frac := v1alpha1.GPUFractionAnnotation, ann[v1alpha1.GPUFractionAnnotation]
-	if frac == "" {
-		fracKey, frac = v1alpha1.GPUFractionAliasAnnotation, ann[v1alpha1.GPUFractionAliasAnnotation]
+	share, err := gpurequest.Parse(pod.Annotations)
+	if err != nil {
+		problems = append(problems, "annotation "+err.Error())
 	}
-	memKey, mem := v1alpha1.GPUMemoryAnnotation, ann[v1alpha1.GPUMemoryAnnotation]
-	if mem == "" {
-		memKey, mem = v1alpha1.GPUMemoryAliasAnnotation, ann[v1alpha1.GPUMemoryAliasAnnotation]
-	}
-	if frac != "" {
-		m, err := ParseGPUFraction(frac)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("annotation %s: %v", fracKey, err))
-		}
-		r.FractionMilli = m
-	}
-	if mem != "" {
-		m, err := ParseGPUMemory(mem)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("annotation %s: %v", memKey, err))
-		}
-		r.GPUMemoryMiB = m
-	}
-	if frac != "" && mem != "" {
-		problems = append(problems, fmt.Sprintf("annotations %s and %s are exclusive: ask for a fraction or for memory", fracKey, memKey))
-	}
+	r.FractionMilli, r.GPUMemoryMiB = share.Milli, share.MemoryMiB
 	if r.Shared() && r.WholeGPUs > 0 {
 		problems = append(problems, fmt.Sprintf("a pod asks for whole GPUs (%s) or for a share of one GPU, not both", v1alpha1.ResourceGPU))
 	}

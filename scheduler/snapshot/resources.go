@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -177,32 +176,4 @@ func (r *Request) String() string {
 		parts = append(parts, fmt.Sprintf("%d %s", s.Value, s.Name))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// ParseGPUFraction reads a gpu-fraction annotation: a decimal in (0, 1), kept to a resolution of
-// 0.001 by rounding down (0.3333 is 333 milli-GPU). Anything else is an error whose message names
-// the value, for the pod's unschedulable reason.
-func ParseGPUFraction(v string) (int64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q is not a decimal number", v)
-	}
-	if f <= 0 || f >= 1 {
-		return 0, fmt.Errorf("%q must be between 0 and 1 (exclusive); ask for whole GPUs with %s", v, corev1.ResourceName("nvidia.com/gpu"))
-	}
-	// The epsilon keeps decimals such as 0.29, stored as 0.28999..., at 290.
-	milli := int64(math.Floor(f*MilliPerGPU + 1e-6))
-	if milli < 1 {
-		return 0, fmt.Errorf("%q is below the resolution of 0.001 GPU", v)
-	}
-	return milli, nil
-}
-
-// ParseGPUMemory reads a gpu-memory annotation: a positive integer of MiB.
-func ParseGPUMemory(v string) (int64, error) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n <= 0 || n > 1<<30 {
-		return 0, fmt.Errorf("%q must be a positive whole number of MiB", v)
-	}
-	return n, nil
 }

@@ -2,40 +2,6 @@ package snapshot
 
 import "testing"
 
-func TestParseGPUFraction(t *testing.T) {
-	cases := map[string]struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		"half":            {in: "0.5", want: 500},
-		"third truncated": {in: "0.3333", want: 333},
-		"0.33":            {in: "0.33", want: 330},
-		"0.29 exact":      {in: "0.29", want: 290},
-		"0.2":             {in: "0.2", want: 200},
-		"resolution":      {in: "0.001", want: 1},
-		"below":           {in: "0.0004", wantErr: true},
-		"one":             {in: "1", wantErr: true},
-		"more":            {in: "1.5", wantErr: true},
-		"zero":            {in: "0", wantErr: true},
-		"negative":        {in: "-0.5", wantErr: true},
-		"garbage":         {in: "half", wantErr: true},
-		"nan":             {in: "NaN", wantErr: true},
-		"inf":             {in: "+Inf", wantErr: true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, err := ParseGPUFraction(tc.in)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("ParseGPUFraction(%q) error = %v, wantErr %v", tc.in, err, tc.wantErr)
-			}
-			if got != tc.want {
-				t.Errorf("ParseGPUFraction(%q) = %d, want %d", tc.in, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestSharedMilli(t *testing.T) {
 	r := Request{GPUMemoryMiB: 20000}
 	if got := r.SharedMilli(80000); got != 250 {

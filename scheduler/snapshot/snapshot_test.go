@@ -56,8 +56,19 @@ func TestPodInfoFromPod(t *testing.T) {
 		"garbage fraction is a problem, not a crash": {
 			pod:         testutil.MakePod("a", "p").Queue("a").Fraction("1.5").Obj(),
 			wantLife:    snapshot.LifecyclePending,
-			wantProblem: "must be between 0 and 1",
+			wantProblem: `annotation fairway.dev/gpu-fraction "1.5": must be a decimal greater than 0 and less than 1`,
 			wantGang:    snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"queue labels that disagree are a problem; fairway's is the queue": {
+			pod:         testutil.MakePod("a", "p").Queue("a").Label(v1alpha1.KAIQueueLabel, "b").Obj(),
+			wantLife:    snapshot.LifecyclePending,
+			wantProblem: `fairway.dev/queue "a" and kai.scheduler/queue "b": the labels name different queues`,
+			wantGang:    snapshot.GangKey{Namespace: "a", Name: "p"},
+		},
+		"an empty queue label counts as not set": {
+			pod:      testutil.MakePod("a", "p").Label(v1alpha1.QueueLabel, "").Label(v1alpha1.KAIQueueLabel, "a").Obj(),
+			wantLife: snapshot.LifecyclePending,
+			wantGang: snapshot.GangKey{Namespace: "a", Name: "p"},
 		},
 		"fraction and whole GPUs together": {
 			pod:         testutil.MakePod("a", "p").Queue("a").Fraction("0.5").GPU(1).Obj(),

@@ -21,8 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/scheduler/snapshot"
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/gpuagents"
 )
@@ -300,9 +300,8 @@ func checkGPUAccounting(ctx context.Context, c *cluster.Cluster, gpusPerNode int
 			q := ctr.Resources.Limits[fairwayv1.ResourceGPU]
 			whole[p.Spec.NodeName] += q.Value()
 		}
-		if f := p.Annotations[fairwayv1.GPUFractionAnnotation]; f != "" {
-			m, _ := snapshot.ParseGPUFraction(f)
-			shares[p.Spec.NodeName+"/"+p.Annotations[fairwayv1.GPUIndexAnnotation]] += m
+		if share, _ := gpurequest.Parse(p.Annotations); share.Milli > 0 {
+			shares[p.Spec.NodeName+"/"+p.Annotations[fairwayv1.GPUIndexAnnotation]] += share.Milli
 		}
 	}
 	for n, g := range whole {

@@ -78,13 +78,10 @@ func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 	return pg
 }
 
+// queueOf is the queue the pod's labels name; labels that disagree are the snapshot's to report.
 func queueOf(p *corev1.Pod) string {
-	for _, k := range []string{v1alpha1.QueueLabel, v1alpha1.RunAIQueueLabel, v1alpha1.KAIQueueLabel} {
-		if v := p.Labels[k]; v != "" {
-			return v
-		}
-	}
-	return ""
+	_, q, _ := v1alpha1.QueueOf(p.Labels)
+	return q
 }
 
 // Owners returns the owner references a PodGroup of these pods must have, given those it has:

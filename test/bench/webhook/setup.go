@@ -178,7 +178,7 @@ func (e *env) templates() ([]*corev1.Pod, error) {
 		// Sent as clients send them: the namespace in the request, queue labels of other test
 		// namespaces dropped.
 		pod.Namespace = ""
-		for _, k := range []string{fairwayv1.QueueLabel, fairwayv1.RunAIQueueLabel, fairwayv1.KAIQueueLabel} {
+		for _, k := range fairwayv1.QueueLabels() {
 			delete(pod.Labels, k)
 		}
 		pods = append(pods, pod)

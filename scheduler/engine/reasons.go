@@ -36,7 +36,8 @@ func (c *cycle) report() {
 	for _, q := range c.snap.Queues() {
 		st := QueueStatus{
 			Name: q.Name, FairShare: Amounts{}, Allocated: Amounts{}, AllocatedNonPreemptible: Amounts{},
-			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods, NotReady: q.NotReady,
+			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods,
+			NotReadyReason: q.NotReadyReason, NotReady: q.NotReady,
 		}
 		if len(q.Loaned) > 0 {
 			st.Loaned = Amounts{} // only queues that ever had loans: most cycles allocate nothing more

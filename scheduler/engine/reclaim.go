@@ -155,9 +155,9 @@ func (c *cycle) preempt() {
 			continue
 		}
 		// Tell only when the queue had lower-priority pods it could not evict.
-		why := c.tryVictims(g, kindPreempt)
-		if i := strings.Index(why, "no eviction makes room"); i >= 0 {
-			c.appendReason(g, "preempt", why[i:])
+		why, refusal := c.victimsWhatIf(g, kindPreempt)
+		if refusal != "" {
+			c.appendReason(g, "preempt", refusal)
 		}
 		if why != "" && cacheable {
 			failures[key] = true
@@ -203,29 +203,36 @@ func guaranteedDims(a *attempt) []int {
 // it commits the evictions, holds the capacity for the gang and nominates it, and returns "". On
 // failure it leaves no trace and returns why.
 func (c *cycle) tryVictims(g *snapshot.Gang, kind victimKind) string {
+	why, _ := c.victimsWhatIf(g, kind)
+	return why
+}
+
+// victimsWhatIf is tryVictims, and also returns the part of the message that tells of victims
+// the policy refused ("" when it refused none; placeFailure.refusal).
+func (c *cycle) victimsWhatIf(g *snapshot.Gang, kind victimKind) (why, refusal string) {
 	if c.placed[g] {
-		return ""
+		return "", ""
 	}
 	a := c.newAttempt(g)
 	if a == nil {
-		return "no pod to place"
+		return "no pod to place", ""
 	}
 	pol, why := c.policyFor(kind, a)
 	if pol == nil {
-		return why
+		return why, ""
 	}
 	cp := c.stmt.Checkpoint()
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
 	if f != nil {
 		c.stmt.Rollback(cp)
-		return f.msg
+		return f.msg, f.refusal
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {
 		c.stmt.Rollback(cp)
-		return why
+		return why, ""
 	}
 	c.nominate(g, cp, pol)
-	return ""
+	return "", ""
 }
 
 // checkAfter verifies what must hold once the what-if placed the gang.

@@ -241,6 +241,10 @@ func (s *sim) checkReasons(res engine.Result) error {
 		if r.Code == "" || r.Message == "" {
 			errs = append(errs, fmt.Errorf("gang %s: empty reason %+v", r.Gang, r))
 		}
+		if !r.Code.Known() {
+			// Consumers (the CLI's hints, the pod condition's reader) know only the published set.
+			errs = append(errs, fmt.Errorf("gang %s: reason code %q is not in v1alpha1.UnschedulableReasons()", r.Gang, r.Code))
+		}
 	}
 	for _, q := range s.snap.Queues() {
 		for _, g := range q.PendingGangs {

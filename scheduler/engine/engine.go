@@ -40,6 +40,9 @@ type cycle struct {
 	reasons map[*snapshot.Gang]GangReason
 	// placed are gangs placed or nominated this cycle.
 	placed map[*snapshot.Gang]bool
+	// told holds, per gang whose reason later steps added to, what its reason says (see
+	// appendReason); nil until a step adds to a reason.
+	told map[*snapshot.Gang][]string
 	// failCache remembers capacity failures of identical requests within the allocate step.
 	failCache map[failKey]placeFailure
 
@@ -109,4 +112,5 @@ func (c *cycle) commit() { c.stmt.Commit(c.res, c.e.opts.EvictionGracePeriod) }
 // setReason records why a gang waits; later steps overwrite earlier ones.
 func (c *cycle) setReason(g *snapshot.Gang, code ReasonCode, msg string) {
 	c.reasons[g] = GangReason{Gang: g.Key, Queue: g.QueueName(), Code: code, Message: msg}
+	delete(c.told, g)
 }

@@ -37,6 +37,9 @@ type placeFailure struct {
 	// refusal is the end of msg from the victims the what-if refused ("no eviction makes room:
 	// ..." and why the pod still does not fit), "" when it refused none: preemption tells it.
 	refusal string
+	// nodes is the end of msg that says why the pod does not fit the nodes, when msg starts with
+	// what a what-if's victims did; "" otherwise. A later step saying the same is not repeated.
+	nodes string
 }
 
 // planTasks returns the gang's placeable pending pods in placement order, how many must be
@@ -163,7 +166,7 @@ func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
 	f := &placeFailure{code: ReasonTopology, msg: msg, capacity: len(doms.Values) > 0}
 	if last != nil {
 		f.msg += "; in the tightest one: " + last.msg
-		f.refusal = last.refusal
+		f.refusal, f.nodes = last.refusal, last.nodes
 	}
 	return 0, f
 }
@@ -319,6 +322,7 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 			if first == nil {
 				first = &placeFailure{code: ReasonNoNodeFits, msg: c.explain(t, g, restrict, m.afterRelease), capacity: true}
 				if why := c.why(m.victims); why != "" {
+					first.nodes = first.msg
 					first.msg = why + "; " + first.msg
 					if why != m.victims.none { // else the policy had nowhere to look
 						first.refusal = first.msg

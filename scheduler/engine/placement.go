@@ -37,7 +37,7 @@ type placeFailure struct {
 	// refusal is the end of msg from the victims the what-if refused ("no eviction makes room:
 	// ..." and why the pod still does not fit), "" when it refused none: preemption tells it.
 	refusal string
-	// nodes is the end of msg that says why the pod does not fit the nodes, when msg starts with
+	// nodes is the end of msg that says why the pod does not fit the nodes, when msg also tells
 	// what a what-if's victims did; "" otherwise. A later step saying the same is not repeated.
 	nodes string
 }

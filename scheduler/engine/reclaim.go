@@ -172,24 +172,21 @@ func (c *cycle) preempt() {
 // names pods and queues.
 func (c *cycle) appendReason(g *snapshot.Gang, step, why string, parts ...string) {
 	r := c.reasons[g]
-	if c.told == nil {
-		c.told = make(map[*snapshot.Gang][]string)
+	told := &c.e.told
+	if !told.has(g) {
+		told.add(g, r.Message)
 	}
-	told, ok := c.told[g]
-	if !ok {
-		told = []string{r.Message}
+	if told.said(g, why) {
+		return
 	}
-	if !slices.Contains(told, why) {
-		r.Message += "; " + step + ": " + why
-		told = append(told, why)
-		for _, p := range parts {
-			if p != "" {
-				told = append(told, p)
-			}
+	r.Message += "; " + step + ": " + why
+	c.reasons[g] = r
+	told.add(g, why)
+	for _, p := range parts {
+		if p != "" {
+			told.add(g, p)
 		}
-		c.reasons[g] = r
 	}
-	c.told[g] = told
 }
 
 // withinGuarantee reports whether the gang keeps its queue within its guaranteed quota of every

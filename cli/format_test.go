@@ -83,11 +83,17 @@ func TestPodReason(t *testing.T) {
 	}
 }
 
-func TestEveryEngineReasonHasAHint(t *testing.T) {
-	for _, code := range []string{"QueueNotReady", "InvalidRequest", "UnsupportedConstraint", "SchedulingGated", "WaitingForPods",
-		"QueueLimit", "NonPreemptibleOverQuota", "NoNodeFits", "TopologyNoDomain", "WaitingForEvictions", "CapacityHeld", "CapacityHeldForOthers"} {
-		if _, ok := hints[code]; !ok {
-			t.Errorf("no hint for %s", code)
+// The hints follow the scheduler's published set of reason codes: a new code needs a hint, and a
+// hint of a code the scheduler no longer gives must go.
+func TestEveryReasonHasAHint(t *testing.T) {
+	for _, code := range fairwayv1.UnschedulableReasons() {
+		if hints[code] == "" {
+			t.Errorf("no hint for reason %s (cli/hints.go)", code)
+		}
+	}
+	for code := range hints {
+		if !code.Known() {
+			t.Errorf("hint for %s, which is not a reason the scheduler gives (fairwayv1.UnschedulableReasons)", code)
 		}
 	}
 }

@@ -215,18 +215,19 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 	return nil
 }
 
-// podReason reads the engine's code and message from a waiting pod's PodScheduled condition,
-// which the scheduler writes as "<Code>: <message>".
+// podReason reads the scheduler's code and message from a waiting pod's PodScheduled condition
+// (fairwayv1.PodScheduledMessage); for a message in another format (kube-scheduler's) it returns
+// the condition's own reason and message.
 func podReason(p *corev1.Pod) (code, message string) {
 	c := podCondition(p, corev1.PodScheduled)
 	if c == nil || c.Status != corev1.ConditionFalse {
 		return "", ""
 	}
-	code, message, ok := strings.Cut(c.Message, ": ")
-	if !ok || strings.ContainsAny(code, " ") {
+	r, message, ok := fairwayv1.ParsePodScheduledMessage(c.Message)
+	if !ok {
 		return c.Reason, c.Message
 	}
-	return code, message
+	return string(r), message
 }
 
 // PrintJobs writes the jobs as a table. Pods on loan on an idle notebook's GPU are marked in

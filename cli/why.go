@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -226,7 +227,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 	v.Kind = "Why"
 	if v.Waiting {
 		v.Hint = hintFor(v.Reason)
-		if strings.Contains(v.Message, "idle GPU lending: ") {
+		if slices.ContainsFunc(s.members(), asksToBorrow) {
 			v.Hint += " " + borrowHint
 		}
 		if v.Reason == "" {

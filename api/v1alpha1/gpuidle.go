@@ -1,22 +1,18 @@
 package v1alpha1
 
 import (
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// gpuIdleObservedPrefix starts the suffix GPUIdleMessage appends.
-const gpuIdleObservedPrefix = " (observed "
+// GPUIdleObservedFormat is the format of GPUIdleObservedAnnotation: RFC 3339 with the fraction
+// of a second, in UTC.
+const GPUIdleObservedFormat = time.RFC3339Nano
 
-// GPUIdleMessage is the message of a GPUIdleCondition: the agent's words, then the time it
-// observed the transition to the microsecond, "GPU utilization 40% above 5% (observed
-// 2025-01-02T15:04:05.123456Z)". The condition's lastTransitionTime holds the same time rounded
-// down to the second; the scheduler times how fast a lent GPU goes back from the exact one.
-func GPUIdleMessage(message string, observed time.Time) string {
-	return message + gpuIdleObservedPrefix + observed.UTC().Format("2006-01-02T15:04:05.000000Z07:00") + ")"
-}
+// FormatGPUIdleObserved is the value of GPUIdleObservedAnnotation for a transition the
+// gpu-agent observed at t.
+func FormatGPUIdleObserved(t time.Time) string { return t.UTC().Format(GPUIdleObservedFormat) }
 
 // GPUIdleConditionOf returns the pod's GPUIdleCondition, or nil. The gpu-agent writes it, the
 // scheduler lends and returns GPUs by it.
@@ -29,16 +25,22 @@ func GPUIdleConditionOf(pod *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-// GPUIdleObserved returns when the gpu-agent observed the transition a GPUIdleCondition records:
-// the time its message ends with (GPUIdleMessage), else its lastTransitionTime.
-func GPUIdleObserved(c *corev1.PodCondition) time.Time {
+// GPUIdleObserved returns when the gpu-agent observed the transition the pod's GPUIdleCondition
+// records (zero without the condition): the time of GPUIdleObservedAnnotation when it is the
+// same second as the condition's lastTransitionTime, else lastTransitionTime itself, which
+// keeps only seconds. The agent writes the annotation just before the condition, so an
+// annotation of a newer transition than the condition's (its condition not written yet, or
+// failed) is told apart by the second and ignored.
+func GPUIdleObserved(pod *corev1.Pod) time.Time {
+	c := GPUIdleConditionOf(pod)
 	if c == nil {
 		return time.Time{}
 	}
-	if i := strings.LastIndex(c.Message, gpuIdleObservedPrefix); i >= 0 && strings.HasSuffix(c.Message, ")") {
-		if t, err := time.Parse(time.RFC3339Nano, c.Message[i+len(gpuIdleObservedPrefix):len(c.Message)-1]); err == nil {
+	ltt := c.LastTransitionTime.Time
+	if v, ok := pod.Annotations[GPUIdleObservedAnnotation]; ok {
+		if t, err := time.Parse(GPUIdleObservedFormat, v); err == nil && t.Truncate(time.Second).Equal(ltt.Truncate(time.Second)) {
 			return t
 		}
 	}
-	return c.LastTransitionTime.Time
+	return ltt
 }

@@ -114,8 +114,8 @@ const (
 const (
 	// GPUIdleCondition is set by the gpu-agent on interactive pods: True when the pod's GPU work
 	// has been below the idle threshold for the configured time, False at the first sign of work.
-	// Its message ends with the agent's observation time to the microsecond (see
-	// GPUIdleMessage), which lastTransitionTime rounds to the second.
+	// Its lastTransitionTime keeps only seconds; GPUIdleObservedAnnotation has the time of the
+	// same transition to the microsecond (read both with GPUIdleObserved).
 	GPUIdleCondition = "fairway.dev/GPUIdle"
 )
 
@@ -126,6 +126,12 @@ const (
 	// resident while the GPU is lent. The agent writes it just before it sets GPUIdleCondition
 	// True; memory growth wakes the pod, so it holds while the pod is idle.
 	IdleGPUMemoryAnnotation = Prefix + "idle-gpu-memory-used"
+	// GPUIdleObservedAnnotation is when the gpu-agent observed the transition GPUIdleCondition
+	// last recorded, in GPUIdleObservedFormat (FormatGPUIdleObserved): the scheduler times how
+	// fast a lent GPU goes back from the moment the agent saw the work, finer than the
+	// condition's lastTransitionTime (whole seconds). The agent writes it just before the
+	// condition; GPUIdleObserved reads the two together.
+	GPUIdleObservedAnnotation = Prefix + "gpu-idle-observed"
 )
 
 // Node labels and annotations published by the gpu-agent.

@@ -33,11 +33,12 @@ type wantedCondition struct {
 // strategic merge keyed by condition type), so the kubelet's own conditions are untouched, and
 // the pod's UID is a precondition, so a re-created pod of the same name is never patched.
 //
-// The condition's message ends with the observation time to the microsecond
-// (v1alpha1.GPUIdleMessage): lastTransitionTime keeps only seconds, and the scheduler times
-// how fast a lent GPU goes back from the moment the agent saw the work. Before a condition
-// turns True, the pod is annotated fairway.dev/idle-gpu-memory-used (a separate patch of the
-// pod itself), so that the scheduler never sees an idle pod without it.
+// Before the condition, the pod itself is annotated (a separate patch: a pods/status patch
+// cannot change metadata) with the observation time to the microsecond,
+// fairway.dev/gpu-idle-observed (lastTransitionTime keeps only seconds, and the scheduler times
+// how fast a lent GPU goes back from the moment the agent saw the work), and, before a
+// condition turns True, with fairway.dev/idle-gpu-memory-used, so that the scheduler never sees
+// an idle pod without it.
 type ConditionWriter struct {
 	client client.Client
 	log    logr.Logger
@@ -140,21 +141,20 @@ func (w *ConditionWriter) flush(ctx context.Context) time.Duration {
 
 func (w *ConditionWriter) patch(ctx context.Context, key types.NamespacedName, c wantedCondition) error {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	// The annotations go first: once the condition says idle the scheduler may lend the GPU,
+	// and it must then know how much memory stays resident; and when it changes, the scheduler
+	// reads its exact time with it (v1alpha1.GPUIdleObserved). Annotations are metadata, which
+	// a pods/status patch cannot change.
+	annotations := map[string]string{fairwayv1alpha1.GPUIdleObservedAnnotation: fairwayv1alpha1.FormatGPUIdleObserved(c.t.At)}
 	if c.t.Idle && c.t.IdleMemoryKnown {
-		// The annotation goes first: once the condition says idle the scheduler may lend the
-		// GPU, and it must then know how much memory stays resident. An annotation is metadata,
-		// which a pods/status patch cannot change.
-		body := map[string]any{"metadata": map[string]any{
-			"uid":         c.uid,
-			"annotations": map[string]string{fairwayv1alpha1.IdleGPUMemoryAnnotation: strconv.FormatUint(c.t.IdleMemoryMiB, 10)},
-		}}
-		data, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encoding idle memory patch: %w", err)
-		}
-		if err := w.client.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, data)); err != nil {
-			return fmt.Errorf("annotating %s with its idle GPU memory: %w", key, err)
-		}
+		annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation] = strconv.FormatUint(c.t.IdleMemoryMiB, 10)
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": c.uid, "annotations": annotations}})
+	if err != nil {
+		return fmt.Errorf("encoding the GPU idle annotations patch: %w", err)
+	}
+	if err := w.client.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, data)); err != nil {
+		return fmt.Errorf("annotating %s with its GPU idle observation: %w", key, err)
 	}
 	status := corev1.ConditionFalse
 	if c.t.Idle {
@@ -167,13 +167,13 @@ func (w *ConditionWriter) patch(ctx context.Context, key types.NamespacedName, c
 				Type:               fairwayv1alpha1.GPUIdleCondition,
 				Status:             status,
 				Reason:             c.t.Reason,
-				Message:            fairwayv1alpha1.GPUIdleMessage(c.t.Message, c.t.At),
+				Message:            c.t.Message,
 				LastTransitionTime: metav1.NewTime(c.t.At),
 				LastProbeTime:      metav1.NewTime(c.t.At),
 			}},
 		},
 	}
-	data, err := json.Marshal(body)
+	data, err = json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encoding condition patch: %w", err)
 	}

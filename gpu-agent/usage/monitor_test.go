@@ -328,8 +328,8 @@ func TestMonitorIdleMemoryAnnotationAndObservedTime(t *testing.T) {
 	if got := p.Annotations[fairwayv1alpha1.IdleGPUMemoryAnnotation]; got != "1524" {
 		t.Errorf("%s = %q, want 1524", fairwayv1alpha1.IdleGPUMemoryAnnotation, got)
 	}
-	if got := fairwayv1alpha1.GPUIdleObserved(cond); !got.Equal(wentIdle) {
-		t.Errorf("observed %s (message %q), want %s", got, cond.Message, wentIdle)
+	if got := fairwayv1alpha1.GPUIdleObserved(p); !got.Equal(wentIdle) {
+		t.Errorf("observed %s (%s %q), want %s", got, fairwayv1alpha1.GPUIdleObservedAnnotation, p.Annotations[fairwayv1alpha1.GPUIdleObservedAnnotation], wentIdle)
 	}
 
 	// The loan grows and starts a second process: not the notebook's work.
@@ -359,8 +359,8 @@ func TestMonitorIdleMemoryAnnotationAndObservedTime(t *testing.T) {
 	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "GPUMemoryGrowth" {
 		t.Fatalf("condition = %+v, want False for GPUMemoryGrowth", cond)
 	}
-	if got := fairwayv1alpha1.GPUIdleObserved(cond); !got.Equal(woke) {
-		t.Errorf("observed %s (message %q), want %s", got, cond.Message, woke)
+	if got := fairwayv1alpha1.GPUIdleObserved(p); !got.Equal(woke) {
+		t.Errorf("observed %s (%s %q), want %s", got, fairwayv1alpha1.GPUIdleObservedAnnotation, p.Annotations[fairwayv1alpha1.GPUIdleObservedAnnotation], woke)
 	}
 	if !cond.LastTransitionTime.Time.Equal(woke.Truncate(time.Second)) {
 		t.Errorf("lastTransitionTime %s, want %s", cond.LastTransitionTime, woke.Truncate(time.Second))

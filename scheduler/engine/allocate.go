@@ -97,7 +97,7 @@ func (c *cycle) allocate() {
 		}
 		gangs := slices.Clone(q.PendingGangs)
 		slices.SortFunc(gangs, gangOrder)
-		if q.NotReady != "" {
+		if q.NotReadyReason != "" {
 			for _, g := range gangs {
 				c.setReason(g, ReasonQueueNotReady, q.NotReady)
 			}
@@ -179,7 +179,7 @@ func (c *cycle) failed(g *snapshot.Gang, f placeFailure) {
 // precheck finds what keeps a gang from being placed whatever the cluster looks like: its
 // queue, its pods' problems, missing pods, limits and quotas.
 func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
-	if g.Queue.NotReady != "" {
+	if g.Queue.NotReadyReason != "" {
 		return &placeFailure{code: ReasonQueueNotReady, msg: g.Queue.NotReady}
 	}
 	placeable, gated := 0, 0
@@ -206,12 +206,8 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 			g.MinMember, int(g.Bound+g.Succeeded)+placeable+gated, g.Bound, g.Succeeded, placeable, gated)}
 	}
 	tasks, _, minimal := c.planTasks(g)
-	if msg := c.gangOverLimit(g, tasks[:max(minimal, 1)]); msg != "" {
-		code := ReasonQueueLimit
-		if strings.Contains(msg, "non-preemptible") {
-			code = ReasonNonPreemptible
-		}
-		return &placeFailure{code: code, msg: msg}
+	if f := c.gangOverLimit(g, tasks[:max(minimal, 1)]); f != nil {
+		return f
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ type Engine struct {
 	solver fairshare.Solver
 	fsIn   []fairshare.Queue
 	fsCap  []int64
+	// told is what gangs' reasons say, for appendReason; reset every cycle, its memory kept.
+	told toldSet
 }
 
 // New returns an engine with the given options (zero fields take their defaults).
@@ -55,6 +57,7 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 		placed:    make(map[*snapshot.Gang]bool),
 		failCache: make(map[failKey]placeFailure),
 	}
+	e.told.reset()
 	log := e.opts.Logger.WithValues("now", now)
 
 	// 0. Lent GPUs whose holders woke (or left) go back to them before anything else.
@@ -109,4 +112,5 @@ func (c *cycle) commit() { c.stmt.Commit(c.res, c.e.opts.EvictionGracePeriod) }
 // setReason records why a gang waits; later steps overwrite earlier ones.
 func (c *cycle) setReason(g *snapshot.Gang, code ReasonCode, msg string) {
 	c.reasons[g] = GangReason{Gang: g.Key, Queue: g.QueueName(), Code: code, Message: msg}
+	c.e.told.forget(g)
 }

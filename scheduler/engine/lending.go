@@ -323,14 +323,14 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 			why[3]++
 			continue
 		}
-		msg := c.chainOverLimit(g, snapshot.DimGPU, milli, what)
-		if msg == "" && n.TypeDim >= 0 {
-			msg = c.chainOverLimit(g, n.TypeDim, milli, what)
+		f := c.chainOverLimit(g, snapshot.DimGPU, milli, what)
+		if f == nil && n.TypeDim >= 0 {
+			f = c.chainOverLimit(g, n.TypeDim, milli, what)
 		}
-		if msg != "" {
+		if f != nil {
 			why[4]++
 			if overLimit == "" {
-				overLimit = msg
+				overLimit = f.msg
 			}
 			continue
 		}

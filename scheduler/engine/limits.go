@@ -43,39 +43,41 @@ func podAmount(t *snapshot.Task, d int) int64 {
 	return 0
 }
 
-// chainOverLimit reports, as a message, whether adding amt of dimension d to the gang's queue
-// would break a limit or the non-preemptible quota rule of the queue or an ancestor; "" if not.
-// what names what would be added ("the gang", "pod ns/p").
-func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) string {
+// chainOverLimit reports whether adding amt of dimension d to the gang's queue would break a
+// limit (ReasonQueueLimit) or the non-preemptible quota rule (ReasonNonPreemptible) of the
+// queue or an ancestor, with the code and a message; nil if not. The code is chosen where the
+// rule is, never from the message, which names queues and pods. what names what would be
+// added ("the gang", "pod ns/p").
+func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) *placeFailure {
 	if amt <= 0 {
-		return ""
+		return nil
 	}
 	for a := g.Queue; a != nil; a = a.Parent {
 		if lim := a.LimitAt(d); lim >= 0 {
 			// Loans count against limits (not against guarantees or fair share).
 			used := a.Allocated.At(d) + a.Loaned.At(d) + a.Held.At(d) - gangHeld(g, d)
 			if used+amt > lim {
-				return fmt.Sprintf("queue %s: %s limit %s would be exceeded: the queue holds %s and %s needs %s (%s over)",
+				return &placeFailure{code: ReasonQueueLimit, msg: fmt.Sprintf("queue %s: %s limit %s would be exceeded: the queue holds %s and %s needs %s (%s over)",
 					a.Name, c.snap.DimName(d), snapshot.FormatAmount(d, lim), snapshot.FormatAmount(d, used), what,
-					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, used+amt-lim))
+					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, used+amt-lim))}
 			}
 		}
 		if !g.Preemptible && a.QuotaSet(d) {
 			np, quota := a.AllocatedNP.At(d), a.Quota.At(d)
 			if np+amt > quota {
-				return fmt.Sprintf("queue %s: non-preemptible work runs only within guaranteed quota, and the %s quota is %s: non-preemptible pods hold %s and %s needs %s (%s missing)",
+				return &placeFailure{code: ReasonNonPreemptible, msg: fmt.Sprintf("queue %s: non-preemptible work runs only within guaranteed quota, and the %s quota is %s: non-preemptible pods hold %s and %s needs %s (%s missing)",
 					a.Name, c.snap.DimName(d), snapshot.FormatAmount(d, quota), snapshot.FormatAmount(d, np), what,
-					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, np+amt-quota))
+					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, np+amt-quota))}
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // gangOverLimit checks the pods the gang needs to start against its queue's limits and quotas:
 // gpu, cpu and memory, and the GPU type the pods' node selector pins, if any (other GPU types
 // are checked per node as pods are placed).
-func (c *cycle) gangOverLimit(g *snapshot.Gang, set []*snapshot.Task) string {
+func (c *cycle) gangOverLimit(g *snapshot.Gang, set []*snapshot.Task) *placeFailure {
 	what := "the gang"
 	if len(set) == 1 {
 		what = "pod " + set[0].Key.String()
@@ -91,21 +93,21 @@ func (c *cycle) gangOverLimit(g *snapshot.Gang, set []*snapshot.Task) string {
 		}
 	}
 	for _, d := range dims {
-		if msg := c.chainOverLimit(g, d, amt[d], what); msg != "" {
-			return msg
+		if f := c.chainOverLimit(g, d, amt[d], what); f != nil {
+			return f
 		}
 	}
-	return ""
+	return nil
 }
 
 // podOverLimit checks one more pod of the gang against its queue's limits and quotas.
-func (c *cycle) podOverLimit(g *snapshot.Gang, t *snapshot.Task) string {
+func (c *cycle) podOverLimit(g *snapshot.Gang, t *snapshot.Task) *placeFailure {
 	for _, d := range c.podDims(t) {
-		if msg := c.chainOverLimit(g, d, dimAmount(t, d), "pod "+t.Key.String()); msg != "" {
-			return msg
+		if f := c.chainOverLimit(g, d, dimAmount(t, d), "pod "+t.Key.String()); f != nil {
+			return f
 		}
 	}
-	return ""
+	return nil
 }
 
 // podDims are the queue dimensions a pending pod is known to be charged in.
@@ -129,5 +131,5 @@ func dimAmount(t *snapshot.Task, d int) int64 {
 
 // typeOverLimit reports whether a pod of the gang may not take GPUs of the type of dimension td.
 func (c *cycle) typeOverLimit(g *snapshot.Gang, t *snapshot.Task, td int) bool {
-	return c.chainOverLimit(g, td, t.PendingGPU(), "") != ""
+	return c.chainOverLimit(g, td, t.PendingGPU(), "") != nil
 }

@@ -34,6 +34,12 @@ type placeFailure struct {
 	capacity bool
 	// pod is the key the message names, for reuse of cached failures.
 	pod string
+	// refusal is the end of msg from the victims the what-if refused ("no eviction makes room:
+	// ..." and why the pod still does not fit), "" when it refused none: preemption tells it.
+	refusal string
+	// nodes is the end of msg that says why the pod does not fit the nodes, when msg also tells
+	// what a what-if's victims did; "" otherwise. A later step saying the same is not repeated.
+	nodes string
 }
 
 // planTasks returns the gang's placeable pending pods in placement order, how many must be
@@ -157,10 +163,12 @@ func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
 	if len(doms.Values) == 0 {
 		msg = fmt.Sprintf("no node has the topology label %s the gang requires", level)
 	}
+	f := &placeFailure{code: ReasonTopology, msg: msg, capacity: len(doms.Values) > 0}
 	if last != nil {
-		msg += "; in the tightest one: " + last.msg
+		f.msg += "; in the tightest one: " + last.msg
+		f.refusal, f.nodes = last.refusal, last.nodes
 	}
-	return 0, &placeFailure{code: ReasonTopology, msg: msg, capacity: len(doms.Values) > 0}
+	return 0, f
 }
 
 // domainFree is the GPU capacity free in one domain on nodes of the class.
@@ -299,13 +307,9 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		if lastFail != nil && sameRequest(lastFail, t) {
 			continue // capacity only shrinks while a gang is placed: an identical pod fails too
 		}
-		if why := c.podOverLimit(g, t); why != "" {
+		if f := c.podOverLimit(g, t); f != nil {
 			if first == nil {
-				code := ReasonQueueLimit
-				if strings.Contains(why, "non-preemptible") {
-					code = ReasonNonPreemptible
-				}
-				first = &placeFailure{code: code, msg: why}
+				first = f
 			}
 			lastFail = t
 			continue
@@ -316,11 +320,14 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		}
 		if !ok {
 			if first == nil {
-				msg := c.explain(t, g, restrict, m.afterRelease)
+				first = &placeFailure{code: ReasonNoNodeFits, msg: c.explain(t, g, restrict, m.afterRelease), capacity: true}
 				if why := c.why(m.victims); why != "" {
-					msg = why + "; " + msg
+					first.nodes = first.msg
+					first.msg = why + "; " + first.msg
+					if why != m.victims.none { // else the policy had nowhere to look
+						first.refusal = first.msg
+					}
 				}
-				first = &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}
 			}
 			lastFail = t
 			continue
@@ -478,7 +485,7 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 		// A GPU-memory request costs more of a smaller GPU than its estimate: check the limits
 		// with what it takes here.
 		if actual := a.MilliGPU(); actual > t.PendingGPU() {
-			if c.chainOverLimit(g, snapshot.DimGPU, actual, "") != "" || (n.TypeDim >= 0 && c.chainOverLimit(g, n.TypeDim, actual, "") != "") {
+			if c.chainOverLimit(g, snapshot.DimGPU, actual, "") != nil || (n.TypeDim >= 0 && c.chainOverLimit(g, n.TypeDim, actual, "") != nil) {
 				return snapshot.Assignment{}, FailGPUType
 			}
 		}

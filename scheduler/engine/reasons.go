@@ -36,7 +36,8 @@ func (c *cycle) report() {
 	for _, q := range c.snap.Queues() {
 		st := QueueStatus{
 			Name: q.Name, FairShare: Amounts{}, Allocated: Amounts{}, AllocatedNonPreemptible: Amounts{},
-			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods, NotReady: q.NotReady,
+			Requested: Amounts{}, Borrowed: Amounts{}, PendingPods: q.PendingPods,
+			NotReadyReason: q.NotReadyReason, NotReady: q.NotReady,
 		}
 		if len(q.Loaned) > 0 {
 			st.Loaned = Amounts{} // only queues that ever had loans: most cycles allocate nothing more
@@ -68,4 +69,56 @@ func put(a Amounts, name string, v int64) {
 	if v > 0 {
 		a[name] = v
 	}
+}
+
+// toldSet records, per gang, the parts its reason says, so that a later step does not say one
+// again (appendReason). A gang's parts are a list linked through one slice, and the engine
+// keeps the memory between cycles: a cycle that adds to thousands of reasons allocates nothing.
+type toldSet struct {
+	head  map[*snapshot.Gang]int // index in parts of the gang's latest part
+	parts []toldPart
+}
+
+type toldPart struct {
+	text string
+	next int // the gang's previous part, -1 for none
+}
+
+// reset forgets everything, keeping the memory.
+func (t *toldSet) reset() {
+	if t.head == nil {
+		t.head = make(map[*snapshot.Gang]int)
+	}
+	clear(t.head)
+	clear(t.parts) // drop the texts, keep the capacity
+	t.parts = t.parts[:0]
+}
+
+func (t *toldSet) has(g *snapshot.Gang) bool {
+	_, ok := t.head[g]
+	return ok
+}
+
+// forget drops what the gang's reason said (its reason was replaced).
+func (t *toldSet) forget(g *snapshot.Gang) { delete(t.head, g) }
+
+func (t *toldSet) add(g *snapshot.Gang, text string) {
+	next, ok := t.head[g]
+	if !ok {
+		next = -1
+	}
+	t.parts = append(t.parts, toldPart{text: text, next: next})
+	t.head[g] = len(t.parts) - 1
+}
+
+// said reports whether the gang's reason says text, as a whole part.
+func (t *toldSet) said(g *snapshot.Gang, text string) bool {
+	i, ok := t.head[g]
+	for ok && i >= 0 {
+		if t.parts[i].text == text {
+			return true
+		}
+		i = t.parts[i].next
+	}
+	return false
 }

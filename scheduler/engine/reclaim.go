@@ -119,28 +119,28 @@ func (c *cycle) waitingOrder() []*snapshot.Gang {
 }
 
 func (c *cycle) reclaim() {
-	failures := map[failKey]string{}
+	failures := map[failKey]placeFailure{}
 	for _, g := range c.waitingOrder() {
 		key, cacheable := c.failKeyOf(g)
-		if why, ok := failures[key]; cacheable && ok {
-			c.appendReason(g, "reclaim", why)
+		if f, ok := failures[key]; cacheable && ok {
+			c.appendReason(g, "reclaim", f.msg, f.nodes)
 			continue
 		}
-		why := c.tryVictims(g, kindReclaimFair)
-		if why == "" {
+		f := c.victimsWhatIf(g, kindReclaimFair)
+		if f.msg == "" {
 			continue
 		}
 		if a := c.newAttempt(g); a != nil && c.withinGuarantee(a) {
-			if why2 := c.tryVictims(g, kindReclaimGuarantee); why2 == "" {
+			if f2 := c.victimsWhatIf(g, kindReclaimGuarantee); f2.msg == "" {
 				continue
 			} else {
-				why = why2
+				f = f2
 			}
 		}
 		if cacheable {
-			failures[key] = why
+			failures[key] = f
 		}
-		c.appendReason(g, "reclaim", why)
+		c.appendReason(g, "reclaim", f.msg, f.nodes)
 	}
 }
 
@@ -155,24 +155,38 @@ func (c *cycle) preempt() {
 			continue
 		}
 		// Tell only when the queue had lower-priority pods it could not evict.
-		why := c.tryVictims(g, kindPreempt)
-		if i := strings.Index(why, "no eviction makes room"); i >= 0 {
-			c.appendReason(g, "preempt", why[i:])
+		f := c.victimsWhatIf(g, kindPreempt)
+		if f.refusal != "" {
+			c.appendReason(g, "preempt", f.refusal, f.nodes)
 		}
-		if why != "" && cacheable {
+		if f.msg != "" && cacheable {
 			failures[key] = true
 		}
 	}
 }
 
 // appendReason adds what a later step found ("reclaim: why") to a gang's reason, unless the
-// reason already says it.
-func (c *cycle) appendReason(g *snapshot.Gang, step, why string) {
+// reason already says it: unless why is the reason's message or what an earlier step added,
+// whole or one of its parts (why a pod does not fit the nodes). parts are why's own parts, which
+// later steps must not repeat either. The texts are compared whole, never searched: a message
+// names pods and queues.
+func (c *cycle) appendReason(g *snapshot.Gang, step, why string, parts ...string) {
 	r := c.reasons[g]
-	if !strings.Contains(r.Message, why) {
-		r.Message += "; " + step + ": " + why
+	told := &c.e.told
+	if !told.has(g) {
+		told.add(g, r.Message)
 	}
+	if told.said(g, why) {
+		return
+	}
+	r.Message += "; " + step + ": " + why
 	c.reasons[g] = r
+	told.add(g, why)
+	for _, p := range parts {
+		if p != "" {
+			told.add(g, p)
+		}
+	}
 }
 
 // withinGuarantee reports whether the gang keeps its queue within its guaranteed quota of every
@@ -203,29 +217,35 @@ func guaranteedDims(a *attempt) []int {
 // it commits the evictions, holds the capacity for the gang and nominates it, and returns "". On
 // failure it leaves no trace and returns why.
 func (c *cycle) tryVictims(g *snapshot.Gang, kind victimKind) string {
+	return c.victimsWhatIf(g, kind).msg
+}
+
+// victimsWhatIf is tryVictims with the failure's parts: what the victims the policy refused
+// and the nodes say (placeFailure.refusal and nodes). Its msg is "" on success.
+func (c *cycle) victimsWhatIf(g *snapshot.Gang, kind victimKind) placeFailure {
 	if c.placed[g] {
-		return ""
+		return placeFailure{}
 	}
 	a := c.newAttempt(g)
 	if a == nil {
-		return "no pod to place"
+		return placeFailure{msg: "no pod to place"}
 	}
 	pol, why := c.policyFor(kind, a)
 	if pol == nil {
-		return why
+		return placeFailure{msg: why}
 	}
 	cp := c.stmt.Checkpoint()
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
 	if f != nil {
 		c.stmt.Rollback(cp)
-		return f.msg
+		return *f
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {
 		c.stmt.Rollback(cp)
-		return why
+		return placeFailure{msg: why}
 	}
 	c.nominate(g, cp, pol)
-	return ""
+	return placeFailure{}
 }
 
 // checkAfter verifies what must hold once the what-if placed the gang.

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -94,35 +95,24 @@ type Eviction struct {
 	GracePeriod time.Duration
 }
 
-// ReasonCode is a machine-readable reason a gang waits.
-type ReasonCode string
+// ReasonCode is the machine-readable reason a gang waits. The set is published and owned by
+// api/v1alpha1 (UnschedulableReason), because PodGroup and pod conditions, events, metrics and
+// the CLI carry it; the engine names the same constants. Add a code there, then alias it here.
+type ReasonCode = v1alpha1.UnschedulableReason
 
-// Reasons a gang waits.
+// Reasons a gang waits (see the documentation of each in api/v1alpha1).
 const (
-	// ReasonQueueNotReady: the queue does not exist, its parent is missing or cyclic, or it has
-	// child queues (only leaves take pods).
-	ReasonQueueNotReady ReasonCode = "QueueNotReady"
-	// ReasonInvalidRequest: a pod's fairway annotations or labels are malformed.
-	ReasonInvalidRequest ReasonCode = "InvalidRequest"
-	// ReasonUnsupported: a pod uses a constraint the engine does not evaluate.
-	ReasonUnsupported ReasonCode = "UnsupportedConstraint"
-	// ReasonSchedulingGated: the pods wait for their scheduling gates.
-	ReasonSchedulingGated ReasonCode = "SchedulingGated"
-	// ReasonWaitingForPods: fewer pods exist than the gang's minimum.
-	ReasonWaitingForPods ReasonCode = "WaitingForPods"
-	// ReasonQueueLimit: the gang would take its queue (or an ancestor) over a limit.
-	ReasonQueueLimit ReasonCode = "QueueLimit"
-	// ReasonNonPreemptible: non-preemptible work beyond the guaranteed quota.
-	ReasonNonPreemptible ReasonCode = "NonPreemptibleOverQuota"
-	// ReasonNoNodeFits: no placement fits, and neither reclaim, preemption nor consolidation
-	// could make room; the message says why, per node and per refused victim.
-	ReasonNoNodeFits ReasonCode = "NoNodeFits"
-	// ReasonTopology: no domain of the required topology level can take the gang.
-	ReasonTopology ReasonCode = "TopologyNoDomain"
-	// ReasonWaitingEvictions: the gang is nominated on capacity being freed for it.
-	ReasonWaitingEvictions ReasonCode = "WaitingForEvictions"
-	// ReasonStarvationHold: the gang waited too long; capacity is held for it while it frees.
-	ReasonStarvationHold ReasonCode = "CapacityHeld"
+	ReasonQueueNotReady    = v1alpha1.ReasonQueueNotReady
+	ReasonInvalidRequest   = v1alpha1.ReasonInvalidRequest
+	ReasonUnsupported      = v1alpha1.ReasonUnsupported
+	ReasonSchedulingGated  = v1alpha1.ReasonSchedulingGated
+	ReasonWaitingForPods   = v1alpha1.ReasonWaitingForPods
+	ReasonQueueLimit       = v1alpha1.ReasonQueueLimit
+	ReasonNonPreemptible   = v1alpha1.ReasonNonPreemptible
+	ReasonNoNodeFits       = v1alpha1.ReasonNoNodeFits
+	ReasonTopology         = v1alpha1.ReasonTopology
+	ReasonWaitingEvictions = v1alpha1.ReasonWaitingEvictions
+	ReasonStarvationHold   = v1alpha1.ReasonStarvationHold
 )
 
 // GangReason says why a gang still waits.
@@ -152,8 +142,10 @@ type QueueStatus struct {
 	// queue that never had loans.
 	Loaned      Amounts
 	PendingPods int32
-	// NotReady says why the queue takes no work, when it does not.
-	NotReady string
+	// NotReadyReason says why the queue takes no work, when it does not ("" when it does);
+	// NotReady is the same for people.
+	NotReadyReason v1alpha1.QueueNotReadyReason
+	NotReady       string
 }
 
 // Amounts maps a resource name (gpu, cpu, memory, gpu/<type>) to an amount in engine units.

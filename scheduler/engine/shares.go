@@ -56,7 +56,7 @@ func (c *cycle) computeFairShare() {
 		in.Resources = in.Resources[:nd]
 		for d := 0; d < nd; d++ {
 			demand := q.Demand(d)
-			if q.NotReady != "" {
+			if q.NotReadyReason != "" {
 				demand = q.Allocated.At(d)
 			}
 			in.Resources[d] = fairshare.Resource{Quota: q.Quota.At(d), Weight: q.Weight.At(d), Limit: q.LimitAt(d), Demand: demand}

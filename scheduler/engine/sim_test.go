@@ -241,6 +241,10 @@ func (s *sim) checkReasons(res engine.Result) error {
 		if r.Code == "" || r.Message == "" {
 			errs = append(errs, fmt.Errorf("gang %s: empty reason %+v", r.Gang, r))
 		}
+		if !r.Code.Known() {
+			// Consumers (the CLI's hints, the pod condition's reader) know only the published set.
+			errs = append(errs, fmt.Errorf("gang %s: reason code %q is not in v1alpha1.UnschedulableReasons()", r.Gang, r.Code))
+		}
 	}
 	for _, q := range s.snap.Queues() {
 		for _, g := range q.PendingGangs {
@@ -510,14 +514,15 @@ func (s *sim) setIdle(k types.NamespacedName, idle bool, memMiB int64) error {
 	if idle {
 		st = corev1.ConditionTrue
 	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
 	if memMiB >= 0 {
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
 		p.Annotations[v1alpha1.IdleGPUMemoryAnnotation] = strconv.FormatInt(memMiB, 10)
 	}
-	cond := corev1.PodCondition{Type: v1alpha1.GPUIdleCondition, Status: st, LastTransitionTime: metav1.NewTime(s.now),
-		Message: v1alpha1.GPUIdleMessage("set by the test", s.now)}
+	p.Annotations[v1alpha1.GPUIdleObservedAnnotation] = v1alpha1.FormatGPUIdleObserved(s.now)
+	cond := corev1.PodCondition{Type: v1alpha1.GPUIdleCondition, Status: st, LastTransitionTime: metav1.NewTime(s.now.Truncate(time.Second)),
+		Message: "set by the test"}
 	p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == v1alpha1.GPUIdleCondition })
 	p.Status.Conditions = append(p.Status.Conditions, cond)
 	s.pods[k] = p

@@ -21,14 +21,15 @@ import (
 // A loan found running (fairway.dev/loan) on an idle notebook's GPU goes back when the notebook
 // wakes: the GPUIdle flip reaches the loop through the informer (kept by the transform, relevant
 // to the change filter), the loan is evicted with the loan-return grace period, and the return
-// is timed from the agent's observation in the condition's message.
+// is timed from the agent's observation (fairway.dev/gpu-idle-observed, finer than the
+// condition's lastTransitionTime).
 func TestLoanReturnedWhenTheNotebookWakes(t *testing.T) {
 	idleAt := time.Now().Add(-time.Hour)
 	nb := testutil.MakePod("research", "nb").Queue("research").Fraction("0.5").Priority(100).Node("n1").GPUIndex(0).
-		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "2048").Obj()
+		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "2048").Annotation(v1alpha1.GPUIdleObservedAnnotation, v1alpha1.FormatGPUIdleObserved(idleAt)).Obj()
 	nb.UID, nb.Spec.SchedulerName = "nb-uid", v1alpha1.SchedulerName
 	nb.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionTrue,
-		LastTransitionTime: metav1.NewTime(idleAt), Message: v1alpha1.GPUIdleMessage("idle", idleAt)}}
+		LastTransitionTime: metav1.NewTime(idleAt.Truncate(time.Second)), Message: "idle"}}
 	loan := testutil.MakePod("training", "train").Queue("training").Fraction("0.25").Priority(50).Node("n1").GPUIndex(0).
 		Annotation(v1alpha1.LoanAnnotation, "true").Obj()
 	loan.UID, loan.Spec.SchedulerName = "train-uid", v1alpha1.SchedulerName
@@ -51,10 +52,16 @@ func TestLoanReturnedWhenTheNotebookWakes(t *testing.T) {
 	default:
 	}
 
+	// As the gpu-agent writes it: the observation time on the pod, then the condition.
 	wokeAt := time.Now()
 	awake := nb.DeepCopy()
+	awake.Annotations[v1alpha1.GPUIdleObservedAnnotation] = v1alpha1.FormatGPUIdleObserved(wokeAt)
+	awake, err := cs.CoreV1().Pods("research").Update(context.Background(), awake, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	awake.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionFalse,
-		LastTransitionTime: metav1.NewTime(wokeAt), Message: v1alpha1.GPUIdleMessage("GPU utilization 80% above 5%", wokeAt)}}
+		LastTransitionTime: metav1.NewTime(wokeAt.Truncate(time.Second)), Message: "GPU utilization 80% above 5%"}}
 	if _, err := cs.CoreV1().Pods("research").UpdateStatus(context.Background(), awake, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

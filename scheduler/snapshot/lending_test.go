@@ -15,9 +15,9 @@ import (
 func TestPodInfoIdleLending(t *testing.T) {
 	observed := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	p := testutil.MakePod("a", "nb").Queue("a").Fraction("0.5").Priority(100).
-		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "1234").Obj()
+		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "1234").Annotation(v1alpha1.GPUIdleObservedAnnotation, v1alpha1.FormatGPUIdleObserved(observed)).Obj()
 	p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionTrue,
-		LastTransitionTime: metav1.NewTime(observed.Truncate(time.Second)), Message: v1alpha1.GPUIdleMessage("idle", observed)}}
+		LastTransitionTime: metav1.NewTime(observed.Truncate(time.Second)), Message: "idle"}}
 	info := snapshot.PodInfoFromPod(p)
 	if !info.Interactive || !info.Idle || !info.IdleChanged.Equal(observed) || info.IdleMemMiB != 1234 || info.Loan || info.BorrowOptIn {
 		t.Errorf("notebook: %+v", info)

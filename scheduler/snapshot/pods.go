@@ -88,7 +88,7 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 	}
 	if c := v1alpha1.GPUIdleConditionOf(pod); c != nil {
 		info.Idle = c.Status == corev1.ConditionTrue
-		info.IdleChanged = v1alpha1.GPUIdleObserved(c)
+		info.IdleChanged = v1alpha1.GPUIdleObserved(pod)
 	}
 }
 

@@ -58,6 +58,11 @@ type LendingPolicy struct {
 	MaxLoansPerGPU int32
 }
 
+// notReady sets why the queue takes no work: the code decisions read and the message for people.
+func (q *Queue) notReady(r v1alpha1.QueueNotReadyReason, message string) {
+	q.NotReadyReason, q.NotReady = r, message
+}
+
 // DefaultLendingPolicy is the policy of a queue that nothing in its ancestry sets.
 var DefaultLendingPolicy = LendingPolicy{Borrow: v1alpha1.BorrowOptIn, MaxLoansPerGPU: 1}
 
@@ -182,9 +187,11 @@ type Queue struct {
 	Children []*Queue
 	// Depth is 0 at the top of the tree.
 	Depth int
-	// NotReady says why the queue takes no work ("" when it does): missing, a missing or cyclic
-	// parent, or children while pods name it.
-	NotReady string
+	// NotReadyReason says why the queue takes no work ("" when it does): missing, a missing or
+	// cyclic parent, children while pods name it, or an ancestor not ready. Decisions read it;
+	// NotReady says the same for people (set together, by notReady).
+	NotReadyReason v1alpha1.QueueNotReadyReason
+	NotReady       string
 
 	// Quota, Weight and Limit per dimension (Limit NoLimit when none). GPU types the queue does
 	// not list get quota 0, the GPU weight and no limit.

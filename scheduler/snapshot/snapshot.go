@@ -259,7 +259,8 @@ func (s *Snapshot) relink() {
 	}
 	s.queueList = s.queueList[:0]
 	for _, q := range s.queues {
-		q.Parent, q.Children, q.NotReady, q.Depth = nil, nil, "", 0
+		q.Parent, q.Children, q.Depth = nil, nil, 0
+		q.notReady("", "")
 		s.queueList = append(s.queueList, q)
 	}
 	slices.SortFunc(s.queueList, func(a, b *Queue) int { return strings.Compare(a.Name, b.Name) })
@@ -268,7 +269,7 @@ func (s *Snapshot) relink() {
 	}
 	for _, q := range s.queueList {
 		if !q.Defined {
-			q.NotReady = "queue " + q.Name + " does not exist"
+			q.notReady(v1alpha1.QueueMissing, "queue "+q.Name+" does not exist")
 			continue
 		}
 		if q.Spec.Parent == "" {
@@ -276,7 +277,7 @@ func (s *Snapshot) relink() {
 		}
 		p := s.queues[q.Spec.Parent]
 		if p == nil || !p.Defined {
-			q.NotReady = "parent queue " + q.Spec.Parent + " does not exist"
+			q.notReady(v1alpha1.QueueParentMissing, "parent queue "+q.Spec.Parent+" does not exist")
 			continue
 		}
 		q.Parent = p
@@ -287,15 +288,15 @@ func (s *Snapshot) relink() {
 		for fast != nil && fast.Parent != nil {
 			slow, fast = slow.Parent, fast.Parent.Parent
 			if slow == fast {
-				for c := q; c != nil && c.NotReady == ""; c = c.Parent {
-					c.NotReady = "queue " + c.Name + " is part of a parent cycle"
+				for c := q; c != nil && c.NotReadyReason == ""; c = c.Parent {
+					c.notReady(v1alpha1.QueueParentCycle, "queue "+c.Name+" is part of a parent cycle")
 				}
 				break
 			}
 		}
 	}
 	for _, q := range s.queueList {
-		if q.NotReady != "" && strings.Contains(q.NotReady, "cycle") {
+		if q.NotReadyReason == v1alpha1.QueueParentCycle {
 			q.Parent = nil
 		}
 	}
@@ -311,16 +312,16 @@ func (s *Snapshot) relink() {
 		for a := q.Parent; a != nil; a = a.Parent {
 			q.Depth++
 		}
-		if len(q.Children) > 0 && q.gangs > 0 && q.NotReady == "" {
-			q.NotReady = "queue " + q.Name + " has child queues; only leaf queues take pods"
+		if len(q.Children) > 0 && q.gangs > 0 && q.NotReadyReason == "" {
+			q.notReady(v1alpha1.QueueHasChildren, "queue "+q.Name+" has child queues; only leaf queues take pods")
 		}
 	}
 	// Readiness is inherited: a queue under a queue that is not ready takes no work either.
 	for _, q := range s.queueList {
-		if q.NotReady == "" {
+		if q.NotReadyReason == "" {
 			for a := q.Parent; a != nil; a = a.Parent {
-				if a.NotReady != "" && !strings.Contains(a.NotReady, "child queues") {
-					q.NotReady = "ancestor " + a.NotReady
+				if a.NotReadyReason != "" && a.NotReadyReason != v1alpha1.QueueHasChildren {
+					q.notReady(v1alpha1.QueueAncestorNotReady, "ancestor "+a.NotReady)
 					break
 				}
 			}

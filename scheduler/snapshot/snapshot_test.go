@@ -241,10 +241,10 @@ func TestQueueTree(t *testing.T) {
 	if got := dept.Demand(snapshot.DimGPU); got != 7000 {
 		t.Errorf("dept demand = %d, want 7000", got)
 	}
-	if q := s.Queue("orphan"); !strings.Contains(q.NotReady, "missing") {
-		t.Errorf("orphan queue NotReady = %q", q.NotReady)
+	if q := s.Queue("orphan"); q.NotReadyReason != v1alpha1.QueueParentMissing || q.NotReady != "parent queue missing does not exist" {
+		t.Errorf("orphan queue not ready %q: %q", q.NotReadyReason, q.NotReady)
 	}
-	if q := s.Queue("nowhere"); q == nil || q.Defined || q.NotReady == "" {
+	if q := s.Queue("nowhere"); q == nil || q.Defined || q.NotReadyReason != v1alpha1.QueueMissing || q.NotReady == "" {
 		t.Errorf("placeholder queue = %+v", q)
 	}
 	// Moving p2 to the top of the tree moves its totals out of dept.
@@ -258,6 +258,57 @@ func TestQueueTree(t *testing.T) {
 	s.DeletePod(key("x", "lost"))
 	if s.Queue("nowhere") != nil {
 		t.Error("placeholder queue should disappear with its last pod")
+	}
+}
+
+// Each readiness rule gives its own code, and the rules that follow read the code, not the
+// words of the message (which holds queue names): queues of a parent cycle are cut from their
+// parents, a queue with children and pods stays under its parent and counts in its totals, and
+// a queue under a queue with a missing parent is not ready either.
+func TestQueueNotReadyReasons(t *testing.T) {
+	s := snapshot.New()
+	for _, q := range []*v1alpha1.Queue{
+		testutil.MakeQueue("dept").GPU("8", 1, "").Obj(),
+		testutil.MakeQueue("bicycle").Parent("dept").Obj(),
+		testutil.MakeQueue("wheel").Parent("bicycle").Obj(),
+		testutil.MakeQueue("loop-a").Parent("loop-b").Obj(),
+		testutil.MakeQueue("loop-b").Parent("loop-a").Obj(),
+		testutil.MakeQueue("below-loop").Parent("loop-a").Obj(),
+		testutil.MakeQueue("orphan").Parent("gone").Obj(),
+		testutil.MakeQueue("under-orphan").Parent("orphan").Obj(),
+	} {
+		if err := s.UpsertQueue(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*corev1.Pod{
+		testutil.MakePod("x", "b").Queue("bicycle").GPU(1).Node("n1").Obj(),
+		testutil.MakePod("x", "w").Queue("wheel").GPU(1).Node("n1").Obj(),
+		testutil.MakePod("x", "lost").Queue("nowhere").GPU(1).Obj(),
+	} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustVerify(t, s)
+	for name, want := range map[string]v1alpha1.QueueNotReadyReason{
+		"dept": "", "wheel": "", "bicycle": v1alpha1.QueueHasChildren, "loop-a": v1alpha1.QueueParentCycle,
+		"loop-b": v1alpha1.QueueParentCycle, "below-loop": v1alpha1.QueueParentCycle, // its ancestry loops
+		"orphan": v1alpha1.QueueParentMissing, "under-orphan": v1alpha1.QueueAncestorNotReady, "nowhere": v1alpha1.QueueMissing,
+	} {
+		q := s.Queue(name)
+		if q.NotReadyReason != want || (want == "") != (q.NotReady == "") {
+			t.Errorf("queue %s not ready %q (%q), want %q", name, q.NotReadyReason, q.NotReady, want)
+		}
+	}
+	if p := s.Queue("bicycle").Parent; p == nil || p.Name != "dept" {
+		t.Errorf("bicycle's parent = %v, want dept", p)
+	}
+	if got := s.Queue("dept").Allocated.At(snapshot.DimGPU); got != 2000 {
+		t.Errorf("dept allocated %d milli-GPU, want bicycle's and wheel's 2000", got)
+	}
+	if s.Queue("loop-a").Parent != nil || s.Queue("loop-b").Parent != nil || s.Queue("below-loop").Parent != nil {
+		t.Error("queues of a parent cycle must be cut from their parents")
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -299,7 +298,8 @@ func testMetricsAndIdleness(t *testing.T, c *cluster.Cluster, agent *gpuagents.A
 		return s == corev1.ConditionTrue, err
 	})
 	// The memory that stays resident if the GPU is lent is on the pod before the condition, and
-	// the message carries the observation to the microsecond.
+	// so is the observation to the microsecond, the same second as the condition's
+	// lastTransitionTime.
 	var idle corev1.Pod
 	if err := c.Client().Get(t.Context(), client.ObjectKeyFromObject(nb), &idle); err != nil {
 		t.Fatal(err)
@@ -307,13 +307,13 @@ func testMetricsAndIdleness(t *testing.T, c *cluster.Cluster, agent *gpuagents.A
 	if got := idle.Annotations[fairwayv1.IdleGPUMemoryAnnotation]; got != "2048" {
 		t.Errorf("idle notebook %s = %q, want 2048", fairwayv1.IdleGPUMemoryAnnotation, got)
 	}
-	for i := range idle.Status.Conditions {
-		if cond := &idle.Status.Conditions[i]; cond.Type == fairwayv1.GPUIdleCondition {
-			if observed := fairwayv1.GPUIdleObserved(cond); !strings.Contains(cond.Message, "(observed ") ||
-				!observed.Truncate(time.Second).Equal(cond.LastTransitionTime.Time) {
-				t.Errorf("GPUIdle message %q lacks the observation time of %s", cond.Message, cond.LastTransitionTime)
-			}
-		}
+	if cond := fairwayv1.GPUIdleConditionOf(&idle); cond == nil {
+		t.Error("the idle notebook lost its GPUIdle condition")
+	} else if raw := idle.Annotations[fairwayv1.GPUIdleObservedAnnotation]; raw == "" {
+		t.Errorf("the idle notebook has no %s", fairwayv1.GPUIdleObservedAnnotation)
+	} else if observed, err := time.Parse(fairwayv1.GPUIdleObservedFormat, raw); err != nil ||
+		!observed.Truncate(time.Second).Equal(cond.LastTransitionTime.Time) || !fairwayv1.GPUIdleObserved(&idle).Equal(observed) {
+		t.Errorf("%s %q (%v) is not the observation of the condition's transition at %s", fairwayv1.GPUIdleObservedAnnotation, raw, err, cond.LastTransitionTime)
 	}
 	// ...and active again at the first sign of work, within a poll or two.
 	start := time.Now()

@@ -236,16 +236,17 @@ func podChangeRelevant(old, cur any) bool {
 		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) || gpuIdleChanged(a, b)
 }
 
-// gpuIdleChanged reports whether the GPUIdle condition of a pod differs between two versions:
-// its status, or its message, which carries the agent's observation time (a re-asserted
-// condition, or one that flipped twice between updates). It runs on every pod update, so it
-// compares in place.
+// gpuIdleChanged reports whether the GPUIdle condition of a pod differs between two versions in
+// what the scheduler reads: its status or its transition time (a re-asserted condition, or one
+// that flipped twice between updates, changes fairway.dev/gpu-idle-observed, which the
+// comparison of annotations sees). The message is for people. It runs on every pod update, so
+// it compares in place.
 func gpuIdleChanged(a, b *corev1.Pod) bool {
 	ca, cb := v1alpha1.GPUIdleConditionOf(a), v1alpha1.GPUIdleConditionOf(b)
 	if ca == nil || cb == nil {
 		return (ca == nil) != (cb == nil)
 	}
-	return ca.Status != cb.Status || ca.Message != cb.Message || !ca.LastTransitionTime.Equal(&cb.LastTransitionTime)
+	return ca.Status != cb.Status || !ca.LastTransitionTime.Equal(&cb.LastTransitionTime)
 }
 
 // nodeChangeRelevant reports whether a node update changes what the snapshot reads.

@@ -80,11 +80,11 @@ func TestTrimPodKeepsWhatTheSnapshotReads(t *testing.T) {
 
 // idleNotebook is a notebook the gpu-agent reports idle.
 func idleNotebook() *corev1.Pod {
-	p := testutil.MakePod("a", "nb").Queue("a").Fraction("0.5").Priority(100).Node("n1").GPUIndex(0).
-		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "2048").Obj()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)
+	p := testutil.MakePod("a", "nb").Queue("a").Fraction("0.5").Priority(100).Node("n1").GPUIndex(0).
+		Annotation(v1alpha1.IdleGPUMemoryAnnotation, "2048").Annotation(v1alpha1.GPUIdleObservedAnnotation, v1alpha1.FormatGPUIdleObserved(at)).Obj()
 	p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.GPUIdleCondition, Status: corev1.ConditionTrue,
-		LastTransitionTime: metav1.NewTime(at.Truncate(time.Second)), Message: v1alpha1.GPUIdleMessage("idle", at)}}
+		LastTransitionTime: metav1.NewTime(at.Truncate(time.Second)), Message: "idle"}}
 	return p
 }
 
@@ -103,6 +103,15 @@ func TestGPUIdleChangeIsRelevant(t *testing.T) {
 	}
 	if !podChangeRelevant(idle, TrimPod(awake.DeepCopy())) {
 		t.Error("trimming drops the GPUIdle condition")
+	}
+	// Re-asserted within the same second: only the observation time moves.
+	reasserted := idle.DeepCopy()
+	reasserted.Annotations[v1alpha1.GPUIdleObservedAnnotation] = v1alpha1.FormatGPUIdleObserved(time.Date(2026, 1, 2, 3, 4, 5, 900000, time.UTC))
+	if !podChangeRelevant(idle, reasserted) {
+		t.Error("a new GPUIdle observation time is not relevant")
+	}
+	if got := v1alpha1.GPUIdleObserved(TrimPod(idle.DeepCopy())); !got.Equal(time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)) {
+		t.Errorf("trimming loses the GPUIdle observation time: %s", got)
 	}
 }
 

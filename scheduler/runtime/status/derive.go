@@ -20,7 +20,6 @@ import (
 const (
 	QueueConditionReady = "Ready"
 	ReasonReady         = "Ready"
-	ReasonNotReady      = "NotReady"
 	ReasonGangScheduled = "GangScheduled"
 	ReasonWaiting       = "Waiting"
 	ReasonSchedulable   = "Schedulable"
@@ -43,8 +42,9 @@ func QueueStatus(cur *v1alpha1.QueueStatus, st *engine.QueueStatus, children []s
 		out.Borrowed = nonEmpty(st.Borrowed)
 		out.Loaned = nonEmpty(st.Loaned)
 		out.PendingPods = st.PendingPods
-		if st.NotReady != "" {
-			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonNotReady, st.NotReady
+		if st.NotReadyReason != "" {
+			// The reason is the engine's code (v1alpha1.QueueNotReadyReason), the message its words.
+			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, string(st.NotReadyReason), st.NotReady
 		}
 	}
 	meta.SetStatusCondition(&out.Conditions, ready)
@@ -127,11 +127,13 @@ func PodGroupStatus(cur *v1alpha1.PodGroupStatus, minMember int32, pods []*corev
 }
 
 // PodUnschedulable is the PodScheduled condition of a waiting pod, as kube-scheduler writes it:
-// False, reason Unschedulable, and the engine's code and message.
+// False, reason Unschedulable, and the engine's code and message in the format
+// v1alpha1.PodScheduledMessage defines (the CLI reads the code back with
+// v1alpha1.ParsePodScheduledMessage).
 func PodUnschedulable(r *engine.GangReason, now metav1.Time) corev1.PodCondition {
 	return corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: string(r.Code) + ": " + r.Message, LastTransitionTime: now,
+		Message: v1alpha1.PodScheduledMessage(r.Code, r.Message), LastTransitionTime: now,
 	}
 }
 

@@ -36,10 +36,11 @@ func TestQueueStatus(t *testing.T) {
 	}
 	// Not ready: the condition flips, with the engine's reason, and its time moves.
 	nr := *st
-	nr.NotReady = "parent queue dept does not exist"
+	nr.NotReadyReason, nr.NotReady = v1alpha1.QueueParentMissing, "parent queue dept does not exist"
 	bad := QueueStatus(&got, &nr, []string{"child"}, t1)
 	c := meta.FindStatusCondition(bad.Conditions, QueueConditionReady)
-	if c.Status != metav1.ConditionFalse || c.Message != nr.NotReady || !c.LastTransitionTime.Equal(&t1) || len(bad.ChildQueues) != 1 {
+	if c.Status != metav1.ConditionFalse || c.Reason != string(v1alpha1.QueueParentMissing) || c.Message != nr.NotReady ||
+		!c.LastTransitionTime.Equal(&t1) || len(bad.ChildQueues) != 1 {
 		t.Errorf("not ready: %+v children %v", c, bad.ChildQueues)
 	}
 }

@@ -327,9 +327,10 @@ func (c *cycle) policyFor(kind victimKind, a *attempt) (*victimPolicy, string) {
 	}
 }
 
-// evictabilityKey ranks victims by lowest priority, then most recent start.
+// evictabilityKey ranks victims: recreatable ones first, then lowest priority, then most recent
+// start.
 func evictabilityKey(v *snapshot.Task) victimKey {
-	return victimKey{prio: v.Gang.Priority, start: v.Gang.LastStart.UnixNano()}
+	return victimKey{prio: v.Gang.Priority, lost: !v.Recreatable, start: v.Gang.LastStart.UnixNano()}
 }
 
 func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string) {

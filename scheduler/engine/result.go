@@ -94,6 +94,11 @@ type Eviction struct {
 	GracePeriod time.Duration
 }
 
+// NotRecreatedNote ends the message of an eviction whose pod nothing recreates
+// (snapshot.Task.Recreatable false): reclaim and preemption take such pods only when no
+// recreatable one frees the room.
+const NotRecreatedNote = "nothing recreates this pod without losing its work, so it will not come back"
+
 // ReasonCode is a machine-readable reason a gang waits.
 type ReasonCode string
 

@@ -459,7 +459,8 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 		},
 		message: func(v *snapshot.Task) string {
 			vq := v.Gang.Queue
-			return fmt.Sprintf("reclaimed for gang %s of queue %s, which is below its %s; queue %s holds %s GPU, above its %s of %s",
+			const format = "reclaimed for gang %s of queue %s, which is below its %s; queue %s holds %s GPU, above its %s of %s"
+			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix),
 				g.Key, q.Name, level, vq.Name, snapshot.FormatAmount(snapshot.DimGPU, vq.Effective(snapshot.DimGPU)),
 				level, snapshot.FormatAmount(snapshot.DimGPU, bound(vq, snapshot.DimGPU)))
 		},
@@ -490,7 +491,8 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 		},
 		key: evictabilityKey,
 		message: func(v *snapshot.Task) string {
-			return fmt.Sprintf("preempted by gang %s of priority %d in queue %s (this pod has priority %d)", g.Key, g.Priority, q.Name, v.Gang.Priority)
+			const format = "preempted by gang %s of priority %d in queue %s (this pod has priority %d)"
+			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), g.Key, g.Priority, q.Name, v.Gang.Priority)
 		},
 	}, ""
 }

@@ -699,7 +699,7 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 		if v.State != snapshot.TaskBound {
 			continue
 		}
-		c.stmt.Evict(v, pol.reason, victimMessage(pol, v), &pol.beneficiary.Key)
+		c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
 		pol.evicted = append(pol.evicted, v)
 	}
 	a, f := c.tryNode(best, t, g, true)
@@ -709,12 +709,15 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 	return best, a, true
 }
 
-// victimMessage is the policy's explanation of an eviction, which says so when nothing recreates
-// the pod: its event and its DisruptionTarget condition are all its owner will see.
-func victimMessage(pol *victimPolicy, v *snapshot.Task) string {
-	m := pol.message(v)
-	if !v.Recreatable {
-		m += "; " + NotRecreatedNote
+// lostFormat picks the message format of an eviction: lost, ending with NotRecreatedNote, when
+// nothing recreates the pod (its event and DisruptionTarget condition are all its owner will
+// see), else format. Choosing between two constant formats costs no allocation.
+func lostFormat(v *snapshot.Task, format, lost string) string {
+	if v.Recreatable {
+		return format
 	}
-	return m
+	return lost
 }
+
+// notRecreatedSuffix is NotRecreatedNote as a message ending; it holds no formatting verb.
+const notRecreatedSuffix = "; " + NotRecreatedNote

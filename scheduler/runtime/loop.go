@@ -135,10 +135,13 @@ func (l *loop) rebuild() {
 	l.mpsCache = map[string]mpsEntry{}
 	l.rejects = newRejections()
 	// Everything is applied now; events queued so far are applied again at the first cycle,
-	// which costs a comparison each.
+	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
+	// says how long ago, and their nodes may have changed since.
+	l.rejects.quiet = true
 	for _, k := range l.rt.inf.AllKeys() {
 		l.apply(k)
 	}
+	l.rejects.quiet = false
 	// Pods bound to nodes that no longer exist were left by a deleted node.
 	for _, o := range l.rt.inf.Pods.GetStore().List() {
 		if p := o.(*corev1.Pod); p.Spec.NodeName != "" && l.rt.inf.Node(p.Spec.NodeName) == nil {

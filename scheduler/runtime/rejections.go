@@ -38,6 +38,8 @@ type rejections struct {
 	// seen are the pods already counted, so that the Failed pod's later updates do not count
 	// again; entries go after seenFor.
 	seen map[types.UID]time.Time
+	// quiet, while the snapshot is rebuilt, only marks rejected pods seen.
+	quiet bool
 }
 
 // rejectBackoff is how long a node stays corrected after its first rejection for a resource;
@@ -122,6 +124,9 @@ func (r *rejections) observe(pod *corev1.Pod, n *corev1.Node, sn *snapshot.Node,
 		return Rejection{}, false
 	}
 	r.seen[pod.UID] = now
+	if r.quiet {
+		return Rejection{}, false
+	}
 	for uid, at := range r.seen {
 		if now.Sub(at) > seenFor {
 			delete(r.seen, uid)

@@ -55,6 +55,16 @@ func TestRejections(t *testing.T) {
 		t.Error("no rejection yet, but the node was changed")
 	}
 
+	// Rejections found while the snapshot is rebuilt are old news: seen, not acted on.
+	r.quiet = true
+	if _, ok := r.observe(rejectedPod("old", "n1", "OutOfnvidia.com/gpu"), node, snap.Node("n1"), now); ok {
+		t.Error("a rejection found at start-up was acted on")
+	}
+	r.quiet = false
+	if _, ok := r.observe(rejectedPod("old", "n1", "OutOfnvidia.com/gpu"), node, snap.Node("n1"), now); ok {
+		t.Error("a rejection found at start-up was acted on at its next update")
+	}
+
 	p := rejectedPod("p1", "n1", "OutOfnvidia.com/gpu")
 	rj, ok := r.observe(p, node, snap.Node("n1"), now)
 	if !ok || rj.Resource != v1alpha1.ResourceGPU || rj.Backoff != rejectBackoff || rj.Node != "n1" {

@@ -264,9 +264,9 @@ func (l *loop) kubeletRejected(p *corev1.Pod) {
 	if rj.Resource != wholeNode {
 		what = "fairway takes the node to have no more " + string(rj.Resource) + " than its pods use, and places no more of it there"
 	}
-	next := "its controller makes a new pod, which fairway places on another node"
+	next := "its controller makes a new pod, which fairway places elsewhere meanwhile"
 	if !recreated {
-		next = "nothing recreates a pod without a controller: create it again, fairway will place it on another node"
+		next = "nothing recreates a pod without a controller: create it again"
 	}
 	l.rt.events.rec.Eventf(podRef(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p.UID), nil, corev1.EventTypeWarning,
 		ReasonKubeletRejected, "Schedule", "The kubelet of node %s rejected the pod (%s: %s); %s for %s or until the node's allocatable changes; %s",

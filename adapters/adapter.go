@@ -107,6 +107,12 @@ type Workload struct {
 	// drops GPU-share annotations they inherit from workflow-wide metadata.
 	NoGPU bool
 
+	// Recreatable says whether the framework makes the pod again, with no work lost, if it is
+	// evicted (written to the pod's fairway.dev/recreatable); nil when the adapter cannot tell,
+	// which leaves the owner-kind default of v1alpha1.PodRecreatable. Only pods that come back
+	// are moved to defragment nodes.
+	Recreatable *bool
+
 	// QueueHint is the queue named on the framework object (for example a RayCluster's
 	// fairway.dev/queue label), used when the pod itself names none.
 	QueueHint string

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,16 +105,20 @@ func QueueFromLabels(labels map[string]string) string {
 // that sizes the gang, and admits the pod with no gang minimum (min-member 1) instead: the pod is
 // not refused, it only loses all-or-nothing placement.
 func DegradedWarning(what string, err error) string {
-	reason := err.Error()
+	return fmt.Sprintf("fairway: cannot read %s (%s); the pod is scheduled without a gang minimum (min-member 1)", what, ReadFailure(err))
+}
+
+// ReadFailure says, for a warning, why ObjectReader.Get failed.
+func ReadFailure(err error) string {
 	switch {
 	case errors.Is(err, ErrKindNotInstalled):
-		reason = "its CRD is not installed"
+		return "its CRD is not installed"
 	case apierrors.IsNotFound(err):
-		reason = "it was not found"
+		return "it was not found"
 	case errors.Is(err, context.DeadlineExceeded):
-		reason = "the cache did not answer in time"
+		return "the cache did not answer in time"
 	}
-	return fmt.Sprintf("fairway: cannot read %s (%s); the pod is scheduled without a gang minimum (min-member 1)", what, reason)
+	return err.Error()
 }
 
 // Int64Field reads an integer at path in obj, accepting the int64 and float64 forms unstructured
@@ -150,3 +155,32 @@ func Clamp32(n, lo, hi int64) int32 {
 
 // MaxMinMember is the largest gang size an adapter reports, the PodGroup API's own bound.
 const MaxMinMember = 100000
+
+// Bool returns a pointer to b, for Workload.Recreatable.
+func Bool(b bool) *bool { return &b }
+
+// IgnoresDisruption reports whether a Job spec (batch/v1 JobSpec, as unstructured) has a
+// podFailurePolicy rule that ignores pods failed with the DisruptionTarget condition: then an
+// eviction does not count against the Job's backoffLimit and the Job controller simply makes the
+// pod again. Without such a rule every eviction burns a retry, and the last one fails the Job.
+func IgnoresDisruption(jobSpec map[string]any) bool {
+	rules, _, _ := unstructured.NestedSlice(jobSpec, "podFailurePolicy", "rules")
+	for _, r := range rules {
+		rule, ok := r.(map[string]any)
+		if !ok || rule["action"] != string(batchv1.PodFailurePolicyActionIgnore) {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(rule, "onPodConditions")
+		for _, c := range conds {
+			cond, ok := c.(map[string]any)
+			if !ok || cond["type"] != string(corev1.DisruptionTarget) {
+				continue
+			}
+			// status defaults to True, the status the condition has on an evicted pod.
+			if st, set := cond["status"]; !set || st == string(corev1.ConditionTrue) {
+				return true
+			}
+		}
+	}
+	return false
+}

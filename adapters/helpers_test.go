@@ -40,3 +40,32 @@ func TestGroupName(t *testing.T) {
 		t.Errorf("names that differ only in cleaned characters collide: %q", a)
 	}
 }
+
+func TestIgnoresDisruption(t *testing.T) {
+	rule := func(action, status string) map[string]any {
+		cond := map[string]any{"type": "DisruptionTarget"}
+		if status != "" {
+			cond["status"] = status
+		}
+		return map[string]any{"podFailurePolicy": map[string]any{"rules": []any{
+			map[string]any{"action": action, "onPodConditions": []any{cond}},
+		}}}
+	}
+	cases := []struct {
+		name string
+		spec map[string]any
+		want bool
+	}{
+		{name: "no policy", spec: map[string]any{"backoffLimit": int64(6)}},
+		{name: "Ignore, status defaulted to True", spec: rule("Ignore", ""), want: true},
+		{name: "Ignore, status True", spec: rule("Ignore", "True"), want: true},
+		{name: "Ignore, status False", spec: rule("Ignore", "False")},
+		{name: "Count", spec: rule("Count", "")},
+		{name: "FailJob", spec: rule("FailJob", "")},
+	}
+	for _, c := range cases {
+		if got := adapters.IgnoresDisruption(c.spec); got != c.want {
+			t.Errorf("%s: IgnoresDisruption = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

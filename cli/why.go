@@ -68,6 +68,13 @@ type PlacementView struct {
 	// OnLoan is true for a pod on loan on the GPU of idle notebooks (fairway.dev/loan): it is
 	// evicted, with a short grace period, as soon as one of them does GPU work again.
 	OnLoan bool `json:"onLoan,omitempty"`
+	// Evicting is the reason of the pod's DisruptionTarget condition while it is being evicted
+	// (FairwayReclaim, FairwayPreempt, ...), and EvictingMessage its message.
+	Evicting        string `json:"evicting,omitempty"`
+	EvictingMessage string `json:"evictingMessage,omitempty"`
+	// NotRecreated is true for a pod being evicted that nothing recreates
+	// (v1alpha1.PodRecreatable): it will not come back.
+	NotRecreated bool `json:"notRecreated,omitempty"`
 }
 
 // RunWhy explains one PodGroup or pod. arg is NAME, pod/NAME, podgroup/NAME or pg/NAME.
@@ -254,6 +261,10 @@ func placement(p *corev1.Pod, s *WhySnapshot) PlacementView {
 	g := gpuOf(p)
 	pv := PlacementView{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, GPUs: g.Whole, Share: g.share(), GPUUUID: g.UUID,
 		OnLoan: p.Spec.NodeName != "" && isLoan(p)}
+	if c := disruption(p); c != nil {
+		pv.Evicting, pv.EvictingMessage = c.Reason, c.Message
+		pv.NotRecreated = !fairwayv1.PodRecreatable(p)
+	}
 	if !g.shared() || p.Spec.NodeName == "" {
 		return pv
 	}
@@ -343,11 +354,27 @@ func PrintWhy(w io.Writer, v WhyView) error {
 	return err
 }
 
+// disruption is the pod's DisruptionTarget condition while it is True, or nil.
+func disruption(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
 func describePlacement(p PlacementView) string {
 	if p.Node == "" {
 		return fmt.Sprintf("%s %s, not bound", p.Name, p.Phase)
 	}
 	s := fmt.Sprintf("%s %s on %s", p.Name, p.Phase, p.Node)
+	if p.Evicting != "" {
+		s += ", being evicted (" + p.Evicting + ")"
+		if p.NotRecreated {
+			s += " and will not come back: nothing recreates it without losing its work"
+		}
+	}
 	switch {
 	case p.GPUs > 0:
 		s += fmt.Sprintf(", %d whole GPUs", p.GPUs)

@@ -140,6 +140,12 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	} else {
 		delete(pod.Annotations, fairwayv1.SubGroupAnnotation)
 	}
+	if w.Recreatable != nil {
+		setAnnotation(pod, fairwayv1.RecreatableAnnotation, strconv.FormatBool(*w.Recreatable))
+	} else {
+		// A copy from another pod's metadata says nothing about this one: the owner kind decides.
+		delete(pod.Annotations, fairwayv1.RecreatableAnnotation)
+	}
 	// Keys only the scheduler writes, at bind time: a new pod carrying them copied them from an
 	// old one, and they would point the runtime at a GPU the pod was never given.
 	delete(pod.Annotations, fairwayv1.GPUIndexAnnotation)

@@ -91,6 +91,7 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		}
 		w.MinMember = adapters.Clamp32(total, 1, adapters.MaxMinMember)
 	}
+	w.Recreatable = adapters.Bool(ReplicatedJobIgnoresDisruption(js, rjob))
 	w.QueueHint = adapters.QueueFromLabels(js.GetLabels())
 	if ref := adapters.ControllerOf(js); w.QueueHint == "" && ref != nil && ref.Kind == TrainJobGVK.Kind {
 		if tj, err := objects.Get(ctx, TrainJobGVK, js.GetNamespace(), ref.Name); err == nil {
@@ -124,4 +125,21 @@ func ReplicatedJobSizes(js *unstructured.Unstructured) (map[string]int64, bool) 
 		sizes[name] = replicas * min(parallelism, completions, adapters.MaxMinMember)
 	}
 	return sizes, inOrder
+}
+
+// ReplicatedJobIgnoresDisruption reports whether the Job template of the named replicated job
+// does not count evictions against its backoffLimit (adapters.IgnoresDisruption): then its Job
+// makes an evicted pod again and the JobSet goes on; otherwise each eviction burns a retry of
+// the Job, and its failure fails or restarts the whole JobSet.
+func ReplicatedJobIgnoresDisruption(js *unstructured.Unstructured, rjob string) bool {
+	rjobs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
+	for _, r := range rjobs {
+		rj, ok := r.(map[string]any)
+		if !ok || rj["name"] != rjob {
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(rj, "template", "spec")
+		return adapters.IgnoresDisruption(spec)
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
@@ -22,12 +23,12 @@ func TestDescribe(t *testing.T) {
 		"TrainJob (in order): one gang per replicated job; queue from the TrainJob": {
 			objects: "jobset-trainjob.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1-node", MinMember: 4,
-				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team"},
+				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team", Recreatable: adapters.Bool(false)},
 		},
 		"JobSet started at once: one gang, replicated jobs are sub-groups": {
 			objects: "jobset-parallel.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 7, SubGroup: "node",
-				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team"},
+				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team", Recreatable: adapters.Bool(false)},
 		},
 		"JobSet CRD missing: degrade": {
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 1, SubGroup: "node",
@@ -59,5 +60,27 @@ func TestDescribe(t *testing.T) {
 				t.Errorf("warnings = %q, want %d", got.Warnings, tc.warns)
 			}
 		})
+	}
+}
+
+// A replicated job's pods come back after an eviction only when its Job template's
+// podFailurePolicy ignores DisruptionTarget; otherwise each eviction burns the Job's backoffLimit.
+func TestReplicatedJobIgnoresDisruption(t *testing.T) {
+	js := adaptertest.LoadObjects(t, filepath.Join("testdata", "jobset-parallel.yaml"))[0]
+	if jobset.ReplicatedJobIgnoresDisruption(js, "node") {
+		t.Error("no podFailurePolicy: got true, want false")
+	}
+	rjobs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
+	spec := rjobs[1].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	spec["podFailurePolicy"] = map[string]any{"rules": []any{
+		map[string]any{"action": "FailJob", "onExitCodes": map[string]any{"operator": "In", "values": []any{int64(42)}}},
+		map[string]any{"action": "Ignore", "onPodConditions": []any{map[string]any{"type": "DisruptionTarget"}}},
+	}}
+	_ = unstructured.SetNestedSlice(js.Object, rjobs, "spec", "replicatedJobs")
+	if !jobset.ReplicatedJobIgnoresDisruption(js, "node") {
+		t.Error("Ignore on DisruptionTarget: got false, want true")
+	}
+	if jobset.ReplicatedJobIgnoresDisruption(js, "driver") {
+		t.Error("the driver's template has no such rule: got true, want false")
 	}
 }

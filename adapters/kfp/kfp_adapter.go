@@ -4,6 +4,11 @@
 // system pods that never get a GPU.
 //
 // KFP pods are also Argo pods, so this adapter must come before the Argo adapter in the registry.
+//
+// Whether a step comes back after an eviction is Argo's rule (argo.RetriedAfterDeletion). KFP
+// compiles a task's retry policy into a retryStrategy without a retryPolicy, that is Argo's
+// OnFailure, which does not retry a deleted pod: KFP steps are moved only when the workflow says
+// OnError or Always (for example through a workflow-wide retryStrategy).
 package kfp
 
 import (
@@ -67,7 +72,7 @@ func (*Adapter) Recognize(pod *corev1.Pod) bool {
 
 // Describe implements adapters.Adapter. Every pod is a gang of its own (an Argo step); drivers
 // and importers are marked NoGPU, so a GPU share set workflow-wide never lands on them.
-func (*Adapter) Describe(_ context.Context, pod *corev1.Pod, _ adapters.ObjectReader) (adapters.Workload, error) {
+func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.ObjectReader) (adapters.Workload, error) {
 	if component, ok := pod.Labels[argo.ComponentLabel]; ok {
 		return adapters.Workload{Ignore: "Argo " + component + " pod"}, nil
 	}
@@ -76,6 +81,11 @@ func (*Adapter) Describe(_ context.Context, pod *corev1.Pod, _ adapters.ObjectRe
 		PodGroup:      argo.StepGroup(pod),
 		MinMember:     1,
 		PriorityClass: fairwayv1.PriorityClassTraining,
+	}
+	retried, warning := argo.RetriedAfterDeletion(ctx, pod, objects)
+	w.Recreatable = adapters.Bool(retried)
+	if warning != "" {
+		w.Warnings = append(w.Warnings, warning)
 	}
 	if role := PodRole(pod); role == RoleExecutor {
 		w.GPUContainer = argo.GPUContainer(pod)

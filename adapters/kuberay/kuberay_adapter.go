@@ -5,6 +5,10 @@
 //
 // KubeRay creates its pods with generateName, so the gang is keyed by the ray.io/cluster label,
 // never by the pod's name. No KubeRay --batch-scheduler flag is needed.
+//
+// Workers are recreatable: KubeRay makes a deleted worker again and Ray reschedules the tasks
+// and actors it ran. The head is not: deleting it loses the cluster's state and the jobs on it,
+// so fairway never moves a head (nor, with it, a cluster at its minimum).
 package kuberay
 
 import (
@@ -82,6 +86,7 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		MinMember:     1,
 		SubGroup:      pod.Labels[GroupLabel],
 		PriorityClass: fairwayv1.PriorityClassTraining,
+		Recreatable:   adapters.Bool(pod.Labels[NodeTypeLabel] == "worker"),
 	}
 	if len(pod.Spec.Containers) > 0 {
 		// KubeRay requires the Ray container at index 0 (utils.RayContainerIndex).

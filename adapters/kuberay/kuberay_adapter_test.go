@@ -24,22 +24,22 @@ func TestDescribe(t *testing.T) {
 		"worker of a two-group cluster: gang = head + desired replicas x hosts": {
 			pod: "worker-gpu.yaml", objects: "raycluster.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rc-gpu", MinMember: 7, SubGroup: "gpu-group",
-				PriorityClass: "fairway-training", GPUContainer: "ray-worker", QueueHint: "ray-team"},
+				PriorityClass: "fairway-training", GPUContainer: "ray-worker", QueueHint: "ray-team", Recreatable: adapters.Bool(true)},
 		},
 		"head of the same cluster shares the gang": {
 			pod: "head.yaml", objects: "raycluster.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rc-gpu", MinMember: 7, SubGroup: "headgroup",
-				PriorityClass: "fairway-training", GPUContainer: "ray-head", QueueHint: "ray-team"},
+				PriorityClass: "fairway-training", GPUContainer: "ray-head", QueueHint: "ray-team", Recreatable: adapters.Bool(false)},
 		},
 		"RayJob cluster with autoscaler: min replicas; queue from the RayJob; priority from the cluster label": {
 			pod: "rayjob-worker.yaml", objects: "raycluster-autoscaling.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rayjob-sample-raycluster-k9x2p", MinMember: 2, SubGroup: "small",
-				PriorityClass: "fairway-inference", GPUContainer: "ray-worker", QueueHint: "ray-team"},
+				PriorityClass: "fairway-inference", GPUContainer: "ray-worker", QueueHint: "ray-team", Recreatable: adapters.Bool(true)},
 		},
 		"KubeRay CRDs not installed: same gang, min-member 1, a warning": {
 			pod: "worker-gpu.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rc-gpu", MinMember: 1, SubGroup: "gpu-group",
-				PriorityClass: "fairway-training", GPUContainer: "ray-worker"},
+				PriorityClass: "fairway-training", GPUContainer: "ray-worker", Recreatable: adapters.Bool(true)},
 			warning: "CRD is not installed",
 		},
 	}

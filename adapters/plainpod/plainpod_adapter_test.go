@@ -7,9 +7,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/plainpod"
 )
 
@@ -42,5 +44,40 @@ func TestDescribe(t *testing.T) {
 				t.Errorf("Describe (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A Job's pod comes back after an eviction only when the Job's podFailurePolicy ignores
+// DisruptionTarget; a Job that cannot be read leaves the owner-kind default (nil).
+func TestDescribeJobPod(t *testing.T) {
+	job := func(rules []any) *unstructured.Unstructured {
+		spec := map[string]any{"backoffLimit": int64(6)}
+		if rules != nil {
+			spec["podFailurePolicy"] = map[string]any{"rules": rules}
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "train", "namespace": "team-a"}, "spec": spec,
+		}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "train-", Namespace: "team-a", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "batch/v1", Kind: "Job", Name: "train", Controller: ptr.To(true)}}}}
+	ignore := []any{map[string]any{"action": "Ignore", "onPodConditions": []any{map[string]any{"type": "DisruptionTarget"}}}}
+	cases := []struct {
+		name   string
+		reader *adaptertest.Reader
+		want   *bool
+	}{
+		{name: "podFailurePolicy ignores DisruptionTarget", reader: adaptertest.NewReader(job(ignore)), want: adapters.Bool(true)},
+		{name: "no podFailurePolicy: an eviction burns backoffLimit", reader: adaptertest.NewReader(job(nil)), want: adapters.Bool(false)},
+		{name: "Job not readable", reader: adaptertest.NewReader()},
+	}
+	for _, c := range cases {
+		got, err := plainpod.New().Describe(context.Background(), pod, c.reader)
+		if err != nil {
+			t.Fatalf("%s: Describe: %v", c.name, err)
+		}
+		if diff := cmp.Diff(c.want, got.Recreatable); diff != "" {
+			t.Errorf("%s: Recreatable (-want +got):\n%s", c.name, diff)
+		}
 	}
 }

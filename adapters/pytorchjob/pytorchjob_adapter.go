@@ -7,6 +7,7 @@ package pytorchjob
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -86,7 +87,24 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 	}
 	w.MinMember = MinMember(obj)
 	w.QueueHint = adapters.QueueFromLabels(obj.GetLabels())
+	w.Recreatable = adapters.Bool(Restarted(obj, pod.Labels[ReplicaTypeLabel]))
 	return w, nil
+}
+
+// Restarted reports whether the training operator brings a replica of the type back after its
+// pod is evicted without failing the job: its restartPolicy (default OnFailure, as the operator
+// defaults it) is OnFailure, Always or ExitCode; under Never the job fails with the pod.
+func Restarted(job *unstructured.Unstructured, replicaType string) bool {
+	replicas, _, _ := unstructured.NestedMap(job.Object, "spec", "pytorchReplicaSpecs")
+	for name, r := range replicas {
+		rs, ok := r.(map[string]any)
+		if !ok || !strings.EqualFold(name, replicaType) {
+			continue
+		}
+		policy, _, _ := unstructured.NestedString(rs, "restartPolicy")
+		return policy != string(corev1.RestartPolicyNever)
+	}
+	return false
 }
 
 // MinMember is a PyTorchJob's gang size: spec.runPolicy.schedulingPolicy.minAvailable when set,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
@@ -22,17 +23,17 @@ func TestDescribe(t *testing.T) {
 		"worker: gang = all replicas": {
 			pod: "worker.yaml", objects: "pytorchjob.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "worker",
-				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team"},
+				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team", Recreatable: adapters.Bool(true)},
 		},
 		"master is a sub-group of the same gang": {
 			pod: "master.yaml", objects: "pytorchjob.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "master",
-				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team"},
+				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team", Recreatable: adapters.Bool(true)},
 		},
 		"elastic: minReplicas": {
 			pod: "worker.yaml", objects: "pytorchjob-elastic.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 2, SubGroup: "worker",
-				PriorityClass: "fairway-training", GPUContainer: "pytorch"},
+				PriorityClass: "fairway-training", GPUContainer: "pytorch", Recreatable: adapters.Bool(true)},
 		},
 		"CRD missing: degrade": {
 			pod: "worker.yaml",
@@ -89,4 +90,25 @@ func setNested(obj map[string]any, v any, path ...string) error {
 	}
 	obj[path[len(path)-1]] = v
 	return nil
+}
+
+// A replica comes back after an eviction unless its restartPolicy is Never (the job then fails).
+func TestRestarted(t *testing.T) {
+	job := adaptertest.LoadObjects(t, filepath.Join("testdata", "pytorchjob.yaml"))[0]
+	if !pytorchjob.Restarted(job, "worker") || !pytorchjob.Restarted(job, "master") {
+		t.Error("OnFailure replicas: Restarted = false, want true")
+	}
+	never := job.DeepCopy()
+	_ = unstructured.SetNestedField(never.Object, "Never", "spec", "pytorchReplicaSpecs", "Worker", "restartPolicy")
+	if pytorchjob.Restarted(never, "worker") {
+		t.Error("restartPolicy Never: Restarted = true, want false")
+	}
+	unset := job.DeepCopy()
+	unstructured.RemoveNestedField(unset.Object, "spec", "pytorchReplicaSpecs", "Worker", "restartPolicy")
+	if !pytorchjob.Restarted(unset, "worker") {
+		t.Error("restartPolicy unset (the operator defaults it to OnFailure): Restarted = false, want true")
+	}
+	if pytorchjob.Restarted(job, "launcher") {
+		t.Error("unknown replica type: Restarted = true, want false")
+	}
 }

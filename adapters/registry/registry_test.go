@@ -52,7 +52,7 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "Job"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}

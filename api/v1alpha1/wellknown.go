@@ -75,6 +75,12 @@ const (
 	FrameworkLabel = Prefix + "framework"
 	// ManagedLabel marks a pod the webhook handed to fairway ("true").
 	ManagedLabel = Prefix + "managed"
+	// RecreatableAnnotation is "true" when the pod's controller makes it again after an
+	// eviction without losing work (a retried Argo step, a Ray worker, a restarted training
+	// replica), "false" when an eviction loses it for good (a Ray head, an Argo step without a
+	// retry on errors). The adapter writes it at admission from the owner objects it reads; see
+	// PodRecreatable for pods without it.
+	RecreatableAnnotation = Prefix + "recreatable"
 )
 
 // Keys written by the scheduler runtime.

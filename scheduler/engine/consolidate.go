@@ -8,7 +8,10 @@ package engine
 // if every one of them fits elsewhere are the evictions made; the gang is nominated on the
 // capacity they free, as after reclaim. Victims must have run at least their queue's
 // PreemptMinRuntime, must not need a topology domain or sub-groups to be placed again, and must
-// have a controller (a Job, a ReplicaSet, ...): a bare pod evicted is gone, not moved.
+// be recreatable (Task.Recreatable: a ReplicaSet's pod, a Ray worker, an Argo step that retries
+// errors): a bare pod, a Ray head or an Argo step without retries evicted is gone, not moved. The
+// rule applies to the unit evicted, so a Ray worker may move alone while its cluster keeps its
+// minimum, but never takes its head along.
 //
 // The moved pods are not held anywhere: the check proves there is room for them now, and the
 // allocation order places them next cycle like any other pending pod.
@@ -66,10 +69,14 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 				return refusal{kind: refuseNonPreemptible}
 			case vg.Topology.Required != "" || len(vg.SubGroups) > 0:
 				return refusal{kind: refuseNeedsPlacement}
-			case !recreated(vg):
-				return refusal{kind: refuseNotRecreated}
 			case c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime:
 				return refusal{kind: refusePreemptRuntime, q: vg.Queue}
+			}
+			return refusal{}
+		},
+		allow: func(unit []*snapshot.Task, _ *freedAcc) refusal {
+			if !recreatable(unit) {
+				return refusal{kind: refuseNotRecreated}
 			}
 			return refusal{}
 		},
@@ -98,10 +105,11 @@ func (c *cycle) replaceVictims(pol *victimPolicy) string {
 	return ""
 }
 
-// recreated reports whether every pod of the gang has a controller that re-creates it.
-func recreated(g *snapshot.Gang) bool {
-	for _, t := range g.Tasks {
-		if !t.Controlled {
+// recreatable reports whether the controllers of every pod of an eviction unit make them again
+// with no work lost.
+func recreatable(unit []*snapshot.Task) bool {
+	for _, t := range unit {
+		if !t.Recreatable {
 			return false
 		}
 	}

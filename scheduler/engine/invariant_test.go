@@ -264,6 +264,9 @@ func (g *gen) job(t *testing.T, q string, simple bool) {
 			minMember = 1 + g.pick(replicas)
 		}
 	}
+	// One controller makes all of a job's pods, or none does: a gang whose controller recreates
+	// some of its pods only would lose the others for good to any eviction.
+	recreate := g.pick(3) != 0
 	for i := range replicas {
 		b := testutil.MakePod(q, fmt.Sprintf("%s-%d", name, i)).Queue(q).Priority(prio).CPU("1").Memory("1Gi").Created(g.s.now)
 		if replicas > 1 {
@@ -292,7 +295,7 @@ func (g *gen) job(t *testing.T, q string, simple bool) {
 		default:
 			b.Fraction("0.5").NodeSelector(v1alpha1.GPUTypeLabel, "A100")
 		}
-		mustNoErr(t, g.s.addPod(b.Obj(), g.pick(3) != 0))
+		mustNoErr(t, g.s.addPod(b.Obj(), recreate))
 	}
 }
 

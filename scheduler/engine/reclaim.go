@@ -347,9 +347,10 @@ func (c *cycle) policyFor(kind victimKind, a *attempt) (*victimPolicy, string) {
 	}
 }
 
-// evictabilityKey ranks victims by lowest priority, then most recent start.
+// evictabilityKey ranks victims: recreatable ones first, then lowest priority, then most recent
+// start.
 func evictabilityKey(v *snapshot.Task) victimKey {
-	return victimKey{prio: v.Gang.Priority, start: v.Gang.LastStart.UnixNano()}
+	return victimKey{prio: v.Gang.Priority, lost: !v.Recreatable, start: v.Gang.LastStart.UnixNano()}
 }
 
 func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string) {
@@ -478,7 +479,8 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 		},
 		message: func(v *snapshot.Task) string {
 			vq := v.Gang.Queue
-			return fmt.Sprintf("reclaimed for gang %s of queue %s, which is below its %s; queue %s holds %s GPU, above its %s of %s",
+			const format = "reclaimed for gang %s of queue %s, which is below its %s; queue %s holds %s GPU, above its %s of %s"
+			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix),
 				g.Key, q.Name, level, vq.Name, snapshot.FormatAmount(snapshot.DimGPU, vq.Effective(snapshot.DimGPU)),
 				level, snapshot.FormatAmount(snapshot.DimGPU, bound(vq, snapshot.DimGPU)))
 		},
@@ -509,7 +511,8 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 		},
 		key: evictabilityKey,
 		message: func(v *snapshot.Task) string {
-			return fmt.Sprintf("preempted by gang %s of priority %d in queue %s (this pod has priority %d)", g.Key, g.Priority, q.Name, v.Gang.Priority)
+			const format = "preempted by gang %s of priority %d in queue %s (this pod has priority %d)"
+			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), g.Key, g.Priority, q.Name, v.Gang.Priority)
 		},
 	}, ""
 }

@@ -95,6 +95,11 @@ type Eviction struct {
 	GracePeriod time.Duration
 }
 
+// NotRecreatedNote ends the message of an eviction whose pod nothing recreates
+// (snapshot.Task.Recreatable false): reclaim and preemption take such pods only when no
+// recreatable one frees the room.
+const NotRecreatedNote = "nothing recreates this pod without losing its work, so it will not come back"
+
 // ReasonCode is the machine-readable reason a gang waits. The set is published and owned by
 // api/v1alpha1 (UnschedulableReason), because PodGroup and pod conditions, events, metrics and
 // the CLI carry it; the engine names the same constants. Add a code there, then alias it here.

@@ -127,7 +127,7 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 	case refuseNeedsPlacement:
 		return "need a topology domain or sub-groups to be placed again"
 	case refuseNotRecreated:
-		return "have no controller that would re-create them elsewhere"
+		return "would not come back: nothing recreates them without losing their work"
 	case refuseFloor:
 		return fmt.Sprintf("would take queue %s below its %s of %s (%s)", r.q.Name, p.level, c.snap.DimName(r.d), snapshot.FormatAmount(r.d, p.floorOf(r.q, r.d)))
 	case refuseUseless:
@@ -197,10 +197,14 @@ func (c *cycle) why(p *victimPolicy) string {
 }
 
 // victimKey ranks a candidate: a higher share (its queue further above its fair share) first,
-// then a lower priority, fewer GPUs, a later start.
+// then a recreatable pod before one whose eviction loses it for good, then a lower priority,
+// fewer GPUs, a later start.
 type victimKey struct {
 	share float64
 	prio  int32
+	// lost is true for a pod nothing recreates (Task.Recreatable false). Declared here, where it
+	// fills padding.
+	lost  bool
 	gpu   int64
 	start int64
 }
@@ -215,6 +219,8 @@ func compareCands(a, b cand) int {
 	switch {
 	case a.key.share != b.key.share:
 		return cmp.Compare(b.key.share, a.key.share)
+	case a.key.lost != b.key.lost:
+		return boolRank(a.key.lost) - boolRank(b.key.lost)
 	case a.key.prio != b.key.prio:
 		return cmp.Compare(a.key.prio, b.key.prio)
 	case a.key.gpu != b.key.gpu:
@@ -226,6 +232,13 @@ func compareCands(a, b cand) int {
 		return c
 	}
 	return strings.Compare(a.t.Key.Name, b.t.Key.Name)
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // freedAcc accumulates, per queue, what the units chosen on one node free.
@@ -695,3 +708,16 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 	}
 	return best, a, true
 }
+
+// lostFormat picks the message format of an eviction: lost, ending with NotRecreatedNote, when
+// nothing recreates the pod (its event and DisruptionTarget condition are all its owner will
+// see), else format. Choosing between two constant formats costs no allocation.
+func lostFormat(v *snapshot.Task, format, lost string) string {
+	if v.Recreatable {
+		return format
+	}
+	return lost
+}
+
+// notRecreatedSuffix is NotRecreatedNote as a message ending; it holds no formatting verb.
+const notRecreatedSuffix = "; " + NotRecreatedNote

@@ -54,6 +54,10 @@ type loop struct {
 	// goneNodes are nodes deleted while fairway's pods were bound to them, and since when.
 	goneNodes map[string]time.Time
 	mpsCache  map[string]mpsEntry
+	// rejects are the kubelet's rejections of fairway's pods and what they correct on their
+	// nodes (see rejections).
+	rejects *rejections
+	expired []string
 
 	lastSweep time.Time
 	lastState time.Time
@@ -129,11 +133,15 @@ func (l *loop) rebuild() {
 	l.releasing = map[types.UID]time.Time{}
 	l.goneNodes = map[string]time.Time{}
 	l.mpsCache = map[string]mpsEntry{}
+	l.rejects = newRejections()
 	// Everything is applied now; events queued so far are applied again at the first cycle,
-	// which costs a comparison each.
+	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
+	// says how long ago, and their nodes may have changed since.
+	l.rejects.quiet = true
 	for _, k := range l.rt.inf.AllKeys() {
 		l.apply(k)
 	}
+	l.rejects.quiet = false
 	// Pods bound to nodes that no longer exist were left by a deleted node.
 	for _, o := range l.rt.inf.Pods.GetStore().List() {
 		if p := o.(*corev1.Pod); p.Spec.NodeName != "" && l.rt.inf.Node(p.Spec.NodeName) == nil {
@@ -155,6 +163,10 @@ func (l *loop) cycle(ctx context.Context) {
 	}
 	for _, k := range l.keys {
 		l.apply(k)
+	}
+	l.expired = l.rejects.expired(begin, l.expired[:0])
+	for _, name := range l.expired {
+		l.apply(cache.Key{Kind: cache.KindNode, Name: name}) // a kubelet-rejection backoff ended
 	}
 	applied := time.Since(begin)
 	// 2. Schedule.
@@ -212,6 +224,9 @@ func (l *loop) apply(k cache.Key) {
 		if err := l.snap.UpsertPod(cache.WithVolumeConstraints(p, inf)); err != nil {
 			l.log.V(1).Info("Pod not taken into the snapshot", "pod", klog.KObj(p), "err", err.Error())
 		}
+		if p.Status.Phase == corev1.PodFailed {
+			l.kubeletRejected(p)
+		}
 	case cache.KindNode:
 		n := inf.Node(k.Name)
 		if n == nil {
@@ -224,7 +239,7 @@ func (l *loop) apply(k cache.Key) {
 			return
 		}
 		delete(l.goneNodes, k.Name)
-		if err := l.snap.UpsertNode(n); err != nil {
+		if err := l.snap.UpsertNode(l.rejects.adjust(n, time.Now())); err != nil {
 			l.log.V(1).Info("Node taken with a problem", "node", k.Name, "err", err.Error())
 		}
 	case cache.KindQueue:

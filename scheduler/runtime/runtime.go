@@ -52,6 +52,7 @@ type Runtime struct {
 
 	broadcaster events.EventBroadcaster
 	recorder    events.EventRecorderLogger
+	events      *eventSink
 }
 
 // New wires a runtime. Nothing runs until the manager starts it.
@@ -66,6 +67,7 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	r.broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: c.Events.EventsV1()})
 	r.recorder = r.broadcaster.NewRecorder(scheme(), "fairway-scheduler")
 	sink := &eventSink{rec: r.recorder}
+	r.events = sink
 	r.gpu = gpushare.New(c.Scheduling, r.inf, gpushare.Options{
 		Namespace: opts.Namespace, Image: opts.ReservationImage, PriorityClassName: opts.ReservationPriorityClass,
 		Timeout: opts.ReservationTimeout, Log: log.WithName("gpushare"),

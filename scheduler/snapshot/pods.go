@@ -56,9 +56,10 @@ type PodInfo struct {
 	GPUIndexes []int
 	Gated      bool
 	Problem    *Problem
-	// Controlled is true when the pod has a controller (an owner reference with controller
-	// set): something re-creates it if it is evicted. Consolidation moves only such pods.
-	Controlled bool
+	// Recreatable is v1alpha1.PodRecreatable: the pod's controller makes it again after an
+	// eviction without losing work. Consolidation moves only such pods; reclaim and preemption
+	// prefer them.
+	Recreatable bool
 
 	// Interactive is the gpu-agent's rule for the pods whose idleness it tracks (see
 	// v1alpha1.IsInteractive). Idle and IdleChanged read its fairway.dev/GPUIdle condition
@@ -102,11 +103,7 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		NodeName: pod.Spec.NodeName,
 		Gated:    len(pod.Spec.SchedulingGates) > 0,
 	}
-	for i := range pod.OwnerReferences {
-		if c := pod.OwnerReferences[i].Controller; c != nil && *c {
-			info.Controlled = true
-		}
-	}
+	info.Recreatable = v1alpha1.PodRecreatable(pod)
 	if pod.Spec.Priority != nil {
 		info.Priority = *pod.Spec.Priority
 	}
@@ -302,6 +299,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 				}
 			}
 			old.BorrowOptIn = t.BorrowOptIn
+			old.Recreatable = t.Recreatable // read only when victims are chosen
 			return nil
 		}
 		t.Evicted = old.Evicted && t.State == TaskReleasing
@@ -335,7 +333,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Key: info.Key, UID: info.UID, SubGroup: info.SubGroup, Req: info.Req, Priority: info.Priority,
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
-		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled,
+		GPUs: Assignment{Shared: -1}, resvSlot: -1, Recreatable: info.Recreatable,
 		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
 	}

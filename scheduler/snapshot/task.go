@@ -119,8 +119,9 @@ type Task struct {
 	// Evicted is true when the engine chose the pod as a victim (as opposed to a pod that
 	// terminates on its own); CancelEviction undoes it.
 	Evicted bool
-	// Controlled is true when a controller owns the pod and re-creates it after an eviction.
-	Controlled bool
+	// Recreatable is true when the pod's controller makes it again after an eviction without
+	// losing work (v1alpha1.PodRecreatable).
+	Recreatable bool
 
 	// Idle lending (see Lendable). Interactive pods (notebooks, non-preemptible work) may lend
 	// the GPU they share while the gpu-agent reports them idle.

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,6 +241,62 @@ func testKubeRay(t *testing.T, c *cluster.Cluster) {
 			want.gpuFraction, want.gpuContainer = "0.5", p.Spec.Containers[0].Name
 		}
 		checkPod(t, p, want)
+		// KubeRay makes a deleted worker again; a deleted head loses the cluster.
+		wantRecreatable := strconv.FormatBool(p.Labels["ray.io/node-type"] == "worker")
+		if got := p.Annotations[fairwayv1.RecreatableAnnotation]; got != wantRecreatable {
+			t.Errorf("pod %s (%s): %s = %q, want %q", p.Name, p.Labels["ray.io/node-type"], fairwayv1.RecreatableAnnotation, got, wantRecreatable)
+		}
+	}
+}
+
+// retriedPipeline is a two-step Argo workflow: the first step's template retries errors (a
+// deleted pod), the second has the default retry policy, OnFailure, which does not.
+const retriedPipeline = `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: retried-pipeline
+  namespace: team-a
+spec:
+  entrypoint: pipeline
+  podMetadata:
+    annotations: {pod-complete.stage.kwok.x-k8s.io/delay: 1s}
+  templates:
+  - name: pipeline
+    steps:
+    - - {name: train, template: train}
+    - - {name: evaluate, template: evaluate}
+  - name: train
+    retryStrategy: {limit: "2", retryPolicy: OnError}
+    container: {image: ghcr.io/example/train:1.4, command: [python, train.py], resources: {requests: {cpu: 100m}}}
+  - name: evaluate
+    retryStrategy: {limit: "2"}
+    container: {image: ghcr.io/example/train:1.4, command: [python, eval.py], resources: {requests: {cpu: 100m}}}
+`
+
+// testArgoRecreatable: with the real workflow-controller, the webhook reads each step's retry
+// strategy from the template Argo puts on the pod: the step that retries errors is recreatable,
+// the one that retries failures only is not.
+func testArgoRecreatable(t *testing.T, c *cluster.Cluster) {
+	startArgoOnce(t, c)
+	wf := mustUnstructured(t, retriedPipeline)
+	if err := c.Client().Create(t.Context(), wf); err != nil {
+		t.Fatalf("creating the workflow: %v", err)
+	}
+	phase := waitUnstructured(t, c, wf, 120*time.Second, workflowDone)
+	pods := podsOf(t, c, "team-a", map[string]string{argo.WorkflowLabel: "retried-pipeline"})
+	if phase != "Succeeded" || len(pods) != 2 {
+		t.Fatalf("workflow ended %s; want 2 step pods, got %s", phase, describePods(pods))
+	}
+	for i := range pods {
+		p := &pods[i]
+		want := "false"
+		if strings.Contains(p.Annotations["workflows.argoproj.io/node-name"], ".train") {
+			want = "true"
+		}
+		if got := p.Annotations[fairwayv1.RecreatableAnnotation]; got != want {
+			t.Errorf("pod %s (%s): %s = %q, want %q", p.Name, p.Annotations["workflows.argoproj.io/node-name"], fairwayv1.RecreatableAnnotation, got, want)
+		}
 	}
 }
 

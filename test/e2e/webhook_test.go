@@ -61,6 +61,7 @@ func TestWebhook(t *testing.T) {
 	// finished.
 	realScheduler := startScheduler(t, c)
 	t.Run("ArgoWorkflow", func(t *testing.T) { testArgoWorkflow3Steps(t, c) })
+	t.Run("ArgoRetriesMakeRecreatable", func(t *testing.T) { testArgoRecreatable(t, c) })
 	t.Run("KFPWorkflow", func(t *testing.T) { testKFPWorkflow(t, c) })
 	t.Run("KubeRay", func(t *testing.T) { testKubeRay(t, c) })
 	t.Run("NotebooksShareOneGPU", func(t *testing.T) { testNotebooksShareOneGPU(t, c, realScheduler) })

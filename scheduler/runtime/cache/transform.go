@@ -106,6 +106,10 @@ func TrimPod(p *corev1.Pod) *corev1.Pod {
 		}
 	}
 	out.Status = corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime}
+	if p.Status.Phase == corev1.PodFailed {
+		// Why the kubelet failed it: a rejection at admission backs its node off.
+		out.Status.Reason, out.Status.Message = p.Status.Reason, p.Status.Message
+	}
 	for _, c := range p.Status.Conditions {
 		// GPUIdle is the gpu-agent's idleness of interactive pods, which idle GPU lending reads.
 		if c.Type == corev1.PodScheduled || c.Type == corev1.DisruptionTarget || c.Type == v1alpha1.GPUIdleCondition {

@@ -147,3 +147,18 @@ func TestTransformUnwrapsTombstones(t *testing.T) {
 		t.Error("tombstone's pod not trimmed")
 	}
 }
+
+// The kubelet's reason for failing a pod survives trimming (a rejection at admission backs its
+// node off); a running pod keeps no reason or message.
+func TestTrimPodKeepsWhyTheKubeletFailedIt(t *testing.T) {
+	p := richPod()
+	p.Status.Phase = corev1.PodFailed
+	p.Status.Reason, p.Status.Message = "OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"
+	if got := TrimPod(p.DeepCopy()); got.Status.Reason != p.Status.Reason || got.Status.Message != p.Status.Message {
+		t.Errorf("failed pod trimmed to reason %q, message %q", got.Status.Reason, got.Status.Message)
+	}
+	p.Status.Phase = corev1.PodRunning
+	if got := TrimPod(p.DeepCopy()); got.Status.Reason != "" || got.Status.Message != "" {
+		t.Errorf("running pod kept reason %q, message %q", got.Status.Reason, got.Status.Message)
+	}
+}

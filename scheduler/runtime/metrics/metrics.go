@@ -149,7 +149,7 @@ func New() *Metrics {
 		}, []string{LabelFramework, LabelQueue}),
 		Bindings: prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_bindings_total", Help: "Pods bound."}),
 		BindingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error).",
+			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error), and bound pods the kubelet rejected (KubeletRejected).",
 		}, []string{LabelReason}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, LoanReturn, NodeDeleted), the victim's queue and framework (none when unlabelled).",

@@ -7,6 +7,9 @@ var hints = map[string]string{
 	"QueueNotReady": "The queue cannot take work: it does not exist, its parent is missing, or it has child queues " +
 		"(only leaf queues take pods). Check the queue with `fairway queues` and its Ready condition; point the " +
 		"namespace or the pod's fairway.dev/queue label at a leaf queue.",
+	"ForeignQueue": "The pod (or its PodGroup) names a queue that does not serve its namespace, so fairway does not " +
+		"schedule it or count it in that queue. Recreate the pods with the fairway.dev/queue label of a queue whose " +
+		"spec.namespaces lists the namespace, or ask an administrator to add the namespace to the queue.",
 	"InvalidRequest": "A pod's fairway annotations or labels are malformed (the message names them). Fix them in the " +
 		"workload and recreate the pods.",
 	"UnsupportedConstraint": "A pod uses a scheduling constraint fairway does not evaluate (the message names it). " +

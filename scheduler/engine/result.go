@@ -102,6 +102,9 @@ const (
 	// ReasonQueueNotReady: the queue does not exist, its parent is missing or cyclic, or it has
 	// child queues (only leaves take pods).
 	ReasonQueueNotReady ReasonCode = "QueueNotReady"
+	// ReasonForeignQueue: the gang's queue does not serve the gang's namespace (its labels or
+	// its PodGroup name a queue another team's namespaces use); its pods are not counted there.
+	ReasonForeignQueue ReasonCode = "ForeignQueue"
 	// ReasonInvalidRequest: a pod's fairway annotations or labels are malformed.
 	ReasonInvalidRequest ReasonCode = "InvalidRequest"
 	// ReasonUnsupported: a pod uses a constraint the engine does not evaluate.
@@ -127,7 +130,9 @@ const (
 
 // GangReason says why a gang still waits.
 type GangReason struct {
-	Gang  snapshot.GangKey
+	Gang snapshot.GangKey
+	// Queue is the gang's queue; "" for a gang whose queue does not serve its namespace
+	// (ReasonForeignQueue), which no queue counts.
 	Queue string
 	Code  ReasonCode
 	// Message is for humans: which limit or quota, which resource, how much is missing, or why

@@ -109,7 +109,7 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 	if pod.Spec.Priority != nil {
 		info.Priority = *pod.Spec.Priority
 	}
-	info.Queue = firstOf(pod.Labels, v1alpha1.QueueLabel, v1alpha1.RunAIQueueLabel, v1alpha1.KAIQueueLabel)
+	info.Queue = v1alpha1.QueueOf(pod.Labels)
 	ann := pod.Annotations
 	info.Gang = GangKey{Namespace: pod.Namespace, Name: pod.Name}
 	if pg := ann[v1alpha1.PodGroupAnnotation]; pg != "" {
@@ -173,15 +173,6 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		info.Problem = &Problem{Code: ProblemInvalidRequest, Message: strings.Join(problems, "; ")}
 	}
 	return info
-}
-
-func firstOf(m map[string]string, keys ...string) string {
-	for _, k := range keys {
-		if v := m[k]; v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // readRequest fills r from the pod's effective requests (resource.PodRequests: containers, init

@@ -278,8 +278,34 @@ func (r *configurationReconciler) desired(ctx context.Context, opts Configuratio
 		return nil, fmt.Errorf("listing queues: %w", err)
 	}
 	var served []string
-	for _, q := range queues.Items {
-		served = append(served, q.Spec.Namespaces...)
+	var selecting []fairwayv1.NamespaceMatcher
+	for i := range queues.Items {
+		served = append(served, queues.Items[i].Spec.Namespaces...)
+		m, err := fairwayv1.NewNamespaceMatcher(&queues.Items[i].Spec)
+		if err != nil {
+			r.log.Error(err, "Queue serves its listed namespaces only", "queue", queues.Items[i].Name)
+		}
+		if m.HasSelector() {
+			selecting = append(selecting, m)
+		}
+	}
+	if len(selecting) > 0 {
+		// The namespaces a selector matches now, by name: the webhook configuration's own
+		// namespaceSelector holds one selector, and the names keep it on the label users cannot
+		// set. A namespace whose labels change wakes the reconciler.
+		var namespaces metav1.PartialObjectMetadataList
+		namespaces.SetGroupVersionKind(namespaceMeta().GroupVersionKind().GroupVersion().WithKind("NamespaceList"))
+		if err := r.client.List(ctx, &namespaces); err != nil {
+			return nil, fmt.Errorf("listing namespaces: %w", err)
+		}
+		for _, ns := range namespaces.Items {
+			for _, m := range selecting {
+				if m.Serves(ns.Name, ns.Labels) {
+					served = append(served, ns.Name)
+					break
+				}
+			}
+		}
 	}
 	return DesiredConfiguration(opts, served), nil
 }
@@ -296,6 +322,8 @@ func setupConfigurationReconciler(mgr manager.Manager, r *configurationReconcile
 			return o.GetName() == r.opts.Name
 		}))).
 		Watches(&fairwayv1.Queue{}, handler.EnqueueRequestsFromMapFunc(only)).
+		// Namespaces that appear, go or change labels change what a namespaceSelector selects.
+		WatchesMetadata(namespaceMeta(), handler.EnqueueRequestsFromMapFunc(only), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(wake, handler.EnqueueRequestsFromMapFunc(only))).
 		// Several webhooks may run in one process (tests, benchmarks).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NeedLeaderElection: ptr.To(false)}).

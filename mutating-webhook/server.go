@@ -106,6 +106,10 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if _, err := nodeInformer.AddEventHandler(gpus.handler()); err != nil {
 		return fmt.Errorf("watching nodes: %w", err)
 	}
+	// Namespace labels, for the queues that select namespaces (spec.namespaceSelector).
+	if _, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(), cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
 	if _, err := mgr.GetCache().GetInformer(ctx, &schedulingv1.PriorityClass{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("watching priority classes: %w", err)
 	}

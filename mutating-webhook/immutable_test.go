@@ -43,7 +43,10 @@ func TestImmutableKeys(t *testing.T) {
 		"gang-renamed":          {edit: annotate(fairwayv1.PodGroupAnnotation, "ray-other"), denied: []string{`annotation "fairway.dev/pod-group"`}},
 		"made-non-preemptible":  {edit: label(fairwayv1.PreemptibilityLabel, "non-preemptible"), denied: []string{`label "fairway.dev/preemptibility" may not change after admission (was unset, now "non-preemptible")`}},
 		"gpu-share-changed": {
-			edit:   func(p *corev1.Pod) { annotate(fairwayv1.GPUFractionAnnotation, "0.25")(p); annotate(fairwayv1.GPUMemoryAliasAnnotation, "4000")(p) },
+			edit: func(p *corev1.Pod) {
+				annotate(fairwayv1.GPUFractionAnnotation, "0.25")(p)
+				annotate(fairwayv1.GPUMemoryAliasAnnotation, "4000")(p)
+			},
 			denied: []string{`annotation "fairway.dev/gpu-fraction" may not change after admission (was "0.5", now "0.25")`, `annotation "gpu-memory" may not change after admission (was unset, now "4000")`},
 		},
 		"managed-label-dropped": {

@@ -68,8 +68,9 @@ type ConfigurationOptions struct {
 // DesiredConfiguration is fairway's MutatingWebhookConfiguration for the namespaces queues serve.
 //
 // Served namespaces are selected by the API server's own kubernetes.io/metadata.name label,
-// listed from the Queues: users cannot set that label, fairway needs no permission on namespaces,
-// and a namespace joins or leaves the webhook as soon as a Queue lists it or stops listing it.
+// listed from the Queues (and resolved from their namespaceSelectors): users cannot set that
+// label, and a namespace joins or leaves the webhook as soon as a Queue lists (or selects) it or
+// stops.
 // Only these namespaces get failurePolicy Fail, so a webhook outage stops pod creation there and
 // nowhere else. The guard webhook, first in the list so it sees pods as users wrote them, sends
 // pods that name fairway's scheduler themselves to GuardPath from every other namespace too, with

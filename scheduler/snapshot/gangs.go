@@ -139,11 +139,15 @@ func (s *Snapshot) foreign(queue, ns string) string {
 	if q == nil || !q.Defined || q.Serves(ns) {
 		return ""
 	}
+	const shown = 5 // a selector may serve many namespaces
 	served := "no namespace"
-	if len(q.Spec.Namespaces) > 0 {
+	switch n := len(q.Spec.Namespaces); {
+	case n > shown:
+		served = fmt.Sprintf("%s and %d more", strings.Join(q.Spec.Namespaces[:shown], ", "), n-shown)
+	case n > 0:
 		served = strings.Join(q.Spec.Namespaces, ", ")
 	}
-	return fmt.Sprintf("queue %s does not serve namespace %s (it serves %s); a pod may only name a queue whose spec.namespaces lists its namespace", queue, ns, served)
+	return fmt.Sprintf("queue %s does not serve namespace %s (it serves %s); a pod may only name a queue whose spec.namespaces or spec.namespaceSelector takes its namespace", queue, ns, served)
 }
 
 // syncGang keeps the gang's membership of the queue's pending list and the stale list true.

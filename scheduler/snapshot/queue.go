@@ -27,8 +27,10 @@ type QueueSpec struct {
 	GPUTypes map[string]QuotaTerms
 	// Lending is the Queue's spec.idleLending as written; Queue.Lending is what applies.
 	Lending LendingSpec
-	// Namespaces are the namespaces whose pods may use the queue, sorted (the Queue's
-	// spec.namespaces). Gangs of other namespaces that name the queue are refused (Gang.Foreign).
+	// Namespaces are the namespaces whose pods may use the queue, sorted: the Queue's
+	// spec.namespaces (QueueSpecFromQueue) and, resolved by the runtime from the namespaces'
+	// labels, those its spec.namespaceSelector matches. Gangs of other namespaces that name the
+	// queue are refused (Gang.Foreign).
 	Namespaces []string
 }
 

@@ -34,6 +34,8 @@ import (
 //   - with `fairway webhook` running, relabelling a managed pending pod with each queue label key
 //     (and changing its gang or preemptibility) is denied by the API server with the key named,
 //     while other label changes and status updates go through;
+//   - a Queue with spec.namespaceSelector serves the namespaces it selects, in the webhook and
+//     in the scheduler, as namespaces appear and change labels; an empty selector is refused;
 //   - with the webhook down, the same relabelling is still refused (failurePolicy Fail), and
 //     other label changes and status updates still go through: the API server's match
 //     condition keeps them off the webhook, and status updates never reach it.
@@ -192,6 +194,8 @@ func TestQueueIsolation(t *testing.T) {
 	}
 	ordinary("webhook-up")
 
+	testNamespaceSelector(t, c)
+
 	// 3. The webhook down: the keys stay refused; nothing else waits for it.
 	if err := wh.Process.Stop(); err != nil {
 		t.Logf("stopping the webhook: %v", err)
@@ -217,4 +221,72 @@ func TestQueueIsolation(t *testing.T) {
 
 func labelPatch(key, value string) string {
 	return fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+}
+
+// testNamespaceSelector: Kubeflow profile namespaces served by one Queue's namespaceSelector.
+func testNamespaceSelector(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	profile := map[string]string{"app.kubernetes.io/part-of": "kubeflow-profile"}
+	empty := &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "everything"}, Spec: fairwayv1.QueueSpec{NamespaceSelector: &metav1.LabelSelector{}}}
+	if err := c.Client().Create(ctx, empty); err == nil || !strings.Contains(err.Error(), "spec.namespaceSelector: an empty selector would select every namespace") {
+		t.Errorf("creating a queue with an empty namespaceSelector: error %v, want the CRD's refusal", err)
+	}
+	mustCreate(t, c, &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "profiles"},
+		Spec: fairwayv1.QueueSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: profile}}})
+	createNamespace(t, c, "kubeflow-user-alice", profile)
+	createNamespace(t, c, "kubeflow-user-bob", nil)
+
+	// served: rewritten by the webhook for queue profiles, then placed by the scheduler.
+	served := func(ns, name string) {
+		t.Helper()
+		eventually(t, 30*time.Second, "a pod of "+ns+" admitted to queue profiles", func(ctx context.Context) (bool, error) {
+			pod := plainPod(name)
+			pod.Namespace = ns
+			pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+			if err := c.Client().Create(ctx, pod); err != nil {
+				return false, err
+			}
+			if pod.Labels[fairwayv1.QueueLabel] == "profiles" && pod.Spec.SchedulerName == fairwayv1.SchedulerName {
+				return true, nil
+			}
+			err := fmt.Errorf("pod %s/%s: scheduler %q, labels %v", ns, pod.Name, pod.Spec.SchedulerName, pod.Labels)
+			_ = c.Client().Delete(ctx, pod, client.GracePeriodSeconds(0))
+			return false, err
+		})
+		eventually(t, 30*time.Second, "the pod of "+ns+" placed by fairway", func(ctx context.Context) (bool, error) {
+			var p corev1.Pod
+			if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+				return false, err
+			}
+			if p.Spec.NodeName == "" {
+				return false, fmt.Errorf("waiting: %s", reasonOf(&p))
+			}
+			return true, nil
+		})
+	}
+	served("kubeflow-user-alice", "nb")
+
+	// An unlabelled namespace is not served; labelling it makes it a profile.
+	pod := plainPod("nb")
+	pod.Namespace = "kubeflow-user-bob"
+	if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.SchedulerName == fairwayv1.SchedulerName {
+		t.Errorf("a pod of the unlabelled namespace was handed to fairway: labels %v", pod.Labels)
+	}
+	var bob corev1.Namespace
+	if err := c.Client().Get(ctx, client.ObjectKey{Name: "kubeflow-user-bob"}, &bob); err != nil {
+		t.Fatal(err)
+	}
+	bob.Labels = profile
+	if err := c.Client().Update(ctx, &bob); err != nil {
+		t.Fatal(err)
+	}
+	served("kubeflow-user-bob", "nb")
+	q, err := queueStatus(ctx, c, "profiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("queue profiles: allocated %v", q.Status.Allocated)
 }

@@ -11,6 +11,8 @@ import (
 // NamespaceMatcher answers whether a Queue serves a namespace, from spec.namespaces and
 // spec.namespaceSelector. The webhook and the scheduler both resolve namespaces with it, so they
 // never disagree on which queue serves a namespace.
+//
+// +kubebuilder:object:generate=false
 type NamespaceMatcher struct {
 	names    []string
 	selector labels.Selector // nil: no selector

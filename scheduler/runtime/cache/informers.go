@@ -44,10 +44,10 @@ const (
 // (spec.schedulerName!=fairway,spec.nodeName!=), which only take node capacity. Pending pods of
 // other schedulers are never seen.
 type Informers struct {
-	Pods            cache.SharedIndexInformer
-	ForeignPods     cache.SharedIndexInformer
-	Nodes           cache.SharedIndexInformer
-	Queues          cache.SharedIndexInformer
+	Pods        cache.SharedIndexInformer
+	ForeignPods cache.SharedIndexInformer
+	Nodes       cache.SharedIndexInformer
+	Queues      cache.SharedIndexInformer
 	// Namespaces keeps namespaces' names and labels, for Queue.spec.namespaceSelector.
 	Namespaces      cache.SharedIndexInformer
 	PodGroups       cache.SharedIndexInformer

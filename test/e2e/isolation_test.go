@@ -284,9 +284,4 @@ func testNamespaceSelector(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	served("kubeflow-user-bob", "nb")
-	q, err := queueStatus(ctx, c, "profiles")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("queue profiles: allocated %v", q.Status.Allocated)
 }

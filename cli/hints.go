@@ -14,6 +14,9 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 	fairwayv1.ReasonQueueNotReady: "The queue cannot take work: it does not exist, its parent is missing, or it has child queues " +
 		"(only leaf queues take pods). Check the queue with `fairway queues` and its Ready condition; point the " +
 		"namespace or the pod's fairway.dev/queue label at a leaf queue.",
+	fairwayv1.ReasonForeignQueue: "The pod (or its PodGroup) names a queue that does not serve its namespace, so fairway does not " +
+		"schedule it or count it in that queue. Recreate the pods with the fairway.dev/queue label of a queue whose " +
+		"spec.namespaces lists the namespace, or ask an administrator to add the namespace to the queue.",
 	fairwayv1.ReasonInvalidRequest: "A pod's fairway annotations or labels are malformed (the message names them). Fix them in the " +
 		"workload and recreate the pods.",
 	fairwayv1.ReasonUnsupported: "A pod uses a scheduling constraint fairway does not evaluate (the message names it). " +

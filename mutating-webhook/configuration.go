@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,8 @@ const (
 	PodsWebhookName = "pods.fairway.dev"
 	// GuardWebhookName refuses pods that ask for fairway where fairway does not serve them.
 	GuardWebhookName = "guard.pods.fairway.dev"
+	// ImmutableWebhookName refuses updates that change fairway's keys on managed pods.
+	ImmutableWebhookName = "immutable.pods.fairway.dev"
 )
 
 // NamespaceNameLabel is set by the API server on every namespace to the namespace's name and
@@ -65,12 +68,18 @@ type ConfigurationOptions struct {
 // DesiredConfiguration is fairway's MutatingWebhookConfiguration for the namespaces queues serve.
 //
 // Served namespaces are selected by the API server's own kubernetes.io/metadata.name label,
-// listed from the Queues: users cannot set that label, fairway needs no permission on namespaces,
-// and a namespace joins or leaves the webhook as soon as a Queue lists it or stops listing it.
+// listed from the Queues (and resolved from their namespaceSelectors): users cannot set that
+// label, and a namespace joins or leaves the webhook as soon as a Queue lists (or selects) it or
+// stops.
 // Only these namespaces get failurePolicy Fail, so a webhook outage stops pod creation there and
 // nowhere else. The guard webhook, first in the list so it sees pods as users wrote them, sends
 // pods that name fairway's scheduler themselves to GuardPath from every other namespace too, with
-// failurePolicy Ignore.
+// failurePolicy Ignore. The immutable webhook, last, sends ImmutablePath the updates of managed
+// pods in every unprotected namespace that change one of fairway's keys (see ImmutableHandler);
+// the API server itself compares the keys (a match condition), so no other update of a pod waits
+// for the webhook, and failurePolicy Fail refuses such a change when the webhook is down. Its
+// rule names the pods resource alone, which does not match subresources: status updates,
+// bindings and evictions (pods/status, pods/binding, pods/eviction) are never sent.
 func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionregistrationv1.MutatingWebhookConfiguration {
 	served = slices.DeleteFunc(slices.Clone(served), func(ns string) bool { return slices.Contains(o.ProtectedNamespaces, ns) })
 	slices.Sort(served)
@@ -121,14 +130,51 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 	}}
 	pods.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notOptedOut}}
 
+	immutable := common(ImmutableWebhookName, ImmutablePath)
+	immutable.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       rules[0].Rule,
+	}}
+	immutable.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+	// A later mutating webhook that changes one of the keys has fairway look again.
+	immutable.ReinvocationPolicy = ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy)
+	immutable.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notProtected}}
+	// On UPDATE the API server matches the object selector against the old and the new pod, so
+	// a change that drops the label is still sent.
+	immutable.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{fairwayv1.ManagedLabel: "true"}}
+	immutable.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name:       "changes-fairway-keys",
+		Expression: ImmutableKeysChanged(),
+	}}
+
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   o.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"},
 		},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, immutable},
 	}
+}
+
+// ImmutableKeysChanged is the CEL expression, over an UPDATE's object and oldObject, that is true
+// when one of v1alpha1.ImmutablePodLabels or ImmutablePodAnnotations is added, removed or
+// changed. It compares booleans and strings only, so it type-checks whatever type the API server
+// gives the objects.
+func ImmutableKeysChanged() string {
+	var terms []string
+	for _, f := range []struct {
+		field string
+		keys  []string
+	}{{"labels", fairwayv1.ImmutablePodLabels}, {"annotations", fairwayv1.ImmutablePodAnnotations}} {
+		for _, k := range f.keys {
+			was, is := "oldObject.metadata."+f.field, "object.metadata."+f.field
+			had := fmt.Sprintf("(has(%s) && %q in %s)", was, k, was)
+			has := fmt.Sprintf("(has(%s) && %q in %s)", is, k, is)
+			terms = append(terms, fmt.Sprintf("%s != %s || (%s && %s && %s[%q] != %s[%q])", had, has, had, has, was, k, is, k))
+		}
+	}
+	return strings.Join(terms, " || ")
 }
 
 func (o ConfigurationOptions) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
@@ -233,8 +279,34 @@ func (r *configurationReconciler) desired(ctx context.Context, opts Configuratio
 		return nil, fmt.Errorf("listing queues: %w", err)
 	}
 	var served []string
-	for _, q := range queues.Items {
-		served = append(served, q.Spec.Namespaces...)
+	var selecting []fairwayv1.NamespaceMatcher
+	for i := range queues.Items {
+		served = append(served, queues.Items[i].Spec.Namespaces...)
+		m, err := fairwayv1.NewNamespaceMatcher(&queues.Items[i].Spec)
+		if err != nil {
+			r.log.Error(err, "Queue serves its listed namespaces only", "queue", queues.Items[i].Name)
+		}
+		if m.HasSelector() {
+			selecting = append(selecting, m)
+		}
+	}
+	if len(selecting) > 0 {
+		// The namespaces a selector matches now, by name: the webhook configuration's own
+		// namespaceSelector holds one selector, and the names keep it on the label users cannot
+		// set. A namespace whose labels change wakes the reconciler.
+		var namespaces metav1.PartialObjectMetadataList
+		namespaces.SetGroupVersionKind(namespaceMeta().GroupVersionKind().GroupVersion().WithKind("NamespaceList"))
+		if err := r.client.List(ctx, &namespaces); err != nil {
+			return nil, fmt.Errorf("listing namespaces: %w", err)
+		}
+		for _, ns := range namespaces.Items {
+			for _, m := range selecting {
+				if m.Serves(ns.Name, ns.Labels) {
+					served = append(served, ns.Name)
+					break
+				}
+			}
+		}
 	}
 	return DesiredConfiguration(opts, served), nil
 }
@@ -251,6 +323,8 @@ func setupConfigurationReconciler(mgr manager.Manager, r *configurationReconcile
 			return o.GetName() == r.opts.Name
 		}))).
 		Watches(&fairwayv1.Queue{}, handler.EnqueueRequestsFromMapFunc(only)).
+		// Namespaces that appear, go or change labels change what a namespaceSelector selects.
+		WatchesMetadata(namespaceMeta(), handler.EnqueueRequestsFromMapFunc(only), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(wake, handler.EnqueueRequestsFromMapFunc(only))).
 		// Several webhooks may run in one process (tests, benchmarks).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NeedLeaderElection: ptr.To(false)}).

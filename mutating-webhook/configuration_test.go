@@ -2,6 +2,7 @@ package mutatingwebhook
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -37,8 +38,8 @@ func TestDesiredConfigurationSelectsServedNamespaces(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			mwc := DesiredConfiguration(testConfigurationOptions, tc.served)
-			if len(mwc.Webhooks) != 2 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName {
-				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook", mwc.Webhooks)
+			if len(mwc.Webhooks) != 3 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName || mwc.Webhooks[2].Name != ImmutableWebhookName {
+				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook, then the immutable one", mwc.Webhooks)
 			}
 			pods := mwc.Webhooks[1]
 			in := pods.NamespaceSelector.MatchExpressions[0]
@@ -135,3 +136,32 @@ func TestConfigurationReconciler(t *testing.T) {
 type staticBundle struct{ b []byte }
 
 func (s *staticBundle) CABundle(context.Context) ([]byte, error) { return s.b, nil }
+
+// TestDesiredConfigurationImmutableWebhook: updates of managed pods only, in every unprotected
+// namespace, the pods resource alone (never pods/status), filtered in the API server to those
+// that change a fairway key, and refused when the webhook is down.
+func TestDesiredConfigurationImmutableWebhook(t *testing.T) {
+	w := DesiredConfiguration(testConfigurationOptions, []string{"team-a"}).Webhooks[2]
+	if w.Name != ImmutableWebhookName || *w.ClientConfig.Service.Path != ImmutablePath || *w.FailurePolicy != admissionregistrationv1.Fail {
+		t.Fatalf("webhook %s path %s failurePolicy %s", w.Name, *w.ClientConfig.Service.Path, *w.FailurePolicy)
+	}
+	if len(w.Rules) != 1 || !cmp.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
+		!cmp.Equal(w.Rules[0].Resources, []string{"pods"}) {
+		t.Errorf("rules %+v: want UPDATE of pods only", w.Rules)
+	}
+	if !cmp.Equal(w.ObjectSelector.MatchLabels, map[string]string{fairwayv1.ManagedLabel: "true"}) {
+		t.Errorf("object selector %+v", w.ObjectSelector)
+	}
+	if ns := w.NamespaceSelector.MatchExpressions; len(ns) != 1 || ns[0].Operator != metav1.LabelSelectorOpNotIn {
+		t.Errorf("namespace selector %+v: want every unprotected namespace", w.NamespaceSelector)
+	}
+	if len(w.MatchConditions) != 1 {
+		t.Fatalf("match conditions %+v", w.MatchConditions)
+	}
+	expr := w.MatchConditions[0].Expression
+	for _, k := range append(append([]string{}, fairwayv1.ImmutablePodLabels...), fairwayv1.ImmutablePodAnnotations...) {
+		if !strings.Contains(expr, `"`+k+`" in oldObject.metadata.`) || !strings.Contains(expr, `"`+k+`" in object.metadata.`) {
+			t.Errorf("the match condition does not compare %s: %s", k, expr)
+		}
+	}
+}

@@ -158,7 +158,7 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 }
 
 func notServed(ns string) error {
-	return deny("namespace %q is not served by any fairway queue, so pods there cannot use spec.schedulerName %q: add the namespace to a Queue's spec.namespaces, or remove the scheduler name", ns, schedulerName)
+	return deny("namespace %q is not served by any fairway queue, so pods there cannot use spec.schedulerName %q: add the namespace to a Queue's spec.namespaces (or label it for a Queue's spec.namespaceSelector), or remove the scheduler name", ns, schedulerName)
 }
 
 // resolveQueue picks the pod's queue: the one its labels name (fairway's label or the Run:ai and

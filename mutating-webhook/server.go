@@ -106,6 +106,10 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if _, err := nodeInformer.AddEventHandler(gpus.handler()); err != nil {
 		return fmt.Errorf("watching nodes: %w", err)
 	}
+	// Namespace labels, for the queues that select namespaces (spec.namespaceSelector).
+	if _, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(), cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
 	if _, err := mgr.GetCache().GetInformer(ctx, &schedulingv1.PriorityClass{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("watching priority classes: %w", err)
 	}
@@ -155,6 +159,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	srv := webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.Certs.Dir, TLSOpts: tlsOpts})
 	srv.Register(MutatePath, NewHandler(defaulter).HTTPHandler(log.WithName("admission")))
 	srv.Register(GuardPath, NewGuardHandler(state, cfg.Options).HTTPHandler(log.WithName("guard")))
+	srv.Register(ImmutablePath, ImmutableHandler{}.HTTPHandler(log.WithName("immutable")))
 	gated := &gatedServer{server: srv, ready: ready, cache: mgr.GetCache(), log: log}
 	if err := mgr.Add(gated); err != nil {
 		return err

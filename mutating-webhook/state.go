@@ -25,15 +25,53 @@ import (
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// queueNamespacesField indexes Queues by the namespaces they serve, so that finding a pod's
-// queue is a map lookup in the cache rather than a scan of every queue.
-const queueNamespacesField = "spec.namespaces"
+// queueNamespacesField indexes Queues by the namespaces they list, so that finding a pod's
+// queue is a map lookup in the cache rather than a scan of every queue. queueSelectorField
+// indexes the queues that also select namespaces by label (spec.namespaceSelector) under
+// hasSelector: only those are matched against the namespace's labels.
+const (
+	queueNamespacesField = "spec.namespaces"
+	queueSelectorField   = "spec.namespaceSelector"
+	hasSelector          = "set"
+)
 
-// indexQueues registers the queueNamespacesField index on the cache.
+// indexQueues registers the queueNamespacesField and queueSelectorField indexes on the cache.
 func indexQueues(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &fairwayv1.Queue{}, queueNamespacesField, func(o client.Object) []string {
+	err := indexer.IndexField(ctx, &fairwayv1.Queue{}, queueNamespacesField, func(o client.Object) []string {
 		return o.(*fairwayv1.Queue).Spec.Namespaces
 	})
+	if err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &fairwayv1.Queue{}, queueSelectorField, func(o client.Object) []string {
+		if o.(*fairwayv1.Queue).Spec.NamespaceSelector != nil {
+			return []string{hasSelector}
+		}
+		return nil
+	})
+}
+
+// namespaceMeta is the metadata-only form in which the webhook watches namespaces (their
+// labels, for spec.namespaceSelector).
+func namespaceMeta() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
+}
+
+// selectorQueues returns the queues that select namespaces by label, as matchers, and
+// whether there are any. A queue whose selector is malformed (the CRD refuses empty ones; the
+// API server cannot check the rest) serves its listed namespaces only.
+func selectorQueues(ctx context.Context, reader client.Reader) (map[string]fairwayv1.NamespaceMatcher, error) {
+	var list fairwayv1.QueueList
+	if err := reader.List(ctx, &list, client.MatchingFields{queueSelectorField: hasSelector}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing queues: %w", err)
+	}
+	out := make(map[string]fairwayv1.NamespaceMatcher, len(list.Items))
+	for i := range list.Items {
+		if m, err := fairwayv1.NewNamespaceMatcher(&list.Items[i].Spec); err == nil && m.HasSelector() {
+			out[list.Items[i].Name] = m
+		}
+	}
+	return out, nil
 }
 
 // cachedState is the ClusterState of a running webhook, read from the manager's informer cache:
@@ -54,6 +92,21 @@ func (s *cachedState) QueuesServing(ctx context.Context, namespace string) ([]st
 	names := make([]string, 0, len(list.Items))
 	for i := range list.Items {
 		names = append(names, list.Items[i].Name)
+	}
+	selecting, err := selectorQueues(ctx, s.reader)
+	if err != nil {
+		return nil, err
+	}
+	if len(selecting) > 0 {
+		ns := namespaceMeta()
+		if err := s.reader.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+			return nil, fmt.Errorf("reading namespace %s: %w", namespace, err)
+		}
+		for name, m := range selecting {
+			if !slices.Contains(names, name) && m.Serves(namespace, ns.Labels) {
+				names = append(names, name)
+			}
+		}
 	}
 	slices.Sort(names)
 	return names, nil

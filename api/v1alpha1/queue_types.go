@@ -25,6 +25,7 @@ import (
 // +kubebuilder:printcolumn:name="Namespaces",type=string,JSONPath=`.spec.namespaces`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.parent) || self.spec.parent != self.metadata.name",message="spec.parent: a queue cannot be its own parent"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.namespaceSelector) || (has(self.spec.namespaceSelector.matchLabels) && size(self.spec.namespaceSelector.matchLabels) > 0) || (has(self.spec.namespaceSelector.matchExpressions) && size(self.spec.namespaceSelector.matchExpressions) > 0)",message="spec.namespaceSelector: an empty selector would select every namespace; set matchLabels or matchExpressions (for Kubeflow profiles: matchLabels: {app.kubernetes.io/part-of: kubeflow-profile})"
 type Queue struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -46,12 +47,21 @@ type QueueSpec struct {
 
 	// Namespaces lists the namespaces whose pods are scheduled through this queue. Only leaf queues
 	// serve namespaces; a namespace must be served by at most one queue. The webhook refuses a pod
-	// that names a queue which does not serve the pod's namespace.
+	// that names a queue which does not serve the pod's namespace, and the scheduler does not
+	// place it.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=1024
 	// +kubebuilder:validation:items:MaxLength=63
 	Namespaces []string `json:"namespaces,omitempty"`
+
+	// NamespaceSelector selects more namespaces to serve by their labels, alongside Namespaces:
+	// for namespaces made on demand, such as Kubeflow profiles (matchLabels:
+	// {app.kubernetes.io/part-of: kubeflow-profile}). A namespace joins or leaves the queue as its
+	// labels change. It must not be empty (an empty selector would select every namespace), and
+	// like Namespaces it never selects fairway's own namespace or kube-system.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// Resources holds the guaranteed quota, over-quota weight and limit for GPUs, CPU and memory.
 	// A resource left out has no guarantee, weight 1 and no limit.

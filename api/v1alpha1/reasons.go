@@ -19,6 +19,9 @@ const (
 	// child queues (only leaves take pods). The queue's Ready condition says which
 	// (QueueNotReadyReason).
 	ReasonQueueNotReady UnschedulableReason = "QueueNotReady"
+	// ReasonForeignQueue: the gang's queue does not serve the gang's namespace (its labels or
+	// its PodGroup name a queue another team's namespaces use); its pods are not counted there.
+	ReasonForeignQueue UnschedulableReason = "ForeignQueue"
 	// ReasonInvalidRequest: a pod's fairway annotations or labels are malformed.
 	ReasonInvalidRequest UnschedulableReason = "InvalidRequest"
 	// ReasonUnsupported: a pod uses a scheduling constraint the scheduler does not evaluate.
@@ -45,6 +48,7 @@ const (
 // unschedulableReasons lists every UnschedulableReason, one a line.
 var unschedulableReasons = []UnschedulableReason{
 	ReasonQueueNotReady,
+	ReasonForeignQueue,
 	ReasonInvalidRequest,
 	ReasonUnsupported,
 	ReasonSchedulingGated,

@@ -327,6 +327,11 @@ func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.NamespaceSelector != nil {
+		in, out := &in.NamespaceSelector, &out.NamespaceSelector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	in.Resources.DeepCopyInto(&out.Resources)
 	if in.GPUTypes != nil {
 		in, out := &in.GPUTypes, &out.GPUTypes

@@ -182,6 +182,9 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 	if g.Queue.NotReadyReason != "" {
 		return &placeFailure{code: ReasonQueueNotReady, msg: g.Queue.NotReady}
 	}
+	if g.Foreign != "" {
+		return &placeFailure{code: ReasonForeignQueue, msg: g.Foreign}
+	}
 	placeable, gated := 0, 0
 	for _, t := range g.Pending {
 		switch {

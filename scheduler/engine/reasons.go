@@ -29,6 +29,11 @@ func (c *cycle) report() {
 				}
 			}
 			r.PendingPods = len(g.Pending)
+			if g.Foreign != "" {
+				// The queue the gang names does not take it: reported under no queue, so that
+				// nothing counted per queue (metrics, dashboards) charges it to that queue.
+				r.Queue = ""
+			}
 			res.Unschedulable = append(res.Unschedulable, r)
 		}
 	}

@@ -108,6 +108,7 @@ type ReasonCode = v1alpha1.UnschedulableReason
 // Reasons a gang waits (see the documentation of each in api/v1alpha1).
 const (
 	ReasonQueueNotReady    = v1alpha1.ReasonQueueNotReady
+	ReasonForeignQueue     = v1alpha1.ReasonForeignQueue
 	ReasonInvalidRequest   = v1alpha1.ReasonInvalidRequest
 	ReasonUnsupported      = v1alpha1.ReasonUnsupported
 	ReasonSchedulingGated  = v1alpha1.ReasonSchedulingGated
@@ -122,7 +123,9 @@ const (
 
 // GangReason says why a gang still waits.
 type GangReason struct {
-	Gang  snapshot.GangKey
+	Gang snapshot.GangKey
+	// Queue is the gang's queue; "" for a gang whose queue does not serve its namespace
+	// (ReasonForeignQueue), which no queue counts.
 	Queue string
 	Code  ReasonCode
 	// Message is for humans: which limit or quota, which resource, how much is missing, or why

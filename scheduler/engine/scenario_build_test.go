@@ -97,6 +97,9 @@ func buildQueue(qs queueSpec) *v1alpha1.Queue {
 		b.PreemptMinRuntime(qs.PreemptMinRuntime.Duration)
 	}
 	b.Spec.IdleLending = qs.IdleLending
+	if qs.Namespaces != nil {
+		b.Namespaces(qs.Namespaces...)
+	}
 	return b.Obj()
 }
 

@@ -108,6 +108,8 @@ type queueSpec struct {
 	PreemptMinRuntime duration `json:"preemptMinRuntime"`
 	// IdleLending is the Queue's spec.idleLending as written.
 	IdleLending *v1alpha1.IdleLending `json:"idleLending"`
+	// Namespaces the queue serves; when absent, the namespace of its own name.
+	Namespaces []string `json:"namespaces"`
 }
 
 // idleSpec makes running interactive pods idle (the gpu-agent's GPUIdle condition).
@@ -220,6 +222,10 @@ type expectSpec struct {
 	RunningOn map[string]int `json:"runningOn"`
 	// FairShareGPU is each queue's GPU fair share (decimal GPUs).
 	FairShareGPU map[string]string `json:"fairShareGPU"`
+	// RequestedGPU is each queue's GPU demand (QueueStatus.Requested, decimal GPUs) and
+	// PendingPods its count of pods waiting for placement.
+	RequestedGPU map[string]string `json:"requestedGPU"`
+	PendingPods  map[string]int32  `json:"pendingPods"`
 }
 
 func TestScenarios(t *testing.T) {
@@ -593,6 +599,28 @@ func checkExpect(t *testing.T, step int, s *sim, res engine.Result, ex expectSpe
 		}
 		if got != want {
 			fail("queue %s GPU fair share %s, want %s", q, got, want)
+		}
+	}
+	for q, want := range ex.RequestedGPU {
+		got := "missing"
+		for _, st := range res.Queues {
+			if st.Name == q {
+				got = snapshot.FormatAmount(snapshot.DimGPU, st.Requested["gpu"])
+			}
+		}
+		if got != want {
+			fail("queue %s GPU requested %s, want %s", q, got, want)
+		}
+	}
+	for q, want := range ex.PendingPods {
+		got := int32(-1)
+		for _, st := range res.Queues {
+			if st.Name == q {
+				got = st.PendingPods
+			}
+		}
+		if got != want {
+			fail("queue %s pending pods %d, want %d", q, got, want)
 		}
 	}
 }

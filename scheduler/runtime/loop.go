@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -244,11 +245,18 @@ func (l *loop) apply(k cache.Key) {
 		}
 	case cache.KindQueue:
 		if q := inf.Queue(k.Name); q != nil {
-			if err := l.snap.UpsertQueue(q); err != nil {
+			if err := l.snap.UpsertQueueSpec(l.queueSpec(q)); err != nil {
 				l.log.Error(err, "Queue not taken into the snapshot", "queue", k.Name)
 			}
 		} else {
 			l.snap.DeleteQueue(k.Name)
+		}
+	case cache.KindNamespace:
+		// A namespace that appears, goes or changes labels changes what selectors select.
+		for _, obj := range inf.Queues.GetStore().List() {
+			if q := obj.(*v1alpha1.Queue); q.Spec.NamespaceSelector != nil {
+				l.apply(cache.Key{Kind: cache.KindQueue, Name: q.Name})
+			}
 		}
 	case cache.KindPodGroup:
 		pg := inf.PodGroup(k.Namespace, k.Name)
@@ -279,6 +287,29 @@ func (l *loop) apply(k cache.Key) {
 			l.apply(cache.Key{Kind: cache.KindClaim, Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name})
 		}
 	}
+}
+
+// queueSpec is the snapshot's form of q, serving the namespaces it lists and those its
+// namespaceSelector matches now (v1alpha1.NamespaceMatcher, as the webhook resolves them).
+func (l *loop) queueSpec(q *v1alpha1.Queue) snapshot.QueueSpec {
+	spec := snapshot.QueueSpecFromQueue(q)
+	if q.Spec.NamespaceSelector == nil {
+		return spec
+	}
+	m, err := v1alpha1.NewNamespaceMatcher(&q.Spec)
+	if err != nil {
+		l.log.Error(err, "Queue serves its listed namespaces only", "queue", q.Name)
+		return spec
+	}
+	served := slices.Clone(spec.Namespaces)
+	for _, ns := range l.rt.inf.NamespaceList() {
+		if m.Serves(ns.Name, ns.Labels) {
+			served = append(served, ns.Name)
+		}
+	}
+	slices.Sort(served)
+	spec.Namespaces = slices.Compact(served)
+	return spec
 }
 
 // trackReservation records (or forgets) a reservation pod of fairway's namespace.

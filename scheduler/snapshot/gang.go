@@ -105,7 +105,13 @@ type Gang struct {
 	// Preemptible gangs may be reclaimed and preempted; non-preemptible ones run only within
 	// guaranteed quota.
 	Preemptible bool
-	Created     time.Time
+	// Foreign says why the gang's queue refuses it ("" when it does not): the queue exists but
+	// does not serve the gang's namespace (QueueSpec.Namespaces). The scheduler checks this
+	// itself rather than trusting the webhook, because labels and PodGroups can be written past
+	// it. A foreign gang's pending pods are not placeable and not counted in the queue's demand;
+	// its bound pods, placed before the queue stopped serving the namespace, stay accounted.
+	Foreign string
+	Created time.Time
 
 	// Tasks are the gang's pods that are pending, bound or releasing.
 	Tasks []*Task

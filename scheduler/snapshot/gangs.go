@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -95,7 +96,8 @@ func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 		}
 	}
 	g.MinMember, g.Topology, g.SubGroups = minMember, topo, subs
-	if g.Queue != nil && g.Queue.Name == queue && g.Preemptible == preemptible {
+	foreign := s.foreign(queue, g.Key.Namespace)
+	if g.Queue != nil && g.Queue.Name == queue && g.Preemptible == preemptible && g.Foreign == foreign {
 		return
 	}
 	for _, t := range g.Tasks {
@@ -118,6 +120,7 @@ func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 		}
 	}
 	g.Preemptible = preemptible
+	g.Foreign = foreign
 	for _, h := range heldGangHolds {
 		s.AddHold(g, h)
 	}
@@ -127,6 +130,24 @@ func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 			s.victimRef(t, 1)
 		}
 	}
+}
+
+// foreign says why queue refuses gangs of namespace ns, or "" when it takes them (or does not
+// exist: such gangs wait on the queue's NotReady).
+func (s *Snapshot) foreign(queue, ns string) string {
+	q := s.queues[queue]
+	if q == nil || !q.Defined || q.Serves(ns) {
+		return ""
+	}
+	const shown = 5 // a selector may serve many namespaces
+	served := "no namespace"
+	switch n := len(q.Spec.Namespaces); {
+	case n > shown:
+		served = fmt.Sprintf("%s and %d more", strings.Join(q.Spec.Namespaces[:shown], ", "), n-shown)
+	case n > 0:
+		served = strings.Join(q.Spec.Namespaces, ", ")
+	}
+	return fmt.Sprintf("queue %s does not serve namespace %s (it serves %s); a pod may only name a queue whose spec.namespaces or spec.namespaceSelector takes its namespace", queue, ns, served)
 }
 
 // syncGang keeps the gang's membership of the queue's pending list and the stale list true.

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
@@ -26,6 +27,18 @@ type QueueSpec struct {
 	GPUTypes map[string]QuotaTerms
 	// Lending is the Queue's spec.idleLending as written; Queue.Lending is what applies.
 	Lending LendingSpec
+	// Namespaces are the namespaces whose pods may use the queue, sorted: the Queue's
+	// spec.namespaces (QueueSpecFromQueue) and, resolved by the runtime from the namespaces'
+	// labels, those its spec.namespaceSelector matches. Gangs of other namespaces that name the
+	// queue are refused (Gang.Foreign).
+	Namespaces []string
+}
+
+// Serves reports whether pods of namespace ns may use the queue. A placeholder (no Queue object)
+// serves none; its gangs wait on NotReady instead.
+func (q *Queue) Serves(ns string) bool {
+	_, ok := slices.BinarySearch(q.Spec.Namespaces, ns)
+	return ok
 }
 
 // LendingSpec is a Queue's spec.idleLending: nil (or empty) fields take the value of the
@@ -117,6 +130,9 @@ type QuotaTerms struct {
 // QueueSpecFromQueue reads a Queue object. Quantities are converted to the engine's units.
 func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
 	qs := QueueSpec{Name: q.Name, Parent: q.Spec.Parent, Priority: q.Spec.Priority}
+	if len(q.Spec.Namespaces) > 0 {
+		qs.Namespaces = slices.Compact(slices.Sorted(slices.Values(q.Spec.Namespaces)))
+	}
 	if d := q.Spec.PreemptMinRuntime; d != nil {
 		qs.PreemptMinRuntime = max(d.Duration, 0)
 	}

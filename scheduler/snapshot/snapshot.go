@@ -163,11 +163,29 @@ func (s *Snapshot) UpsertQueueSpec(spec QueueSpec) error {
 	} else if q.Defined && queueSpecEqual(q.Spec, spec) {
 		return nil
 	}
+	served := q.Defined && slices.Equal(q.Spec.Namespaces, spec.Namespaces)
 	q.Spec = spec
 	q.Defined = true
 	s.applyTerms(q)
 	s.relink()
+	if !served {
+		s.refreshGangsOf(q)
+	}
 	return nil
+}
+
+// refreshGangsOf re-derives the gangs accounted to q after the namespaces it serves changed (or
+// it appeared or went), so that Gang.Foreign and the queue's totals follow. Queue changes are
+// rare; this walks every gang.
+func (s *Snapshot) refreshGangsOf(q *Queue) {
+	if q.gangs == 0 {
+		return
+	}
+	for _, g := range s.gangs {
+		if g.Queue == q {
+			s.refreshGang(g, nil)
+		}
+	}
 }
 
 // DeleteQueue removes a queue. A queue still named by pods or children stays as a placeholder
@@ -181,12 +199,13 @@ func (s *Snapshot) DeleteQueue(name string) {
 	q.Spec = QueueSpec{Name: name}
 	s.applyTerms(q)
 	s.relink()
+	s.refreshGangsOf(q)
 }
 
 func queueSpecEqual(a, b QueueSpec) bool {
 	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base ||
 		a.PreemptMinRuntime != b.PreemptMinRuntime || a.ReclaimMinRuntime != b.ReclaimMinRuntime ||
-		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) {
+		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) || !slices.Equal(a.Namespaces, b.Namespaces) {
 		return false
 	}
 	for k, v := range a.GPUTypes {

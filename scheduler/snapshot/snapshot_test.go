@@ -215,8 +215,8 @@ func TestQueueTree(t *testing.T) {
 	s := snapshot.New()
 	for _, q := range []*v1alpha1.Queue{
 		testutil.MakeQueue("dept").GPU("4", 1, "").Obj(),
-		testutil.MakeQueue("p1").Parent("dept").GPU("2", 1, "").Obj(),
-		testutil.MakeQueue("p2").Parent("dept").Obj(),
+		testutil.MakeQueue("p1").Parent("dept").GPU("2", 1, "").Namespaces("x").Obj(),
+		testutil.MakeQueue("p2").Parent("dept").Namespaces("x").Obj(),
 		testutil.MakeQueue("orphan").Parent("missing").Obj(),
 	} {
 		if err := s.UpsertQueue(q); err != nil {
@@ -641,4 +641,51 @@ func TestSchedulingProblemAnnotation(t *testing.T) {
 	if task.Placeable() || task.Problem == nil || task.Problem.Message != "PersistentVolumeClaim a/data is not bound" {
 		t.Errorf("problem %+v placeable %v", task.Problem, task.Placeable())
 	}
+}
+
+// TestForeignQueue: a gang whose queue does not serve its namespace is Foreign, its pending pods
+// are not placeable and not in the queue's demand, and it follows the queue's namespaces as they
+// change, the queue's deletion and re-creation included.
+func TestForeignQueue(t *testing.T) {
+	s := snapshot.New()
+	upsert := func(q *v1alpha1.Queue) {
+		t.Helper()
+		if err := s.UpsertQueue(q); err != nil {
+			t.Fatal(err)
+		}
+		mustVerify(t, s)
+	}
+	upsert(testutil.MakeQueue("team-b").Obj())
+	for _, p := range []*corev1.Pod{
+		testutil.MakePod("team-a", "intruder").Queue("team-b").GPU(2).Obj(),
+		testutil.MakePod("team-b", "own").Queue("team-b").GPU(1).Obj(),
+	} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustVerify(t, s)
+	check := func(step string, foreign bool, demand int64) {
+		t.Helper()
+		g := s.Gang(snapshot.GangKey{Namespace: "team-a", Name: "intruder"})
+		if got := g.Foreign != ""; got != foreign {
+			t.Errorf("%s: Foreign = %q, want foreign %v", step, g.Foreign, foreign)
+		}
+		if got := s.Task(key("team-a", "intruder")).Placeable(); got == foreign {
+			t.Errorf("%s: Placeable = %v", step, got)
+		}
+		if got := s.Queue("team-b").Demand(snapshot.DimGPU); got != demand {
+			t.Errorf("%s: team-b GPU demand = %d, want %d", step, got, demand)
+		}
+	}
+	check("serving team-b only", true, 1000)
+	upsert(testutil.MakeQueue("team-b").Namespaces("team-b", "team-a").Obj())
+	check("serving team-a too", false, 3000)
+	upsert(testutil.MakeQueue("team-b").Namespaces("team-b").Obj())
+	check("team-a removed again", true, 1000)
+	s.DeleteQueue("team-b")
+	mustVerify(t, s)
+	check("queue deleted: not ready, not foreign", false, 3000)
+	upsert(testutil.MakeQueue("team-b").Obj())
+	check("queue re-created", true, 1000)
 }

@@ -180,9 +180,10 @@ func (t *Task) WokeAt() time.Time {
 // Managed reports whether the pod is accounted to a queue.
 func (t *Task) Managed() bool { return t.Gang != nil }
 
-// Placeable reports whether the engine may try to place the pending pod.
+// Placeable reports whether the engine may try to place the pending pod: not gated, without a
+// problem, and in a gang its queue takes (Gang.Foreign).
 func (t *Task) Placeable() bool {
-	return t.State == TaskPending && !t.Gated && t.Problem == nil
+	return t.State == TaskPending && !t.Gated && t.Problem == nil && (t.Gang == nil || t.Gang.Foreign == "")
 }
 
 // pendingGPUEstimate is the milli-GPU a pending pod will likely take: a GPU-memory request is

@@ -306,10 +306,15 @@ func (n *NodeWrapper) Unschedulable() *NodeWrapper { n.Spec.Unschedulable = true
 // QueueWrapper builds a queue.
 type QueueWrapper struct{ v1alpha1.Queue }
 
-// MakeQueue starts a top-level queue with no quotas.
+// MakeQueue starts a top-level queue with no quotas that serves the namespace of its own name
+// (as the scenario files assume: a job's namespace defaults to its queue's name).
 func MakeQueue(name string) *QueueWrapper {
-	return &QueueWrapper{v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(Epoch)}}}
+	return &QueueWrapper{v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(Epoch)},
+		Spec: v1alpha1.QueueSpec{Namespaces: []string{name}}}}
 }
+
+// Namespaces sets the namespaces the queue serves (replacing its own name's).
+func (q *QueueWrapper) Namespaces(ns ...string) *QueueWrapper { q.Spec.Namespaces = ns; return q }
 
 // Obj returns the queue.
 func (q *QueueWrapper) Obj() *v1alpha1.Queue { return &q.Queue }

@@ -44,10 +44,12 @@ const (
 // (spec.schedulerName!=fairway,spec.nodeName!=), which only take node capacity. Pending pods of
 // other schedulers are never seen.
 type Informers struct {
-	Pods            cache.SharedIndexInformer
-	ForeignPods     cache.SharedIndexInformer
-	Nodes           cache.SharedIndexInformer
-	Queues          cache.SharedIndexInformer
+	Pods        cache.SharedIndexInformer
+	ForeignPods cache.SharedIndexInformer
+	Nodes       cache.SharedIndexInformer
+	Queues      cache.SharedIndexInformer
+	// Namespaces keeps namespaces' names and labels, for Queue.spec.namespaceSelector.
+	Namespaces      cache.SharedIndexInformer
 	PodGroups       cache.SharedIndexInformer
 	PriorityClasses cache.SharedIndexInformer
 	Claims          cache.SharedIndexInformer
@@ -111,6 +113,13 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.PersistentVolumes().Watch(ctx, o)
 		}), &corev1.PersistentVolume{}, nil)
+	inf.Namespaces = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Namespaces().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Namespaces().Watch(ctx, o)
+		}), &corev1.Namespace{}, nil)
 	sched := cs.SchedulingV1()
 	inf.PriorityClasses = newInformer(typedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -134,6 +143,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.Volumes, transform(TrimVolume)},
 		{inf.PriorityClasses, transform(TrimPriorityClass)},
 		{inf.Queues, transform(TrimQueue)},
+		{inf.Namespaces, transform(TrimNamespace)},
 		{inf.PodGroups, transform(TrimPodGroup)},
 	} {
 		if err := t.inf.SetTransform(t.fn); err != nil {
@@ -149,6 +159,9 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.ForeignPods, KindPod, podChangeRelevant},
 		{inf.Nodes, KindNode, nodeChangeRelevant},
 		{inf.Queues, KindQueue, generationChanged},
+		{inf.Namespaces, KindNamespace, func(old, cur any) bool {
+			return !maps.Equal(old.(*corev1.Namespace).Labels, cur.(*corev1.Namespace).Labels)
+		}},
 		{inf.PodGroups, KindPodGroup, generationChanged},
 		{inf.PriorityClasses, KindPriorityClass, func(old, cur any) bool {
 			return old.(*schedulingv1.PriorityClass).Value != cur.(*schedulingv1.PriorityClass).Value
@@ -323,7 +336,7 @@ func (inf *Informers) Start(ctx context.Context) error {
 }
 
 func (inf *Informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes}
+	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes}
 }
 
 // Synced reports whether every informer has synced once.
@@ -375,6 +388,16 @@ func (inf *Informers) Pod(namespace, name string) *corev1.Pod {
 // Node returns a node, or nil.
 func (inf *Informers) Node(name string) *corev1.Node {
 	return get[corev1.Node](inf.Nodes.GetStore(), name)
+}
+
+// NamespaceList returns the namespaces' names and labels. The objects are shared: never modify them.
+func (inf *Informers) NamespaceList() []*corev1.Namespace {
+	objs := inf.Namespaces.GetStore().List()
+	out := make([]*corev1.Namespace, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*corev1.Namespace))
+	}
+	return out
 }
 
 // Queue returns a Queue, or nil.

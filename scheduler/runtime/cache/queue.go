@@ -15,6 +15,7 @@ type Kind uint8
 // queues first, so that pods find them.
 const (
 	KindNode Kind = iota
+	KindNamespace
 	KindQueue
 	KindPriorityClass
 	KindPodGroup
@@ -28,6 +29,8 @@ func (k Kind) String() string {
 	switch k {
 	case KindNode:
 		return "Node"
+	case KindNamespace:
+		return "Namespace"
 	case KindQueue:
 		return "Queue"
 	case KindPriorityClass:

@@ -147,6 +147,11 @@ func TrimQueue(q *v1alpha1.Queue) *v1alpha1.Queue {
 	return q
 }
 
+// TrimNamespace keeps a namespace's name and labels.
+func TrimNamespace(ns *corev1.Namespace) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: trimMeta(&ns.ObjectMeta, true, nil, false)}
+}
+
 // TrimPodGroup drops a PodGroup's managed fields.
 func TrimPodGroup(pg *v1alpha1.PodGroup) *v1alpha1.PodGroup {
 	pg.ManagedFields = nil

@@ -38,7 +38,9 @@ const ManagedByLabel = "app.kubernetes.io/managed-by"
 // Derive returns the PodGroup a gang's pods call for: name and namespace from their annotation,
 // minMember (the largest fairway.dev/min-member), queue, priority class, preemptibility and
 // topology from the oldest pod, and its owners (see the package documentation). pods must be
-// non-empty and share the annotation.
+// non-empty and share the annotation and the namespace. The queue is not checked against the
+// namespaces it serves: the scheduler refuses a gang whose queue does not serve it
+// (engine.ReasonForeignQueue), whoever wrote the PodGroup.
 func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 	pods = slices.Clone(pods)
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
@@ -222,7 +224,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) error {
 	var pods []*corev1.Pod
 	for _, p := range c.inf.PodsByIndex(cache.IndexPodGroup, key.Namespace+"/"+key.Name) {
-		if p.DeletionTimestamp == nil {
+		// The index is per namespace already; the check keeps it so should the index change:
+		// a PodGroup's queue (and owners) must never come from a pod of another namespace.
+		if p.DeletionTimestamp == nil && p.Namespace == key.Namespace {
 			pods = append(pods, p)
 		}
 	}

@@ -106,6 +106,9 @@ const (
 	ReasonInvalidRequest ReasonCode = "InvalidRequest"
 	// ReasonUnsupported: a pod uses a constraint the engine does not evaluate.
 	ReasonUnsupported ReasonCode = "UnsupportedConstraint"
+	// ReasonVolume: a pod's PersistentVolumeClaim cannot be used now (missing, waiting for its
+	// volume, or never satisfiable); the message names the claim and says why.
+	ReasonVolume ReasonCode = "VolumeBinding"
 	// ReasonSchedulingGated: the pods wait for their scheduling gates.
 	ReasonSchedulingGated ReasonCode = "SchedulingGated"
 	// ReasonWaitingForPods: fewer pods exist than the gang's minimum.

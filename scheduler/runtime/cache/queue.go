@@ -18,6 +18,7 @@ const (
 	KindQueue
 	KindPriorityClass
 	KindPodGroup
+	KindStorageClass
 	KindVolume
 	KindClaim
 	KindPod
@@ -34,6 +35,8 @@ func (k Kind) String() string {
 		return "PriorityClass"
 	case KindPodGroup:
 		return "PodGroup"
+	case KindStorageClass:
+		return "StorageClass"
 	case KindVolume:
 		return "PersistentVolume"
 	case KindClaim:

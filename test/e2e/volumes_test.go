@@ -128,6 +128,10 @@ func TestVolumes(t *testing.T) {
 	mustCreate(t, c, newPVC(ns, "dataset", "local-static", "20Gi"))
 	mustCreate(t, c, withClaimVolume(dashPod(ns, "pinned", "vol", "").gpus(1).pod(), "dataset"))
 
+	// A pod whose RWO claim a previous pod used: created while the old pod still terminates.
+	mustCreate(t, c, newPVC(ns, "notes", "", "1Gi"))
+	mustCreate(t, c, withClaimVolume(dashPod(ns, "editor-1", "vol", "").pod(), "notes"))
+
 	// Claims that can never be satisfied: bigger than every static volume of a class without a
 	// provisioner, and of a class whose allowedTopologies match no node.
 	mustCreate(t, c, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "zone-nowhere"}, Provisioner: cluster.LocalPathProvisionerName,
@@ -139,7 +143,7 @@ func TestVolumes(t *testing.T) {
 	mustCreate(t, c, withClaimVolume(dashPod(ns, "faraway", "vol", "").pod(), "far"))
 
 	eventually(t, 90*time.Second, "the ephemeral-volume pod, the gang and the pinned pod running", func(ctx context.Context) (bool, error) {
-		for _, n := range []string{"scratch", "train-0", "train-1", "train-2", "train-3", "pinned"} {
+		for _, n := range []string{"scratch", "train-0", "train-1", "train-2", "train-3", "pinned", "editor-1"} {
 			if _, err := runningPod(ctx, c, ns, n); err != nil {
 				return false, err
 			}
@@ -175,6 +179,21 @@ func TestVolumes(t *testing.T) {
 	if err := c.Client().Get(ctx, client.ObjectKey{Name: "local-a100-2"}, &pv); err != nil || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != "dataset" {
 		t.Errorf("static volume local-a100-2 not bound to claim dataset: %v %v", err, pv.Spec.ClaimRef)
 	}
+
+	// The editor moves: its successor, on the same claim, runs where the volume lives.
+	old, _ := runningPod(ctx, c, ns, "editor-1")
+	if err := c.Client().Delete(ctx, old, client.GracePeriodSeconds(5)); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, c, withClaimVolume(dashPod(ns, "editor-2", "vol", "").pod(), "notes"))
+	eventually(t, 60*time.Second, "the editor's successor running on its volume's node", func(ctx context.Context) (bool, error) {
+		p, err := runningPod(ctx, c, ns, "editor-2")
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.NodeName == old.Spec.NodeName, fmt.Errorf("on %s, the volume on %s", p.Spec.NodeName, old.Spec.NodeName)
+	})
+	claimOnNode(t, c, ns, "notes", old.Spec.NodeName)
 
 	// The hopeless pods wait with a reason naming their claim.
 	for pod, want := range map[string]string{

@@ -157,11 +157,12 @@ func TrimPriorityClass(pc *schedulingv1.PriorityClass) *schedulingv1.PriorityCla
 }
 
 // TrimClaim keeps what volume binding reads of a claim: the fields FindMatchingVolume matches,
-// its bound volume, and the annotations of the binding protocol (selected-node, bind-completed,
+// its bound volume, its owners, and the annotations of the binding protocol (selected-node, bind-completed,
 // storage-provisioner).
 func TrimClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: trimMeta(&c.ObjectMeta, false, claimAnnotation, false),
+		// The owner tells an ephemeral volume's claim from a claim of the same name.
+		ObjectMeta: trimMeta(&c.ObjectMeta, false, claimAnnotation, true),
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: c.Spec.AccessModes, Selector: c.Spec.Selector, Resources: c.Spec.Resources,
 			VolumeName: c.Spec.VolumeName, StorageClassName: c.Spec.StorageClassName, VolumeMode: c.Spec.VolumeMode,

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/component-helpers/storage/ephemeral"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
@@ -39,7 +40,7 @@ func ClaimNames(pod *corev1.Pod) []string {
 		case v.PersistentVolumeClaim != nil:
 			out = append(out, v.PersistentVolumeClaim.ClaimName)
 		case v.Ephemeral != nil:
-			out = append(out, pod.Name+"-"+v.Name)
+			out = append(out, ephemeral.VolumeClaimName(pod, &v))
 		}
 	}
 	return out
@@ -226,14 +227,28 @@ func WithVolumeConstraints(pod *corev1.Pod, vl VolumeLookup) *corev1.Pod {
 	if pod.Spec.NodeName != "" || len(pod.Spec.Volumes) == 0 {
 		return pod
 	}
-	claims := ClaimNames(pod)
-	if len(claims) == 0 {
-		return pod
-	}
 	var terms []corev1.NodeSelectorTerm
 	var problems []string
-	for _, name := range claims {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		var name string
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			name = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			name = ephemeral.VolumeClaimName(pod, v)
+		default:
+			continue
+		}
 		ci := InspectClaim(pod.Namespace, name, vl)
+		if v.Ephemeral != nil && ci.Claim != nil {
+			// A claim of that name that the ephemeral volume controller did not make for this
+			// pod is never used (kube-scheduler refuses it too).
+			if err := ephemeral.VolumeIsForPod(pod, ci.Claim); err != nil {
+				problems = append(problems, "ephemeral volume "+v.Name+": "+err.Error())
+				continue
+			}
+		}
 		if ci.State == ClaimProblem {
 			problems = append(problems, ci.Problem)
 			continue

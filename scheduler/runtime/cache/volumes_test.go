@@ -86,7 +86,7 @@ func TestWithVolumeConstraints(t *testing.T) {
 		claims: map[string]*corev1.PersistentVolumeClaim{
 			"a/bound":       {Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}},
 			"a/noclass":     claim("", nil),
-			"a/p-scratch":   {Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-2"}},
+			"a/p-scratch":   {ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p-scratch"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-2"}},
 			"a/immediate":   claim("fast", nil),
 			"a/noclassobj":  claim("gone", nil),
 			"a/dynamic":     claim("standard", nil),
@@ -186,11 +186,17 @@ func TestWithVolumeConstraints(t *testing.T) {
 	if len(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 2 || p == got {
 		t.Error("the cached pod must not be modified")
 	}
-	// A generic ephemeral volume's claim is <pod>-<volume>; a volume without affinity adds none.
+	// A generic ephemeral volume's claim is <pod>-<volume>, made for the pod (its controller
+	// owner); a volume without affinity adds none.
 	e := testutil.MakePod("a", "p").Queue("a").Obj()
+	e.UID = "uid-p"
 	e.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}}
+	if got := WithVolumeConstraints(e, vl); !strings.Contains(got.Annotations[snapshot.VolumeProblemAnnotation], "ephemeral volume scratch: PVC a/p-scratch was not created for pod a/p") {
+		t.Errorf("a claim of the ephemeral volume's name not made for the pod: problem %q", got.Annotations[snapshot.VolumeProblemAnnotation])
+	}
+	vl.claims["a/p-scratch"].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-p", Controller: ptr.To(true)}}
 	if got := WithVolumeConstraints(e, vl); got != e {
-		t.Errorf("ephemeral volume on a volume without affinity: %+v", got.Spec.Affinity)
+		t.Errorf("ephemeral volume on a volume without affinity: %+v %v", got.Spec.Affinity, got.Annotations)
 	}
 	// Bound pods are where they are.
 	bound := withClaim(testutil.MakePod("a", "p").Queue("a").Node("n1").Obj(), "nope")

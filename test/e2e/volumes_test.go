@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/stack"
 )
@@ -88,17 +89,19 @@ func runningPod(ctx context.Context, c *cluster.Cluster, namespace, name string)
 // rancher's local-path-provisioner with volumeBindingMode WaitForFirstConsumer (the default
 // classes of EKS, GKE and AKS wait for the first consumer too): a pod with a generic ephemeral
 // volume (its claim made by kube-controller-manager's ephemeral controller), a gang of four pods
-// each with its own claim, a pod whose claim only a static local volume of one node matches, an
-// Argo workflow with volumeClaimTemplates, and claims that can never be satisfied. fairway chooses
-// the node, asks the provisioner for the volume there (or binds the static one), and binds the
-// pods once their claims are bound.
+// each with its own claim, a pod whose claim only a static local volume of one node matches, a
+// pod moving onto its predecessor's claim, and claims that can never be satisfied. fairway
+// chooses the node, asks the provisioner for the volume there (or binds the static one), and
+// binds the pods once their claims are bound. The pods carry fairway's labels and gang
+// annotations themselves (the webhook, left out here, would make each bare pod a gang of its
+// own); TestVolumesArgo runs with the webhook.
 func TestVolumes(t *testing.T) {
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "a100", Count: 3, GPUType: "A100", GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUsPerNode: 4,
 		GPUMemoryMiB: 81920, CPU: "64", Memory: "512Gi"}
 	const ns = "vol"
 	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{gpu}, LocalPathProvisioner: true},
-		[]client.Object{exampleQueue("vol", ns, "")}, stack.Options{})
+		[]client.Object{exampleQueue("vol", ns, "")}, stack.Options{NoWebhook: true})
 
 	// A pod with a generic ephemeral volume.
 	eph := dashPod(ns, "scratch", "vol", "").gpus(1).pod()
@@ -158,18 +161,33 @@ func TestVolumes(t *testing.T) {
 			t.Errorf("claim scratch-data is not the ephemeral controller's claim of pod scratch: owner %v", ref)
 		}
 	}
-	var gangStart []time.Time
+	// The gang's pods were bound together: none before the last volume was ready.
+	var first, last time.Time
 	for i := range 4 {
 		name := fmt.Sprintf("train-%d", i)
 		p, _ := runningPod(ctx, c, ns, name)
 		claimOnNode(t, c, ns, "ckpt-"+name, p.Spec.NodeName)
+		if p.Annotations[fairwayv1.PodGroupAnnotation] != "train" {
+			t.Errorf("pod %s is not of gang train: %v", name, p.Annotations)
+		}
+		var pvc corev1.PersistentVolumeClaim
+		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "ckpt-" + name}, &pvc); err == nil {
+			var pv corev1.PersistentVolume
+			if err := c.Client().Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err == nil && pv.CreationTimestamp.After(last) {
+				last = pv.CreationTimestamp.Time
+			}
+		}
 		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionTrue {
-				gangStart = append(gangStart, cond.LastTransitionTime.Time)
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionTrue && (first.IsZero() || cond.LastTransitionTime.Before(&metav1.Time{Time: first})) {
+				first = cond.LastTransitionTime.Time
 			}
 		}
 	}
-	t.Logf("gang bound at %v", gangStart)
+	// Both are whole seconds: the first binding is not before the second of the last volume.
+	if first.Before(last) {
+		t.Errorf("a pod of gang train was bound at %v, before its last volume was made at %v", first, last)
+	}
+	t.Logf("gang train: last volume made at %v, first pod bound at %v", last, first)
 	pinned, _ := runningPod(ctx, c, ns, "pinned")
 	if pinned.Spec.NodeName != "a100-2" {
 		t.Errorf("pod pinned runs on %s; its claim's only volume is on a100-2", pinned.Spec.NodeName)
@@ -209,7 +227,19 @@ func TestVolumes(t *testing.T) {
 			return p.Spec.NodeName == "" && strings.Contains(r, want), fmt.Errorf("node %q, reason %q", p.Spec.NodeName, r)
 		})
 	}
+}
 
+// TestVolumesArgo runs an Argo workflow with volumeClaimTemplates through the real
+// workflow-controller and fairway's webhook: the controller creates the claim (of the default,
+// WaitForFirstConsumer class) before the first step, fairway places the step and asks for the
+// volume on its node, and the second step follows the volume to that node.
+func TestVolumesArgo(t *testing.T) {
+	ctx := t.Context()
+	gpu := cluster.NodePool{Name: "a100", Count: 2, GPUType: "A100", GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUsPerNode: 4,
+		GPUMemoryMiB: 81920, CPU: "64", Memory: "512Gi"}
+	const ns = "vol"
+	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{gpu}, LocalPathProvisioner: true},
+		[]client.Object{exampleQueue("vol", ns, "")}, stack.Options{})
 	// An Argo workflow whose steps share a volume of volumeClaimTemplates (the
 	// workflow-controller creates the claim before the first pod).
 	if _, err := c.StartArgo(ctx, cluster.ArgoOptions{}); err != nil {
@@ -223,7 +253,14 @@ func TestVolumes(t *testing.T) {
 		msg, _, _ := unstructured.NestedString(wf.Object, "status", "message")
 		t.Fatalf("workflow ended %s: %s; pods: %s; nodes: %s", phase, msg, describePods(podsIn(t, c, ctx, ns, map[string]string{"workflows.argoproj.io/workflow": wf.GetName()})), workflowNodes(wf))
 	}
-	t.Logf("workflow %s with volumeClaimTemplates Succeeded", wf.GetName())
+	var nodes []string
+	for _, p := range podsIn(t, c, ctx, ns, map[string]string{"workflows.argoproj.io/workflow": wf.GetName()}) {
+		nodes = append(nodes, p.Name+"@"+p.Spec.NodeName)
+		if p.Spec.SchedulerName != fairwayv1.SchedulerName {
+			t.Errorf("step pod %s was scheduled by %q", p.Name, p.Spec.SchedulerName)
+		}
+	}
+	t.Logf("workflow %s with volumeClaimTemplates Succeeded; steps %v", wf.GetName(), nodes)
 }
 
 // volumeWorkflow writes and reads a volume of its volumeClaimTemplates in two steps, which

@@ -254,11 +254,16 @@ func TestVolumesArgo(t *testing.T) {
 		t.Fatalf("workflow ended %s: %s; pods: %s; nodes: %s", phase, msg, describePods(podsIn(t, c, ctx, ns, map[string]string{"workflows.argoproj.io/workflow": wf.GetName()})), workflowNodes(wf))
 	}
 	var nodes []string
+	on := map[string]bool{}
 	for _, p := range podsIn(t, c, ctx, ns, map[string]string{"workflows.argoproj.io/workflow": wf.GetName()}) {
 		nodes = append(nodes, p.Name+"@"+p.Spec.NodeName)
+		on[p.Spec.NodeName] = true
 		if p.Spec.SchedulerName != fairwayv1.SchedulerName {
 			t.Errorf("step pod %s was scheduled by %q", p.Name, p.Spec.SchedulerName)
 		}
+	}
+	if len(nodes) != 2 || len(on) != 1 {
+		t.Errorf("the two steps sharing a local volume ran on %v", nodes)
 	}
 	t.Logf("workflow %s with volumeClaimTemplates Succeeded; steps %v", wf.GetName(), nodes)
 }

@@ -77,6 +77,7 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	})
 	r.volumes = volumebinder.New(c.Scheduling, r.inf, r.binder.Submit, r.queue.Report, volumebinder.Options{
 		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),
+		Waiting: sink.WaitingForVolumes,
 	})
 	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evictor.Options{
 		Workers: opts.EvictWorkers, Events: sink, Observer: &evictObserver{m: r.metrics}, Log: log.WithName("evictor"),

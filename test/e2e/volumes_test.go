@@ -188,6 +188,16 @@ func TestVolumes(t *testing.T) {
 		t.Errorf("a pod of gang train was bound at %v, before its last volume was made at %v", first, last)
 	}
 	t.Logf("gang train: last volume made at %v, first pod bound at %v", last, first)
+	// Each waiting pod was told so (events are written asynchronously).
+	eventually(t, 10*time.Second, "WaitingForVolumes events on the gang's pods", func(ctx context.Context) (bool, error) {
+		n := 0
+		for _, note := range eventsFor(t, c, ctx, ns, "WaitingForVolumes") {
+			if strings.Contains(note, "waiting for PersistentVolumeClaim vol/ckpt-train-") {
+				n++
+			}
+		}
+		return n >= 4, fmt.Errorf("%d of 4", n)
+	})
 	pinned, _ := runningPod(ctx, c, ns, "pinned")
 	if pinned.Spec.NodeName != "a100-2" {
 		t.Errorf("pod pinned runs on %s; its claim's only volume is on a100-2", pinned.Spec.NodeName)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +51,10 @@ type Options struct {
 	Poll time.Duration
 	// Observer is told of failures (metrics and the pod's FailedBinding event); optional.
 	Observer binder.Observer
-	Log      logr.Logger
+	// Waiting, optional, is told once per pod that it is placed and waits for its claims (the
+	// "volumes pending" state a user sees as an event); note names the node and the claims.
+	Waiting func(r *binder.Request, note string)
+	Log     logr.Logger
 }
 
 // ReasonVolumeBinding is the failure reason given to the Observer.
@@ -235,6 +239,22 @@ func (b *Binder) bindGroup(ctx context.Context, reqs []binder.Request, picked *[
 			}
 			ref.provisioning = prov
 			claims = append(claims, ref)
+		}
+	}
+	if b.opts.Waiting != nil {
+		waiting := map[*binder.Request][]string{}
+		for _, c := range claims {
+			if ok, _ := b.claimReady(c); !ok {
+				waiting[c.pod] = append(waiting[c.pod], c.namespace+"/"+c.name)
+			}
+		}
+		for i := range reqs {
+			r := &reqs[i]
+			if names := waiting[r]; len(names) > 0 {
+				b.opts.Waiting(r, fmt.Sprintf("placed on node %s; waiting for PersistentVolumeClaim %s to be bound before binding", r.Node, strings.Join(names, ", ")))
+			} else if len(waiting) > 0 {
+				b.opts.Waiting(r, fmt.Sprintf("placed on node %s; waiting for the volumes of the other pods of its gang before binding", r.Node))
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)

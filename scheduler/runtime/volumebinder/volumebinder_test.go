@@ -2,6 +2,7 @@ package volumebinder
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,8 +118,10 @@ func TestGangWaitsForEveryClaim(t *testing.T) {
 	var mu sync.Mutex
 	var bound []binder.Request
 	var failed []cache.Outcome
+	waiting := map[string]string{}
 	vb := New(cs, l, func(r ...binder.Request) { mu.Lock(); bound = append(bound, r...); mu.Unlock() },
-		func(o cache.Outcome) { mu.Lock(); failed = append(failed, o); mu.Unlock() }, Options{Poll: 5 * time.Millisecond})
+		func(o cache.Outcome) { mu.Lock(); failed = append(failed, o); mu.Unlock() }, Options{Poll: 5 * time.Millisecond,
+			Waiting: func(r *binder.Request, note string) { mu.Lock(); waiting[r.Pod.Name] = note; mu.Unlock() }})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _ = vb.Start(ctx) }()
@@ -154,6 +157,17 @@ func TestGangWaitsForEveryClaim(t *testing.T) {
 	waitFor(t, "the gang handed to the pod binder", func() bool { mu.Lock(); defer mu.Unlock(); return len(bound) == 3 })
 	if len(failed) != 0 {
 		t.Errorf("failures: %v", failed)
+	}
+	// Every pod was told why it waits (an event on the pod); b's static claim may have been
+	// bound by then (the test binds it once it sees the API writes).
+	for pod, want := range map[string]string{
+		"a": "placed on node n1; waiting for PersistentVolumeClaim ns/dyn to be bound",
+		"b": "placed on node n1; waiting for ",
+		"c": "waiting for the volumes of the other pods of its gang",
+	} {
+		if !strings.Contains(waiting[pod], want) {
+			t.Errorf("pod %s: waiting note %q, want %q", pod, waiting[pod], want)
+		}
 	}
 }
 

@@ -21,6 +21,10 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 		"workload and recreate the pods.",
 	fairwayv1.ReasonUnsupported: "A pod uses a scheduling constraint fairway does not evaluate (the message names it). " +
 		"Remove it from the pod template, or express it with node affinity.",
+	fairwayv1.ReasonVolume: "A PersistentVolumeClaim of a pod cannot be used now (the message names it and says why): it does " +
+		"not exist yet, waits for its volume (Immediate class, or a provisioner that has not finished), or can never be " +
+		"satisfied (no such StorageClass, no matching PersistentVolume and no provisioner, allowedTopologies matching no " +
+		"node). Check it with `kubectl describe pvc`; see docs/storage.md.",
 	fairwayv1.ReasonSchedulingGated: "The pods carry scheduling gates. Whoever added them (a controller such as a queueing system, " +
 		"or the user) must remove them before fairway schedules the pods.",
 	fairwayv1.ReasonWaitingForPods: "Fewer pods exist than the gang's minimum (minMember). Wait for the workload's controller to " +

@@ -37,6 +37,7 @@ TOOLS=(
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|"
   "helm|helm|helm.sh/helm/v3/cmd/helm| -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37"
   "controller-gen|dev|sigs.k8s.io/controller-tools/cmd/controller-gen|"
+  "local-path-provisioner|local-path-provisioner|github.com/rancher/local-path-provisioner|"
   "golangci-lint|lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|"
 )
 

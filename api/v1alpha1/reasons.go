@@ -24,6 +24,9 @@ const (
 	ReasonForeignQueue UnschedulableReason = "ForeignQueue"
 	// ReasonInvalidRequest: a pod's fairway annotations or labels are malformed.
 	ReasonInvalidRequest UnschedulableReason = "InvalidRequest"
+	// ReasonVolume: a pod's PersistentVolumeClaim cannot be used now (missing, waiting for its
+	// volume, or never satisfiable); the message names the claim and says why.
+	ReasonVolume UnschedulableReason = "VolumeBinding"
 	// ReasonUnsupported: a pod uses a scheduling constraint the scheduler does not evaluate.
 	ReasonUnsupported UnschedulableReason = "UnsupportedConstraint"
 	// ReasonSchedulingGated: the pods wait for their scheduling gates.
@@ -50,6 +53,7 @@ var unschedulableReasons = []UnschedulableReason{
 	ReasonQueueNotReady,
 	ReasonForeignQueue,
 	ReasonInvalidRequest,
+	ReasonVolume,
 	ReasonUnsupported,
 	ReasonSchedulingGated,
 	ReasonWaitingForPods,

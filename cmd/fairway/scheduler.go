@@ -92,6 +92,7 @@ and takes over when the leader goes.`,
 	fl.StringVar(&o.ReservationImage, "reservation-image", "registry.k8s.io/pause:3.10", "Image of the pods that hold shared GPUs for the kubelet.")
 	fl.StringVar(&o.ReservationPriorityClass, "reservation-priority-class", "system-node-critical", "Priority class of the GPU reservation pods.")
 	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", time.Minute, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
+	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", 10*time.Minute, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", 30*time.Second, "How long fairway's pods bound to a deleted node are left before they are deleted.")
 	fl.StringVar(&f.placement, "placement", string(engine.BinPack), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
 	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", 30*time.Second, "Grace period of every eviction: the time a preempted application has to checkpoint.")

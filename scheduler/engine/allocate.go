@@ -190,8 +190,11 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 		switch {
 		case t.Problem != nil:
 			code := ReasonInvalidRequest
-			if t.Problem.Code == snapshot.ProblemUnsupported {
+			switch t.Problem.Code {
+			case snapshot.ProblemUnsupported:
 				code = ReasonUnsupported
+			case snapshot.ProblemVolume:
+				code = ReasonVolume
 			}
 			return &placeFailure{code: code, msg: fmt.Sprintf("pod %s: %s", t.Key, t.Problem.Message)}
 		case t.Gated:

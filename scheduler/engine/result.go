@@ -111,6 +111,7 @@ const (
 	ReasonForeignQueue     = v1alpha1.ReasonForeignQueue
 	ReasonInvalidRequest   = v1alpha1.ReasonInvalidRequest
 	ReasonUnsupported      = v1alpha1.ReasonUnsupported
+	ReasonVolume           = v1alpha1.ReasonVolume
 	ReasonSchedulingGated  = v1alpha1.ReasonSchedulingGated
 	ReasonWaitingForPods   = v1alpha1.ReasonWaitingForPods
 	ReasonQueueLimit       = v1alpha1.ReasonQueueLimit

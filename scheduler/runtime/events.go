@@ -49,6 +49,11 @@ func (s *eventSink) Beneficiary(gang snapshot.GangKey, reason, note string) {
 	s.rec.Eventf(ref, nil, corev1.EventTypeNormal, reason, "Preempt", "%s", note)
 }
 
+// WaitingForVolumes records on a placed pod that it waits for its claims to be bound.
+func (s *eventSink) WaitingForVolumes(r *binder.Request, note string) {
+	s.rec.Eventf(podRef(r.Pod, r.UID), nil, corev1.EventTypeNormal, "WaitingForVolumes", "Bind", "%s", note)
+}
+
 // bindObserver turns binder outcomes into metrics and events.
 type bindObserver struct {
 	m      *metrics.Metrics

@@ -204,6 +204,8 @@ func (l *loop) applyOutcome(o cache.Outcome) {
 	switch o.Kind {
 	case cache.BindFailed:
 		_ = l.snap.Forget(o.Pod) // not assumed any more: the informer has the truth already
+		// Updates were skipped while it was assumed (its claims may have a node now).
+		l.apply(cache.Key{Kind: cache.KindPod, Namespace: o.Pod.Namespace, Name: o.Pod.Name})
 	case cache.EvictionFailed:
 		_ = l.snap.CancelEviction(o.Pod)
 	}
@@ -282,10 +284,8 @@ func (l *loop) apply(k cache.Key) {
 		for _, p := range inf.PodsByIndex(cache.IndexClaim, k.Namespace+"/"+k.Name) {
 			l.apply(cache.Key{Kind: cache.KindPod, Namespace: p.Namespace, Name: p.Name})
 		}
-	case cache.KindVolume:
-		if pv := inf.Volume(k.Name); pv != nil && pv.Spec.ClaimRef != nil {
-			l.apply(cache.Key{Kind: cache.KindClaim, Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name})
-		}
+	case cache.KindVolume, cache.KindStorageClass:
+		l.applyVolumeChange(k)
 	}
 }
 
@@ -350,7 +350,7 @@ func (l *loop) dispatch(res *engine.Result) {
 			}
 			reqs = append(reqs, r)
 		}
-		l.rt.binder.Submit(reqs...)
+		l.rt.volumes.Submit(reqs...) // the pod binder gets them once their volumes are ready
 	}
 	if len(res.Evictions) > 0 {
 		reqs := make([]evictor.Request, 0, len(res.Evictions))

@@ -37,6 +37,11 @@ type Options struct {
 	// the binding is then given up and retried in a later cycle. Default 60s.
 	ReservationTimeout time.Duration
 
+	// VolumeBindTimeout bounds the wait for the claims of a placed pod to be bound (a
+	// provisioner at work); its gang then goes back to pending. Default 10m, kube-scheduler's
+	// bindTimeoutSeconds.
+	VolumeBindTimeout time.Duration
+
 	// OrphanGrace is how long fairway's pods (and reservations) bound to a deleted node are left
 	// before the runtime deletes them, so their gangs are handled and their owners re-create
 	// them. Default 30s.

@@ -19,6 +19,7 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
 	"github.com/fairway-sched/fairway/scheduler/runtime/podgroups"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
+	"github.com/fairway-sched/fairway/scheduler/runtime/volumebinder"
 )
 
 // Clients are the API clients of the runtime. Each has its own rate limiter, as in
@@ -44,6 +45,7 @@ type Runtime struct {
 	inf     *cache.Informers
 	gpu     *gpushare.Manager
 	binder  *binder.Binder
+	volumes *volumebinder.Binder
 	evictor *evictor.Evictor
 	pgs     *podgroups.Controller
 	status  *status.Writer
@@ -75,6 +77,10 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	r.binder = binder.New(c.Scheduling, r.queue.Report, binder.Options{
 		Workers: opts.BindWorkers, GPU: r.gpu, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("binder"),
 	})
+	r.volumes = volumebinder.New(c.Scheduling, r.inf, r.binder.Submit, r.queue.Report, volumebinder.Options{
+		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),
+		Waiting: sink.WaitingForVolumes,
+	})
 	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evictor.Options{
 		Workers: opts.EvictWorkers, Events: sink, Observer: &evictObserver{m: r.metrics}, Log: log.WithName("evictor"),
 		Transient: binder.Transient,
@@ -97,7 +103,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 	if err := r.metrics.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	for _, run := range []manager.Runnable{r.inf, r.loop, r.binder, r.evictor, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)} {
+	for _, run := range []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)} {
 		if err := mgr.Add(run); err != nil {
 			return err
 		}

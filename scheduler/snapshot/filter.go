@@ -101,6 +101,8 @@ type classInput struct {
 	Unsupported  string               `json:"u,omitempty"`
 	// Blocked is the runtime's reason (SchedulingProblemAnnotation), verbatim.
 	Blocked string `json:"b,omitempty"`
+	// Volume is the runtime's volume reason (VolumeProblemAnnotation), verbatim.
+	Volume string `json:"v,omitempty"`
 }
 
 func readClass(pod *corev1.Pod) (classInput, string) {
@@ -112,7 +114,8 @@ func readClass(pod *corev1.Pod) (classInput, string) {
 	}
 	in.Unsupported = unsupported(pod)
 	in.Blocked = pod.Annotations[SchedulingProblemAnnotation]
-	if len(in.NodeSelector) == 0 && in.NodeAffinity == nil && len(in.Tolerations) == 0 && in.Unsupported == "" && in.Blocked == "" {
+	in.Volume = pod.Annotations[VolumeProblemAnnotation]
+	if len(in.NodeSelector) == 0 && in.NodeAffinity == nil && len(in.Tolerations) == 0 && in.Unsupported == "" && in.Blocked == "" && in.Volume == "" {
 		return in, ""
 	}
 	b, err := json.Marshal(in)
@@ -154,6 +157,8 @@ func newClass(in classInput, key string) *FilterClass {
 		c.required = nodeaffinity.NewRequiredNodeAffinity(in.NodeSelector, &corev1.Affinity{NodeAffinity: in.NodeAffinity})
 	}
 	switch {
+	case in.Volume != "":
+		c.Unsupported = &Problem{Code: ProblemVolume, Message: in.Volume}
 	case in.Blocked != "":
 		c.Unsupported = &Problem{Code: ProblemUnsupported, Message: in.Blocked}
 	case in.Unsupported != "":

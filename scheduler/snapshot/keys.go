@@ -13,4 +13,10 @@ const (
 	// bound, for example). The value is the human-readable reason; the pod's gang is reported
 	// with ReasonUnsupported and that message.
 	SchedulingProblemAnnotation = "internal.fairway.dev/scheduling-problem"
+
+	// VolumeProblemAnnotation is set by the scheduler runtime on its own cached copy of a pending
+	// pod (never on the API object) when one of its PersistentVolumeClaims cannot be used now: it
+	// does not exist, waits for its volume, or can never be satisfied. The value is the
+	// human-readable reason naming the claim; the pod's gang is reported with ReasonVolume.
+	VolumeProblemAnnotation = "internal.fairway.dev/volume-problem"
 )

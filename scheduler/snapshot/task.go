@@ -74,7 +74,7 @@ func (a *Assignment) slotMilli() int64 {
 // Problem is why a pod cannot be scheduled whatever the cluster looks like: a malformed request
 // or a constraint the engine does not evaluate.
 type Problem struct {
-	// Code is ProblemInvalidRequest or ProblemUnsupported.
+	// Code is ProblemInvalidRequest, ProblemUnsupported or ProblemVolume.
 	Code    string
 	Message string
 }
@@ -83,6 +83,8 @@ type Problem struct {
 const (
 	ProblemInvalidRequest = "InvalidRequest"
 	ProblemUnsupported    = "UnsupportedConstraint"
+	// ProblemVolume: a claim of the pod cannot be used now (VolumeProblemAnnotation).
+	ProblemVolume = "VolumeBinding"
 )
 
 // Task is one pod. Fields are read-only outside this package; change them through Snapshot.

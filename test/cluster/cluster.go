@@ -149,6 +149,11 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.WaitNodesReady(ctx); err != nil {
 		return c, err
 	}
+	if cfg.LocalPathProvisioner {
+		if _, err := c.StartLocalPathProvisioner(ctx); err != nil {
+			return c, err
+		}
+	}
 	c.log.Info("cluster ready", "nodes", c.nodeCount(), "after", time.Since(begin).Round(time.Millisecond), "kubeconfig", c.kubeconfig)
 	return c, nil
 }

@@ -17,6 +17,11 @@ type Config struct {
 	// get bound. Off by default: fairway's own scheduler binds its pods.
 	KubeScheduler bool
 
+	// LocalPathProvisioner also starts rancher's local-path-provisioner with LocalPathClass, a
+	// WaitForFirstConsumer default StorageClass (StartLocalPathProvisioner), so claims without
+	// a class are provisioned on the node their pod is placed on.
+	LocalPathProvisioner bool
+
 	// CRDDirs are directories of CRD manifests applied after start, and waited for until
 	// Established. Nil means fairway's own, <repo root>/charts/fairway/crds; use SkipCRDs for none.
 	CRDDirs []string

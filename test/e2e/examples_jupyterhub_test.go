@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,12 +25,15 @@ import (
 // run here), on one node of four GPUs. Four users pick a quarter of a GPU: the four notebooks
 // share one GPU and see its UUID. One picks half a GPU, one a whole GPU. Then a preemptible
 // training job of another project asks for four GPUs: it gets the one free GPU, the rest of it
-// waits, and no notebook is touched.
+// waits, and no notebook is touched. Every notebook has its home PersistentVolumeClaim, as z2jh's
+// default values give it, of the cluster's default class: local-path-provisioner's, which waits
+// for the first consumer (as the default classes of EKS, GKE and AKS do), so fairway chooses the
+// node and the provisioner makes the volume there before the notebook is bound.
 func TestExampleJupyterHub(t *testing.T) {
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 4,
 		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti"}
-	c := startExample(t, []cluster.NodePool{gpu}, []client.Object{
+	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{gpu}, LocalPathProvisioner: true}, []client.Object{
 		exampleQueue("notebooks", "jhub", "3"), exampleQueue("research", "research", ""),
 	}, stack.Options{})
 	data, err := examples.Read("jupyterhub", "values.yaml")
@@ -42,10 +46,16 @@ func TestExampleJupyterHub(t *testing.T) {
 	}
 	spawn := func(user, profile string) *corev1.Pod {
 		t.Helper()
-		pod, err := examples.RenderNotebook(values, examples.NotebookOptions{Release: "jhub", Namespace: "jhub", User: user, Profile: profile, NoHomeVolume: true})
+		opts := examples.NotebookOptions{Release: "jhub", Namespace: "jhub", User: user, Profile: profile}
+		pod, err := examples.RenderNotebook(values, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		home, err := examples.RenderHomeClaim(values, opts)
+		if err != nil || home == nil {
+			t.Fatalf("home claim: %v, %v (z2jh's default is a dynamic home volume)", home, err)
+		}
+		mustCreate(t, c, home) // KubeSpawner creates the claim, then the pod
 		mustCreate(t, c, pod)
 		return pod
 	}
@@ -85,6 +95,9 @@ func TestExampleJupyterHub(t *testing.T) {
 		}
 	}
 	t.Logf("four quarter-GPU notebooks share GPU %s", uuid)
+	for _, p := range quarters {
+		claimOnNode(t, c, "jhub", "claim-"+strings.TrimPrefix(p.Name, "jupyter-"), p.Spec.NodeName)
+	}
 
 	// Half a GPU and a whole GPU.
 	spawn("erin", "gpu-half")

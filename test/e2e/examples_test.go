@@ -41,8 +41,14 @@ func exampleQueue(name, namespace, gpuQuota string) *fairwayv1.Queue {
 // webhook is serving opts.ProbeNamespace, or the first Queue's first namespace, when it returns.
 func startExample(t *testing.T, pools []cluster.NodePool, objs []client.Object, opts stack.Options) *cluster.Cluster {
 	t.Helper()
+	return startExampleCluster(t, cluster.Config{NodePools: pools}, objs, opts)
+}
+
+// startExampleCluster is startExample on a cluster of cfg (a storage provisioner, for example).
+func startExampleCluster(t *testing.T, cfg cluster.Config, objs []client.Object, opts stack.Options) *cluster.Cluster {
+	t.Helper()
 	begin := time.Now()
-	c := cluster.StartT(t, cluster.Config{NodePools: pools})
+	c := cluster.StartT(t, cfg)
 	for _, obj := range objs {
 		if q, ok := obj.(*fairwayv1.Queue); ok {
 			for _, ns := range q.Spec.Namespaces {

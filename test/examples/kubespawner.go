@@ -60,6 +60,11 @@ type Z2JHSingleuser struct {
 	Storage          struct {
 		Type          string `json:"type"`
 		HomeMountPath string `json:"homeMountPath"`
+		Capacity      string `json:"capacity"`
+		Dynamic       struct {
+			StorageClass       *string                             `json:"storageClass"`
+			StorageAccessModes []corev1.PersistentVolumeAccessMode `json:"storageAccessModes"`
+		} `json:"dynamic"`
 	} `json:"storage"`
 	CloudMetadata struct {
 		BlockWithIptables *bool  `json:"blockWithIptables"`
@@ -127,8 +132,8 @@ type NotebookOptions struct {
 	ServerName string
 	// Profile is the slug of the profile the user picked; "" for the default profile.
 	Profile string
-	// NoHomeVolume leaves out the home directory's PersistentVolumeClaim (which KubeSpawner
-	// creates before the pod): local test clusters have no storage provisioner.
+	// NoHomeVolume leaves out the home directory's PersistentVolumeClaim (z2jh's default
+	// singleuser.storage.type dynamic mounts one; RenderHomeClaim renders it).
 	NoHomeVolume bool
 }
 
@@ -477,4 +482,43 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "volume-" + userServer, MountPath: home}}
 	}
 	return pod, nil
+}
+
+// RenderHomeClaim renders the home directory's PersistentVolumeClaim that KubeSpawner creates
+// before the notebook pod when singleuser.storage.type is dynamic (z2jh's default): claim-<user>,
+// singleuser.storage.capacity (10Gi), storageAccessModes (ReadWriteOnce), and the class of
+// storage.dynamic.storageClass, the cluster's default class when unset. It returns nil when the
+// values ask for no dynamic storage.
+func RenderHomeClaim(v *Z2JHValues, o NotebookOptions) (*corev1.PersistentVolumeClaim, error) {
+	su := v.Singleuser
+	if st := su.Storage.Type; st != "" && st != "dynamic" {
+		return nil, nil
+	}
+	userServer := o.User
+	if o.ServerName != "" {
+		userServer += "--" + o.ServerName
+	}
+	capacity := su.Storage.Capacity
+	if capacity == "" {
+		capacity = "10Gi"
+	}
+	size, err := resource.ParseQuantity(capacity)
+	if err != nil {
+		return nil, fmt.Errorf("singleuser.storage.capacity %q: %w", capacity, err)
+	}
+	modes := su.Storage.Dynamic.StorageAccessModes
+	if len(modes) == 0 {
+		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "claim-" + userServer, Namespace: o.Namespace, Labels: map[string]string{
+			"app": "jupyterhub", "app.kubernetes.io/name": "jupyterhub", "component": "singleuser-storage",
+			"hub.jupyter.org/username": o.User, "hub.jupyter.org/servername": o.ServerName,
+		}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      modes,
+			StorageClassName: su.Storage.Dynamic.StorageClass,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -32,6 +34,8 @@ const (
 	IndexClaim = "claim"
 	// IndexPriorityClass indexes PodGroups by spec.priorityClassName.
 	IndexPriorityClass = "priorityclass"
+	// IndexStorageClass indexes claims and volumes by their storage class ("" for none).
+	IndexStorageClass = "storageclass"
 )
 
 // Informers are the scheduler's view of the cluster: client-go shared informers whose objects
@@ -54,6 +58,7 @@ type Informers struct {
 	PriorityClasses cache.SharedIndexInformer
 	Claims          cache.SharedIndexInformer
 	Volumes         cache.SharedIndexInformer
+	StorageClasses  cache.SharedIndexInformer
 
 	queue  *Queue
 	log    logr.Logger
@@ -105,14 +110,22 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.PersistentVolumeClaims("").Watch(ctx, o)
-		}), &corev1.PersistentVolumeClaim{}, nil)
+		}), &corev1.PersistentVolumeClaim{}, cache.Indexers{IndexStorageClass: indexClaimClass})
 	inf.Volumes = newInformer(typedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return core.PersistentVolumes().List(ctx, o)
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.PersistentVolumes().Watch(ctx, o)
-		}), &corev1.PersistentVolume{}, nil)
+		}), &corev1.PersistentVolume{}, cache.Indexers{IndexStorageClass: indexVolumeClass})
+	storage := cs.StorageV1()
+	inf.StorageClasses = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return storage.StorageClasses().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return storage.StorageClasses().Watch(ctx, o)
+		}), &storagev1.StorageClass{}, nil)
 	inf.Namespaces = newInformer(typedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return core.Namespaces().List(ctx, o)
@@ -141,6 +154,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.Nodes, transform(TrimNode)},
 		{inf.Claims, transform(TrimClaim)},
 		{inf.Volumes, transform(TrimVolume)},
+		{inf.StorageClasses, transform(TrimStorageClass)},
 		{inf.PriorityClasses, transform(TrimPriorityClass)},
 		{inf.Queues, transform(TrimQueue)},
 		{inf.Namespaces, transform(TrimNamespace)},
@@ -166,12 +180,12 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.PriorityClasses, KindPriorityClass, func(old, cur any) bool {
 			return old.(*schedulingv1.PriorityClass).Value != cur.(*schedulingv1.PriorityClass).Value
 		}},
-		{inf.Claims, KindClaim, func(old, cur any) bool {
-			return old.(*corev1.PersistentVolumeClaim).Spec.VolumeName != cur.(*corev1.PersistentVolumeClaim).Spec.VolumeName
-		}},
+		{inf.Claims, KindClaim, claimChangeRelevant},
 		{inf.Volumes, KindVolume, func(old, cur any) bool {
-			return !equality.Semantic.DeepEqual(old.(*corev1.PersistentVolume).Spec, cur.(*corev1.PersistentVolume).Spec)
+			a, b := old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume)
+			return a.Status.Phase != b.Status.Phase || !equality.Semantic.DeepEqual(a.Spec, b.Spec)
 		}},
+		{inf.StorageClasses, KindStorageClass, func(old, cur any) bool { return true }},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(queueHandler(q, h.kind, h.relevant)); err != nil {
@@ -262,6 +276,16 @@ func gpuIdleChanged(a, b *corev1.Pod) bool {
 	return ca.Status != cb.Status || !ca.LastTransitionTime.Equal(&cb.LastTransitionTime)
 }
 
+// claimChangeRelevant reports whether a claim update may change where its pods go: it was bound,
+// given a node or a class, its phase changed (Bound, Lost), or it started terminating.
+func claimChangeRelevant(old, cur any) bool {
+	a, b := old.(*corev1.PersistentVolumeClaim), cur.(*corev1.PersistentVolumeClaim)
+	return a.Spec.VolumeName != b.Spec.VolumeName || a.Status.Phase != b.Status.Phase ||
+		a.Annotations[volumehelpers.AnnSelectedNode] != b.Annotations[volumehelpers.AnnSelectedNode] ||
+		volumehelpers.GetPersistentVolumeClaimClass(a) != volumehelpers.GetPersistentVolumeClaimClass(b) ||
+		(a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil)
+}
+
 // nodeChangeRelevant reports whether a node update changes what the snapshot reads.
 func nodeChangeRelevant(old, cur any) bool {
 	a, b := old.(*corev1.Node), cur.(*corev1.Node)
@@ -305,6 +329,20 @@ func indexClaim(obj any) ([]string, error) {
 	return names, nil
 }
 
+func indexClaimClass(obj any) ([]string, error) {
+	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		return []string{volumehelpers.GetPersistentVolumeClaimClass(c)}, nil
+	}
+	return nil, nil
+}
+
+func indexVolumeClass(obj any) ([]string, error) {
+	if v, ok := obj.(*corev1.PersistentVolume); ok {
+		return []string{volumehelpers.GetPersistentVolumeClass(v)}, nil
+	}
+	return nil, nil
+}
+
 func indexPriorityClass(obj any) ([]string, error) {
 	if pg, ok := obj.(*v1alpha1.PodGroup); ok && pg.Spec.PriorityClassName != "" {
 		return []string{pg.Spec.PriorityClassName}, nil
@@ -336,7 +374,7 @@ func (inf *Informers) Start(ctx context.Context) error {
 }
 
 func (inf *Informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes}
+	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses}
 }
 
 // Synced reports whether every informer has synced once.
@@ -451,6 +489,45 @@ func (inf *Informers) PodGroupsByClass(class string) []*v1alpha1.PodGroup {
 	for _, o := range objs {
 		if pg, ok := o.(*v1alpha1.PodGroup); ok {
 			out = append(out, pg)
+		}
+	}
+	return out
+}
+
+// StorageClass returns a StorageClass, or nil (VolumeLookup).
+func (inf *Informers) StorageClass(name string) *storagev1.StorageClass {
+	return get[storagev1.StorageClass](inf.StorageClasses.GetStore(), name)
+}
+
+// VolumesOfClass returns the volumes of a storage class, "" for none (VolumeLookup).
+func (inf *Informers) VolumesOfClass(class string) []*corev1.PersistentVolume {
+	return byIndex[corev1.PersistentVolume](inf.Volumes.GetIndexer(), IndexStorageClass, class)
+}
+
+// ClaimsOfClass returns the claims of a storage class, "" for none.
+func (inf *Informers) ClaimsOfClass(class string) []*corev1.PersistentVolumeClaim {
+	return byIndex[corev1.PersistentVolumeClaim](inf.Claims.GetIndexer(), IndexStorageClass, class)
+}
+
+// AnyNode reports whether some node satisfies match (VolumeLookup).
+func (inf *Informers) AnyNode(match func(*corev1.Node) bool) bool {
+	for _, o := range inf.Nodes.GetStore().List() {
+		if n, ok := o.(*corev1.Node); ok && match(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func byIndex[T any](idx cache.Indexer, index, value string) []*T {
+	objs, err := idx.ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
 		}
 	}
 	return out

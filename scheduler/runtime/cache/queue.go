@@ -19,6 +19,7 @@ const (
 	KindQueue
 	KindPriorityClass
 	KindPodGroup
+	KindStorageClass
 	KindVolume
 	KindClaim
 	KindPod
@@ -37,6 +38,8 @@ func (k Kind) String() string {
 		return "PriorityClass"
 	case KindPodGroup:
 		return "PodGroup"
+	case KindStorageClass:
+		return "StorageClass"
 	case KindVolume:
 		return "PersistentVolume"
 	case KindClaim:

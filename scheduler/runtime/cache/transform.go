@@ -5,8 +5,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
@@ -163,20 +165,48 @@ func TrimPriorityClass(pc *schedulingv1.PriorityClass) *schedulingv1.PriorityCla
 	return &schedulingv1.PriorityClass{ObjectMeta: trimMeta(&pc.ObjectMeta, false, nil, false), Value: pc.Value}
 }
 
-// TrimClaim keeps a claim's bound volume.
+// TrimClaim keeps what volume binding reads of a claim: the fields FindMatchingVolume matches,
+// its bound volume, its owners, and the annotations of the binding protocol (selected-node, bind-completed,
+// storage-provisioner).
 func TrimClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: trimMeta(&c.ObjectMeta, false, nil, false),
-		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: c.Spec.VolumeName},
-		Status:     corev1.PersistentVolumeClaimStatus{Phase: c.Status.Phase},
+		// The owner tells an ephemeral volume's claim from a claim of the same name.
+		ObjectMeta: trimMeta(&c.ObjectMeta, false, claimAnnotation, true),
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: c.Spec.AccessModes, Selector: c.Spec.Selector, Resources: c.Spec.Resources,
+			VolumeName: c.Spec.VolumeName, StorageClassName: c.Spec.StorageClassName, VolumeMode: c.Spec.VolumeMode,
+			VolumeAttributesClassName: c.Spec.VolumeAttributesClassName,
+		},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: c.Status.Phase},
 	}
 }
 
-// TrimVolume keeps a volume's node affinity and claim.
+func claimAnnotation(k string) bool {
+	switch k {
+	case volumehelpers.AnnSelectedNode, volumehelpers.AnnBindCompleted, volumehelpers.AnnStorageProvisioner,
+		volumehelpers.AnnBetaStorageProvisioner, corev1.BetaStorageClassAnnotation:
+		return true
+	}
+	return false
+}
+
+// TrimVolume keeps what volume binding reads of a volume: node affinity, claim, phase and the
+// fields FindMatchingVolume matches (its labels for claim selectors). The volume source is
+// dropped: the binder reads the full object from the API server before it writes.
 func TrimVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
 	return &corev1.PersistentVolume{
-		ObjectMeta: trimMeta(&v.ObjectMeta, false, nil, false),
-		Spec:       corev1.PersistentVolumeSpec{NodeAffinity: v.Spec.NodeAffinity, ClaimRef: v.Spec.ClaimRef},
-		Status:     corev1.PersistentVolumeStatus{Phase: v.Status.Phase},
+		ObjectMeta: trimMeta(&v.ObjectMeta, true, func(k string) bool { return k == corev1.BetaStorageClassAnnotation }, false),
+		Spec: corev1.PersistentVolumeSpec{
+			NodeAffinity: v.Spec.NodeAffinity, ClaimRef: v.Spec.ClaimRef, Capacity: v.Spec.Capacity,
+			AccessModes: v.Spec.AccessModes, StorageClassName: v.Spec.StorageClassName, VolumeMode: v.Spec.VolumeMode,
+			VolumeAttributesClassName: v.Spec.VolumeAttributesClassName,
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: v.Status.Phase},
 	}
+}
+
+// TrimStorageClass drops a class's managed fields.
+func TrimStorageClass(c *storagev1.StorageClass) *storagev1.StorageClass {
+	c.ManagedFields = nil
+	return c
 }

@@ -49,7 +49,7 @@ generate: ## Regenerate deepcopy code and CRD manifests from api/.
 ##@ Check
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated files up to date, lint.
+verify: ## gofmt, go vet, generated files up to date, lint, no binary or >1 MB file tracked.
 	hack/verify.sh
 
 .PHONY: unit

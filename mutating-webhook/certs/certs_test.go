@@ -1,4 +1,4 @@
-package mutatingwebhook
+package certs
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -26,8 +27,8 @@ func TestRenewCertificates(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("from nothing: changed %v, err %v", changed, err)
 	}
-	ca := mustCert(t, data[caFile])
-	leaf := mustCert(t, data[certFile])
+	ca := mustCert(t, data[CAFile])
+	leaf := mustCert(t, data[CertFile])
 	if _, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok {
 		t.Errorf("serving key is %T, want ECDSA", leaf.PublicKey)
 	}
@@ -40,8 +41,8 @@ func TestRenewCertificates(t *testing.T) {
 	// 300 days later the serving certificate expires within 90 days: renewed, same CA.
 	t1 := t0.Add(300 * 24 * time.Hour)
 	renewed, changed, err := renewCertificates(data, testDNSNames, t1)
-	if err != nil || !changed || bytes.Equal(renewed[certFile], data[certFile]) || !bytes.Equal(renewed[caFile], data[caFile]) {
-		t.Fatalf("serving certificate near its end: changed %v, err %v, CA kept %v", changed, err, bytes.Equal(renewed[caFile], data[caFile]))
+	if err != nil || !changed || bytes.Equal(renewed[CertFile], data[CertFile]) || !bytes.Equal(renewed[CAFile], data[CAFile]) {
+		t.Fatalf("serving certificate near its end: changed %v, err %v, CA kept %v", changed, err, bytes.Equal(renewed[CAFile], data[CAFile]))
 	}
 	verify(t, renewed, testDNSNames, t1)
 
@@ -56,7 +57,7 @@ func TestRenewCertificates(t *testing.T) {
 	// Nine and a half years on, the CA expires within a year: new CA, old one still in the bundle.
 	t2 := t0.Add(9*365*24*time.Hour + 180*24*time.Hour)
 	rotated, changed, err := renewCertificates(renewed, testDNSNames, t2)
-	if err != nil || !changed || bytes.Equal(rotated[caFile], renewed[caFile]) {
+	if err != nil || !changed || bytes.Equal(rotated[CAFile], renewed[CAFile]) {
 		t.Fatalf("CA near its end: changed %v, err %v", changed, err)
 	}
 	verify(t, rotated, testDNSNames, t2)
@@ -76,10 +77,9 @@ func TestRenewCertificates(t *testing.T) {
 
 // TestCertRotatorSecret: the Secret is created when missing and written once.
 func TestCertRotatorSecret(t *testing.T) {
-	scheme, _ := NewScheme()
-	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).Build()
 	key := types.NamespacedName{Namespace: "fairway-system", Name: "fairway-webhook-cert"}
-	r := &certRotator{client: c, key: key, dnsNames: testDNSNames, now: time.Now, log: logr.Discard()}
+	r := &Rotator{client: c, key: key, dnsNames: testDNSNames, now: time.Now, log: logr.Discard()}
 	first, err := r.ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestCertRotatorSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(first[certFile], second[certFile]) {
+	if !bytes.Equal(first[CertFile], second[CertFile]) {
 		t.Errorf("a second ensure made a new certificate")
 	}
 	var s corev1.Secret
@@ -103,13 +103,13 @@ func verify(t *testing.T, data map[string][]byte, names []string, at time.Time) 
 	if !roots.AppendCertsFromPEM(data[caBundleFile]) {
 		t.Fatal("no CA bundle")
 	}
-	leaf := mustCert(t, data[certFile])
+	leaf := mustCert(t, data[CertFile])
 	for _, n := range names {
 		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: n, Roots: roots, CurrentTime: at}); err != nil {
 			t.Errorf("serving certificate for %s: %v", n, err)
 		}
 	}
-	if _, _, err := parsePair(data[certFile], data[keyFile]); err != nil {
+	if _, _, err := parsePair(data[CertFile], data[KeyFile]); err != nil {
 		t.Errorf("certificate and key do not match: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/fairway-sched/fairway/scheduler/engine"
 )
@@ -47,6 +48,12 @@ type Options struct {
 	Engine engine.Options
 
 	Log logr.Logger
+
+	// Clock is the scheduling loop's clock: its cycle period and debounce, the time it gives
+	// the engine, and its side jobs' grace periods. Nil: the wall clock. Tests set a fake one
+	// (k8s.io/utils/clock/testing) and step it instead of sleeping. The workers (binder,
+	// evictor, reservation manager) keep the wall clock: their waits are on the API server.
+	Clock clock.WithTicker
 }
 
 func (o Options) withDefaults() Options {
@@ -79,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()

@@ -6,7 +6,9 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
 )
 
 // Options configure the scheduler runtime. Zero fields take the defaults documented on them.
@@ -20,7 +22,7 @@ type Options struct {
 	// that come with it. Default 20ms.
 	Debounce time.Duration
 
-	// BindWorkers bound the bindings in flight. Default 32.
+	// BindWorkers bound the bindings in flight. Default binder.DefaultWorkers (32).
 	BindWorkers int
 	// EvictWorkers bound the evictions in flight. Default 8.
 	EvictWorkers int
@@ -29,7 +31,7 @@ type Options struct {
 	// changed). Default 2s.
 	StatusInterval time.Duration
 
-	// ReservationImage is the image of reservation pods. Default registry.k8s.io/pause:3.10.
+	// ReservationImage is the image of reservation pods. Default v1alpha1.DefaultReservationImage.
 	ReservationImage string
 	// ReservationPriorityClass is the priority class of reservation pods. Default
 	// system-node-critical.
@@ -56,6 +58,10 @@ type Options struct {
 	Clock clock.WithTicker
 }
 
+// DefaultOptions are the defaults documented on Options: the one place they are written. The
+// scheduler's flags take their defaults from it.
+func DefaultOptions() Options { return Options{}.withDefaults() }
+
 func (o Options) withDefaults() Options {
 	if o.Namespace == "" {
 		o.Namespace = "fairway-system"
@@ -67,7 +73,7 @@ func (o Options) withDefaults() Options {
 		o.Debounce = 20 * time.Millisecond
 	}
 	if o.BindWorkers <= 0 {
-		o.BindWorkers = 32
+		o.BindWorkers = binder.DefaultWorkers
 	}
 	if o.EvictWorkers <= 0 {
 		o.EvictWorkers = 8
@@ -76,7 +82,7 @@ func (o Options) withDefaults() Options {
 		o.StatusInterval = 2 * time.Second
 	}
 	if o.ReservationImage == "" {
-		o.ReservationImage = "registry.k8s.io/pause:3.10"
+		o.ReservationImage = v1alpha1.DefaultReservationImage
 	}
 	if o.ReservationPriorityClass == "" {
 		o.ReservationPriorityClass = "system-node-critical"

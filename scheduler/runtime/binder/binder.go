@@ -58,10 +58,10 @@ type Observer interface {
 
 // Options configure a Binder.
 type Options struct {
-	// Workers bound the bindings in flight. 32 when 0.
+	// Workers bound the bindings in flight. DefaultWorkers when 0.
 	Workers int
 	// SharedWorkers bound the fractional bindings in flight, which may wait for a gpu-agent.
-	// 64 when 0.
+	// DefaultSharedWorkers when 0.
 	SharedWorkers int
 	// Backoff between attempts of one binding on transient errors.
 	Backoff wait.Backoff
@@ -70,6 +70,12 @@ type Options struct {
 	Observer Observer
 	Log      logr.Logger
 }
+
+// The default sizes of the worker pools.
+const (
+	DefaultWorkers       = 32
+	DefaultSharedWorkers = 64
+)
 
 // DefaultBackoff makes up to 5 attempts of a call, waiting 100ms, 200ms, 400ms and 800ms (±20%)
 // between them. (In wait.Backoff a step that reaches Cap is the last one.)
@@ -88,10 +94,10 @@ type Binder struct {
 // New returns a binder that binds through cs and reports failures to report.
 func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Binder {
 	if opts.Workers <= 0 {
-		opts.Workers = 32
+		opts.Workers = DefaultWorkers
 	}
 	if opts.SharedWorkers <= 0 {
-		opts.SharedWorkers = 64
+		opts.SharedWorkers = DefaultSharedWorkers
 	}
 	if opts.Backoff.Steps == 0 {
 		opts.Backoff = DefaultBackoff

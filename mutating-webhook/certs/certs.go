@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -105,42 +106,40 @@ func NewRotator(c client.Client, key types.NamespacedName, dnsNames []string, lo
 
 // ensure makes the Secret hold a CA and a serving certificate valid for the DNS names, renewing
 // what expires soon, and returns the Secret's data. Replicas racing to write it settle on the
-// Secret's resource version.
+// Secret's resource version (client-go's retry.RetryOnConflict).
 func (r *Rotator) ensure(ctx context.Context) (map[string][]byte, error) {
-	var lastErr error
-	for range 5 {
+	var out map[string][]byte
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		secret := &corev1.Secret{}
 		err := r.client.Get(ctx, r.key, secret)
 		if apierrors.IsNotFound(err) {
 			secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name,
 				Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"}}}
 			if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("creating Secret %s: %w", r.key, err)
+				return fmt.Errorf("creating Secret %s: %w", r.key, err)
 			}
-			continue
+			err = r.client.Get(ctx, r.key, secret)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Secret %s: %w", r.key, err)
+			return fmt.Errorf("reading Secret %s: %w", r.key, err)
 		}
 		data, changed, err := renewCertificates(secret.Data, r.dnsNames, r.now())
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !changed {
-			return data, nil
+			out = data
+			return nil
 		}
 		secret.Data = data
 		if err := r.client.Update(ctx, secret); err != nil {
-			lastErr = err
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			return nil, fmt.Errorf("writing Secret %s: %w", r.key, err)
+			return fmt.Errorf("writing Secret %s: %w", r.key, err) // a Conflict is retried
 		}
 		r.log.Info("Certificates renewed", "secret", r.key.String(), "dnsNames", r.dnsNames)
-		return data, nil
-	}
-	return nil, fmt.Errorf("writing Secret %s: %w", r.key, lastErr)
+		out = data
+		return nil
+	})
+	return out, err
 }
 
 // renewCertificates returns the Secret data with a CA and a serving certificate that are valid

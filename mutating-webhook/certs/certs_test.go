@@ -6,14 +6,19 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 var testDNSNames = []string{"fairway-webhook.fairway-system.svc", "fairway-webhook.fairway-system.svc.cluster.local"}
@@ -94,6 +99,29 @@ func TestCertRotatorSecret(t *testing.T) {
 	var s corev1.Secret
 	if err := c.Get(context.Background(), key, &s); err != nil || !bytes.Equal(s.Data[caBundleFile], first[caBundleFile]) {
 		t.Errorf("Secret not written: %v", err)
+	}
+}
+
+// TestCertRotatorRetriesAConflict: a replica that loses the race to write the Secret reads it
+// again and writes on the current version.
+func TestCertRotatorRetriesAConflict(t *testing.T) {
+	key := types.NamespacedName{Namespace: "fairway-system", Name: "fairway-webhook-cert"}
+	var updates int
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if updates++; updates == 1 {
+				return apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, key.Name, errors.New("the object has been modified"))
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	}).Build()
+	r := NewRotator(c, key, testDNSNames, logr.Discard())
+	data, err := r.ensure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updates != 2 || len(data[CertFile]) == 0 {
+		t.Errorf("%d updates, certificate of %d bytes; want 2 updates and a certificate", updates, len(data[CertFile]))
 	}
 }
 

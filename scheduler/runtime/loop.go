@@ -82,6 +82,8 @@ func (l *loop) Start(ctx context.Context) error {
 
 	period := l.clock.NewTicker(l.opts.CyclePeriod)
 	defer period.Stop()
+	debounce := l.clock.NewTimer(time.Hour)
+	debounce.Stop()
 	for {
 		l.cycle(ctx)
 		last := l.clock.Now()
@@ -95,10 +97,9 @@ func (l *loop) Start(ctx context.Context) error {
 			if l.clock.Since(last) >= 4*l.opts.Debounce {
 				continue
 			}
-			debounce := l.clock.NewTimer(l.opts.Debounce)
+			debounce.Reset(l.opts.Debounce)
 			select {
 			case <-ctx.Done():
-				debounce.Stop()
 				return nil
 			case <-debounce.C():
 			}

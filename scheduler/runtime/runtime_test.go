@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -118,6 +119,39 @@ func TestOrphanReservationIsReleased(t *testing.T) {
 	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(8, "H100").Obj(), resv)
 	startRuntime(t, cs)
 	eventually(t, "the orphan reservation deleted", func() bool {
+		_, err := cs.CoreV1().Pods("fairway-system").Get(context.Background(), resv.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// A release the API server refused is asked again releaseRetry (5s) later, not at every cycle:
+// the loop's fake clock is stepped past it.
+func TestRefusedReservationReleaseIsAskedAgainLater(t *testing.T) {
+	resv := testutil.MakePod("fairway-system", "fairway-gpu-n1-0").Reservation("n1", 0, 3).Obj()
+	resv.UID, resv.Spec.SchedulerName = "resv-uid", "fairway"
+	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(8, "H100").Obj(), resv)
+	var deletes atomic.Int32
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+		if deletes.Add(1) == 1 {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), a.(k8stesting.DeleteAction).GetName(), errors.New("not now"))
+		}
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	rt := startRuntimeWithClock(t, cs, clk)
+	eventually(t, "the snapshot built", func() bool { return rt.loop.built.Load() })
+	runCycles(t, rt, clk, 1)
+	eventually(t, "a first release asked", func() bool { return deletes.Load() >= 1 })
+
+	runCycles(t, rt, clk, 5)
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := deletes.Load(); n != 1 {
+			t.Fatalf("%d deletions of the reservation within %v of the refused one, want 1", n, releaseRetry)
+		}
+	}
+	clk.Step(releaseRetry)
+	runCycles(t, rt, clk, 1)
+	eventually(t, "the reservation deleted on the second request", func() bool {
 		_, err := cs.CoreV1().Pods("fairway-system").Get(context.Background(), resv.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

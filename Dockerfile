@@ -3,15 +3,16 @@
 # dynamically linked against glibc and the runtime image must have it; the NVIDIA driver's
 # libraries and MPS binaries come from the node through the nvidia container runtime.
 #
-# Build: make image (docker build -t ghcr.io/fairway-sched/fairway:<version> .)
+# Build: make image (docker build --build-arg VERSION=<version> -t ghcr.io/fairway-sched/fairway:<version> .)
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# VERSION is what `fairway version` prints (make image passes git describe).
 ARG VERSION=devel
 RUN CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" \
-    go build -trimpath -ldflags="-s -w" -o /out/fairway ./cmd/fairway
+    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/fairway ./cmd/fairway
 
 FROM gcr.io/distroless/base-debian12:nonroot
 COPY --from=build /out/fairway /usr/local/bin/fairway

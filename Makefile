@@ -29,16 +29,19 @@ help: ## Show this help.
 tools: ## Build the local control plane and dev tools into bin/ (skipped when up to date).
 	hack/build-tools.sh
 
+# VERSION is what `fairway version` prints: stamped by `make build` and `make image`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+
 .PHONY: build
 build: ## Build fairway's binaries into bin/ (fairway, and kubectl-fairway for `kubectl fairway`).
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 	ln -sf fairway $(BIN)/kubectl-fairway
 
 IMAGE ?= ghcr.io/fairway-sched/fairway:dev
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine; not used by tests or the demo).
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/.
@@ -49,7 +52,7 @@ generate: ## Regenerate deepcopy code and CRD manifests from api/.
 ##@ Check
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated files up to date, lint.
+verify: ## gofmt, go vet, generated files up to date, lint, no binary or >1 MB file tracked.
 	hack/verify.sh
 
 .PHONY: unit

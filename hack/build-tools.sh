@@ -17,12 +17,20 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BIN:-${ROOT}/bin}"
 GO="${GO:-go}"
 
+# The Kubernetes version is hack/tools/kubernetes/go.mod's (its one owner): bump it there.
+KUBE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "${ROOT}/hack/tools/kubernetes/go.mod")"
+if [[ ! "${KUBE_VERSION}" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+ ]]; then
+  echo "build-tools: no 'require k8s.io/kubernetes vX.Y.Z' line in hack/tools/kubernetes/go.mod (got '${KUBE_VERSION}')" >&2
+  exit 1
+fi
+KUBE_MAJOR="${BASH_REMATCH[1]}" KUBE_MINOR="${BASH_REMATCH[2]}"
+
 # name|tools module (under hack/tools)|main package|extra -ldflags
 KUBE_VERSION_LDFLAGS=""
 for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   # Without these the binaries report v0.0.0-master, which breaks kubectl's skew check and
-  # helm's kubeVersion constraints. Keep in sync with hack/tools/kubernetes/go.mod.
-  KUBE_VERSION_LDFLAGS+=" -X ${pkg}.gitVersion=v1.37.2 -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=37"
+  # helm's kubeVersion constraints.
+  KUBE_VERSION_LDFLAGS+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=${KUBE_MAJOR} -X ${pkg}.gitMinor=${KUBE_MINOR}"
   KUBE_VERSION_LDFLAGS+=" -X ${pkg}.gitTreeState=clean"
 done
 TOOLS=(
@@ -35,7 +43,7 @@ TOOLS=(
   "workflow-controller|argo|github.com/argoproj/argo-workflows/v3/cmd/workflow-controller|"
   "ray-operator|kuberay|github.com/ray-project/kuberay/ray-operator|"
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|"
-  "helm|helm|helm.sh/helm/v3/cmd/helm| -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37"
+  "helm|helm|helm.sh/helm/v3/cmd/helm| -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=${KUBE_MAJOR} -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${KUBE_MINOR}"
   "controller-gen|dev|sigs.k8s.io/controller-tools/cmd/controller-gen|"
   "local-path-provisioner|local-path-provisioner|github.com/rancher/local-path-provisioner|"
   "golangci-lint|lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|"

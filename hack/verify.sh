@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # verify.sh: the checks `make verify` (and so CI) runs before any test: formatting, vet,
-# generated files up to date, module files tidy, and the linter.
+# generated files up to date, module files tidy, the linter, and no binary or large file tracked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -8,6 +8,9 @@ bin=${FAIRWAY_BIN:-$root/bin}
 failed=0
 step() { printf '\n== verify: %s\n' "$*"; }
 fail() { printf 'verify FAILED: %s\n' "$*" >&2; failed=1; }
+
+step "tracked files (no binaries, nothing over 1 MB)"
+hack/verify-files.sh || fail "a binary or large file is tracked (see above)"
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' --cached --others --exclude-standard) 2>/dev/null || true)

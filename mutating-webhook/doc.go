@@ -7,8 +7,8 @@
 // denial out), the admission handler that turns its result into one JSON patch, the informer
 // caches it reads (queues, nodes' GPU memory, priority classes, framework objects), the
 // MutatingWebhookConfiguration it keeps up to date, and Run, which wires them into a
-// controller-runtime manager with automatically rotated certificates. Framework knowledge lives
-// in the adapters packages, not here.
+// controller-runtime manager with the serving certificate of package certs (rotated by the
+// webhook, or cert-manager's). Framework knowledge lives in the adapters packages, not here.
 //
 // README.md in this directory documents, for users and administrators, what is rewritten and
 // why.

@@ -29,7 +29,11 @@ import (
 
 	"github.com/fairway-sched/fairway/adapters/registry"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/mutating-webhook/certs"
 )
+
+// caBundleSource is what the configuration reconciler reads its CA bundle from (package certs).
+type caBundleSource = certs.BundleSource
 
 // Config is everything Run needs.
 type Config struct {
@@ -40,7 +44,7 @@ type Config struct {
 	Configuration       ConfigurationOptions
 	ManageConfiguration bool
 	// Certs configure the serving certificate.
-	Certs CertOptions
+	Certs certs.Options
 
 	// Host and Port the webhook server listens on (Host empty: every address).
 	Host string
@@ -126,28 +130,28 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	reconciler := &configurationReconciler{client: mgr.GetClient(), opts: cfg.Configuration, manage: cfg.ManageConfiguration,
 		log: log.WithName("configuration")}
 	switch cfg.Certs.Mode {
-	case CertRotate:
+	case certs.Rotate:
 		if len(cfg.Certs.DNSNames) == 0 {
 			return errors.New("the certificate needs at least one DNS name")
 		}
 		key := types.NamespacedName{Namespace: cfg.Certs.SecretNamespace, Name: cfg.Certs.SecretName}
-		rotator := &certRotator{client: direct, key: key, dnsNames: cfg.Certs.DNSNames, now: time.Now, log: log.WithName("certificates")}
+		rotator := certs.NewRotator(direct, key, cfg.Certs.DNSNames, log.WithName("certificates"))
 		events := make(chan struct{}, 1)
 		go forward(ctx, events, wake, cfg.Configuration.Name)
-		if err := mgr.Add(&certManager{rotator: rotator, dir: cfg.Certs.Dir, writeFiles: cfg.Certs.WriteFiles, wake: events, log: log.WithName("certificates")}); err != nil {
+		if err := mgr.Add(certs.NewManager(rotator, cfg.Certs.Dir, cfg.Certs.WriteFiles, events, log.WithName("certificates"))); err != nil {
 			return err
 		}
-		reconciler.bundle = secretBundle{client: direct, key: key}
-	case CertFiles:
-		reconciler.bundle = fileBundle{dir: cfg.Certs.Dir}
+		reconciler.bundle = certs.SecretBundle{Client: direct, Key: key}
+	case certs.Files:
+		reconciler.bundle = certs.FileBundle{Dir: cfg.Certs.Dir}
 	default:
-		return fmt.Errorf("unknown certificate mode %q (want %q or %q)", cfg.Certs.Mode, CertRotate, CertFiles)
+		return fmt.Errorf("unknown certificate mode %q (want %q or %q)", cfg.Certs.Mode, certs.Rotate, certs.Files)
 	}
 	if err := setupConfigurationReconciler(mgr, reconciler, wake); err != nil {
 		return err
 	}
 	ready := func() bool {
-		_, err := os.Stat(filepath.Join(cfg.Certs.Dir, certFile))
+		_, err := os.Stat(filepath.Join(cfg.Certs.Dir, certs.CertFile))
 		return err == nil && reconciler.injected.Load()
 	}
 

@@ -230,7 +230,7 @@ func Reservation(node string, slot, index int) *corev1.Pod {
 			Annotations: map[string]string{fairwayv1.Prefix + "gpu-slot": fmt.Sprint(slot), fairwayv1.GPUIndexAnnotation: fmt.Sprint(index),
 				fairwayv1.GPUUUIDAnnotation: UUID(node, index)}},
 		Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+			Containers: []corev1.Container{{Name: "pause", Image: fairwayv1.DefaultReservationImage, Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{fairwayv1.ResourceGPU: one}, Limits: corev1.ResourceList{fairwayv1.ResourceGPU: one}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}

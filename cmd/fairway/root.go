@@ -7,6 +7,22 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// version is fairway's version, stamped by the image build (the Dockerfile's VERSION argument)
+// and `make build`: go build -ldflags "-X main.version=v0.3.0".
+var version string
+
+// fairwayVersion is the stamped version, else the module version `go install` records, else
+// "devel".
+func fairwayVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "fairway",
@@ -18,11 +34,7 @@ func newRootCommand() *cobra.Command {
 		Use:   "version",
 		Short: "Print the version",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := "devel"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "fairway", v)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "fairway", fairwayVersion())
 			return err
 		},
 	})

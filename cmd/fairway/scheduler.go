@@ -50,7 +50,9 @@ type schedulerFlags struct {
 }
 
 func newSchedulerCommand() *cobra.Command {
-	f := &schedulerFlags{opts: schedruntime.Options{Namespace: "fairway-system"}}
+	f := &schedulerFlags{}
+	// The defaults are the runtime's (schedruntime.DefaultOptions), written once there.
+	d, de := schedruntime.DefaultOptions(), engine.DefaultOptions()
 	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -73,7 +75,7 @@ and takes over when the leader goes.`,
 	fl := cmd.Flags()
 	o := &f.opts
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file; $KUBECONFIG, then the in-cluster configuration, when empty.")
-	fl.StringVar(&o.Namespace, "namespace", o.Namespace, "fairway's namespace: the leader election Lease and the GPU reservation pods live there.")
+	fl.StringVar(&o.Namespace, "namespace", d.Namespace, "fairway's namespace: the leader election Lease and the GPU reservation pods live there.")
 	fl.Float32Var(&f.qps, "kube-api-qps", 100, "QPS of each client talking to the API server (bindings and evictions; status; events).")
 	fl.IntVar(&f.burst, "kube-api-burst", 200, "Burst of each client talking to the API server.")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas on a Lease; only the leader schedules.")
@@ -84,22 +86,22 @@ and takes over when the leader goes.`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9410", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9411", "Address of /healthz and /readyz; 0 disables them.")
 	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof endpoints; off when empty.")
-	fl.DurationVar(&o.CyclePeriod, "cycle-period", time.Second, "Longest time between two scheduling cycles.")
-	fl.DurationVar(&o.Debounce, "cycle-debounce", 20*time.Millisecond, "How long a cycle waits after the first relevant change, to take the changes that come with it.")
-	fl.IntVar(&o.BindWorkers, "bind-workers", 32, "Bindings in flight at most.")
-	fl.IntVar(&o.EvictWorkers, "evict-workers", 8, "Evictions in flight at most.")
-	fl.DurationVar(&o.StatusInterval, "status-update-interval", 2*time.Second, "How often Queue, PodGroup and waiting pods' status is written (only what changed).")
-	fl.StringVar(&o.ReservationImage, "reservation-image", "registry.k8s.io/pause:3.10", "Image of the pods that hold shared GPUs for the kubelet.")
-	fl.StringVar(&o.ReservationPriorityClass, "reservation-priority-class", "system-node-critical", "Priority class of the GPU reservation pods.")
-	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", time.Minute, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
-	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", 10*time.Minute, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
-	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", 30*time.Second, "How long fairway's pods bound to a deleted node are left before they are deleted.")
-	fl.StringVar(&f.placement, "placement", string(engine.BinPack), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
-	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", 30*time.Second, "Grace period of every eviction: the time a preempted application has to checkpoint.")
-	fl.DurationVar(&f.loanGrace, "loan-return-grace-period", 5*time.Second, "Grace period of a pod on loan on an idle notebook's GPU when the notebook does GPU work again (0: killed at once).")
-	fl.DurationVar(&o.Engine.StaleGangGracePeriod, "stale-gang-grace-period", 60*time.Second, "How long a gang may run below its minimum before the rest of it is evicted.")
-	fl.DurationVar(&o.Engine.StarvationThreshold, "starvation-threshold", 10*time.Minute, "How long a gang may wait before the capacity it needs is held for it (negative: never).")
-	fl.DurationVar(&o.Engine.HoldTTL, "hold-ttl", 5*time.Minute, "How long capacity freed for a gang stays held if the gang is not placed.")
+	fl.DurationVar(&o.CyclePeriod, "cycle-period", d.CyclePeriod, "Longest time between two scheduling cycles.")
+	fl.DurationVar(&o.Debounce, "cycle-debounce", d.Debounce, "How long a cycle waits after the first relevant change, to take the changes that come with it.")
+	fl.IntVar(&o.BindWorkers, "bind-workers", d.BindWorkers, "Bindings in flight at most.")
+	fl.IntVar(&o.EvictWorkers, "evict-workers", d.EvictWorkers, "Evictions in flight at most.")
+	fl.DurationVar(&o.StatusInterval, "status-update-interval", d.StatusInterval, "How often Queue, PodGroup and waiting pods' status is written (only what changed).")
+	fl.StringVar(&o.ReservationImage, "reservation-image", d.ReservationImage, "Image of the pods that hold shared GPUs for the kubelet.")
+	fl.StringVar(&o.ReservationPriorityClass, "reservation-priority-class", d.ReservationPriorityClass, "Priority class of the GPU reservation pods.")
+	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", d.ReservationTimeout, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
+	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", d.VolumeBindTimeout, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
+	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", d.OrphanGrace, "How long fairway's pods bound to a deleted node are left before they are deleted.")
+	fl.StringVar(&f.placement, "placement", string(de.Placement), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
+	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", de.EvictionGracePeriod, "Grace period of every eviction: the time a preempted application has to checkpoint.")
+	fl.DurationVar(&f.loanGrace, "loan-return-grace-period", de.LoanReturnGracePeriod, "Grace period of a pod on loan on an idle notebook's GPU when the notebook does GPU work again (0: killed at once).")
+	fl.DurationVar(&o.Engine.StaleGangGracePeriod, "stale-gang-grace-period", de.StaleGangGracePeriod, "How long a gang may run below its minimum before the rest of it is evicted.")
+	fl.DurationVar(&o.Engine.StarvationThreshold, "starvation-threshold", de.StarvationThreshold, "How long a gang may wait before the capacity it needs is held for it (negative: never).")
+	fl.DurationVar(&o.Engine.HoldTTL, "hold-ttl", de.HoldTTL, "How long capacity freed for a gang stays held if the gang is not placed.")
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(gfs)
 	fl.AddGoFlagSet(gfs)

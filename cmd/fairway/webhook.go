@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
+	"github.com/fairway-sched/fairway/mutating-webhook/certs"
 )
 
 // webhookFlags are the command-line settings of `fairway webhook`.
@@ -68,7 +69,7 @@ local API server with --webhook-url=https://localhost:<port> --write-cert-files.
 	fs.StringVar(&f.host, "host", "", "Address to serve on; every address when empty.")
 	fs.IntVar(&f.port, "port", 9443, "Port to serve admission requests on.")
 	fs.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with tls.crt and tls.key (the mounted certificate Secret).")
-	fs.StringVar(&f.certMode, "cert-mode", string(mutatingwebhook.CertRotate), `"rotate": make, renew and inject a self-signed CA and certificate (ECDSA P-256), kept in --cert-secret; "files": use tls.crt/tls.key/ca.crt written into --cert-dir by cert-manager.`)
+	fs.StringVar(&f.certMode, "cert-mode", string(certs.Rotate), `"rotate": make, renew and inject a self-signed CA and certificate (ECDSA P-256), kept in --cert-secret; "files": use tls.crt/tls.key/ca.crt written into --cert-dir by cert-manager.`)
 	fs.StringVar(&f.certSecret, "cert-secret", "fairway-webhook-cert", "Secret that holds the rotated certificate (cert-mode rotate).")
 	fs.BoolVar(&f.writeCertFiles, "write-cert-files", false, "Copy the certificate Secret into --cert-dir (for running outside a pod, where no kubelet mounts it).")
 	fs.StringVar(&f.serviceName, "service-name", "fairway-webhook", "Service the API server calls the webhook through.")
@@ -120,8 +121,8 @@ func runWebhook(cmd *cobra.Command, f *webhookFlags) error {
 			TimeoutSeconds:      f.timeoutSeconds,
 		},
 		ManageConfiguration: f.manageConfiguration,
-		Certs: mutatingwebhook.CertOptions{
-			Mode:            mutatingwebhook.CertMode(f.certMode),
+		Certs: certs.Options{
+			Mode:            certs.Mode(f.certMode),
 			Dir:             f.certDir,
 			SecretNamespace: f.namespace,
 			SecretName:      f.certSecret,

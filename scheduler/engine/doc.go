@@ -40,6 +40,7 @@
 // later cycle, once the evicted pods are gone.
 //
 // Node fit, GPU packing and topology are small files, each with an exported pure predicate
-// (FitsNode, PickGPUs, TightestDomains) that other components (the webhook, the CLI's
-// what-if) can reuse.
+// (FitsNode, PickGPUs, TightestDomains) that its tests call directly, without a cycle. Only the
+// engine calls them today: fairway has no what-if command, and `fairway why` reads the reasons
+// the engine published instead of re-running it.
 package engine

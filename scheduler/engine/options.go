@@ -56,6 +56,10 @@ type Options struct {
 	Logger logr.Logger
 }
 
+// DefaultOptions are the defaults documented on Options: the one place they are written. The
+// scheduler's flags take their defaults from it.
+func DefaultOptions() Options { return Options{}.withDefaults() }
+
 func (o Options) withDefaults() Options {
 	if o.Placement == "" {
 		o.Placement = BinPack

@@ -2,26 +2,22 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
-	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -32,8 +28,9 @@ import (
 //     the workers' failures) to the snapshot;
 //  2. runs the engine;
 //  3. hands bindings to the binder and evictions to the evictor (neither blocks);
-//  4. asks for the release of reservations whose fractional pods are all gone, and for the
-//     deletion of fairway's pods left on deleted nodes;
+//  4. runs its side jobs: asks for the release of reservations whose fractional pods are all
+//     gone (reservations.go), and for the deletion of fairway's pods left on deleted nodes
+//     (orphans.go);
 //  5. publishes the engine's report to the status writer and the metrics.
 //
 // Cycles run on a period and after relevant events (with a short debounce), one at a time.
@@ -49,35 +46,27 @@ type loop struct {
 	keys     []cache.Key
 	outcomes []cache.Outcome
 
-	// reservations are the reservation pods in fairway's namespace, by name.
-	reservations map[string]reservation
-	releasing    map[types.UID]time.Time
-	// goneNodes are nodes deleted while fairway's pods were bound to them, and since when.
-	goneNodes map[string]time.Time
-	mpsCache  map[string]mpsEntry
+	// clock times the cycles, the debounce and the side jobs' grace periods (Options.Clock).
+	clock clock.WithTicker
+
+	// The side jobs, each its own type: reservation pods to release, pods left on deleted
+	// nodes, and which nodes run MPS.
+	resv    *reservations
+	orphans *orphans
+	mps     mpsCache
 	// rejects are the kubelet's rejections of fairway's pods and what they correct on their
 	// nodes (see rejections).
 	rejects *rejections
 	expired []string
 
-	lastSweep time.Time
 	lastState time.Time
 	built     atomic.Bool
-}
-
-type reservation struct {
-	uid         types.UID
-	slot        gpushare.SlotKey
-	terminating bool
-}
-
-type mpsEntry struct {
-	annotation string
-	mps        bool
+	// cycles counts the cycles run, for tests that step a fake clock.
+	cycles atomic.Int64
 }
 
 func newLoop(rt *Runtime, api kubernetes.Interface) *loop {
-	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api}
+	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api, clock: rt.opts.Clock}
 }
 
 // NeedLeaderElection is true: only the leader schedules.
@@ -85,40 +74,39 @@ func (l *loop) NeedLeaderElection() bool { return true }
 
 // Start builds the snapshot from the informer caches and runs cycles until ctx ends.
 func (l *loop) Start(ctx context.Context) error {
-	for !l.rt.inf.Synced() {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(20 * time.Millisecond):
-		}
+	// The informers' progress is real time, whatever the loop's clock.
+	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return l.rt.inf.Synced(), nil
+	}); err != nil {
+		return nil // stopped before the caches synced
 	}
 	l.rt.metrics.Leader.Set(1)
 	defer l.rt.metrics.Leader.Set(0)
 	l.rebuild()
 	l.built.Store(true)
 
-	period := time.NewTicker(l.opts.CyclePeriod)
+	period := l.clock.NewTicker(l.opts.CyclePeriod)
 	defer period.Stop()
-	debounce := time.NewTimer(time.Hour)
+	debounce := l.clock.NewTimer(time.Hour)
 	debounce.Stop()
 	for {
 		l.cycle(ctx)
-		last := time.Now()
+		last := l.clock.Now()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-period.C:
+		case <-period.C():
 		case <-l.rt.queue.Wake():
 			// A change after a quiet spell is acted on at once; during a burst (the last cycle
 			// ended moments ago) the cycle waits the debounce to take more of it.
-			if time.Since(last) >= 4*l.opts.Debounce {
+			if l.clock.Since(last) >= 4*l.opts.Debounce {
 				continue
 			}
 			debounce.Reset(l.opts.Debounce)
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-debounce.C:
+			case <-debounce.C():
 			}
 		}
 	}
@@ -127,13 +115,12 @@ func (l *loop) Start(ctx context.Context) error {
 // rebuild makes a new snapshot from the informer caches: what a newly elected leader, or a
 // restarted scheduler, starts from.
 func (l *loop) rebuild() {
-	begin := time.Now()
+	begin := l.clock.Now()
 	l.snap = snapshot.New()
 	l.eng = engine.New(l.opts.Engine)
-	l.reservations = map[string]reservation{}
-	l.releasing = map[types.UID]time.Time{}
-	l.goneNodes = map[string]time.Time{}
-	l.mpsCache = map[string]mpsEntry{}
+	l.resv = newReservations(l.rt.gpu, l.log)
+	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)
+	l.mps = mpsCache{}
 	l.rejects = newRejections()
 	// Everything is applied now; events queued so far are applied again at the first cycle,
 	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
@@ -146,17 +133,16 @@ func (l *loop) rebuild() {
 	// Pods bound to nodes that no longer exist were left by a deleted node.
 	for _, o := range l.rt.inf.Pods.GetStore().List() {
 		if p := o.(*corev1.Pod); p.Spec.NodeName != "" && l.rt.inf.Node(p.Spec.NodeName) == nil {
-			if _, ok := l.goneNodes[p.Spec.NodeName]; !ok {
-				l.goneNodes[p.Spec.NodeName] = begin
-			}
+			l.orphans.nodeGone(p.Spec.NodeName, begin)
 		}
 	}
 	l.log.Info("Snapshot built from the caches", "nodes", l.snap.NodeCount(), "pods", l.snap.TaskCount(),
-		"queues", len(l.snap.Queues()), "reservations", len(l.reservations), "took", time.Since(begin).Round(time.Millisecond))
+		"queues", len(l.snap.Queues()), "reservations", len(l.resv.byName), "took", l.clock.Since(begin).Round(time.Millisecond))
 }
 
 func (l *loop) cycle(ctx context.Context) {
-	begin := time.Now()
+	defer l.cycles.Add(1)
+	begin := l.clock.Now()
 	// 1. Apply changes and outcomes.
 	l.keys, l.outcomes = l.rt.queue.Drain(l.keys, l.outcomes)
 	for _, o := range l.outcomes {
@@ -169,25 +155,22 @@ func (l *loop) cycle(ctx context.Context) {
 	for _, name := range l.expired {
 		l.apply(cache.Key{Kind: cache.KindNode, Name: name}) // a kubelet-rejection backoff ended
 	}
-	applied := time.Since(begin)
+	applied := l.clock.Since(begin)
 	// 2. Schedule.
-	now := time.Now()
+	now := l.clock.Now()
 	res := l.eng.Schedule(l.snap, now)
 	// 3. Hand out decisions.
 	l.dispatch(&res)
 	// 4. Housekeeping: reservations and pods of deleted nodes.
-	l.releaseReservations(now)
-	if now.Sub(l.lastSweep) >= time.Second {
-		l.lastSweep = now
-		l.sweepGoneNodes(ctx, now)
-	}
+	l.resv.release(l.snap, now)
+	l.orphans.sweep(ctx, now)
 	// 5. Status and metrics.
 	l.rt.status.Publish(status.NewReport(&res, l.snap))
 	if now.Sub(l.lastState) >= time.Second || len(res.Bindings)+len(res.Evictions) > 0 {
 		l.lastState = now
 		l.rt.metrics.SetState(l.metricsState(&res))
 	}
-	took := time.Since(begin)
+	took := l.clock.Since(begin)
 	l.rt.metrics.CycleDuration.Observe(took.Seconds())
 	if v := l.log.V(2); v.Enabled() && (len(l.keys) > 0 || len(res.Bindings)+len(res.Evictions) > 0) {
 		v.Info("Cycle", "changes", len(l.keys), "outcomes", len(l.outcomes), "bindings", len(res.Bindings),
@@ -218,7 +201,7 @@ func (l *loop) apply(k cache.Key) {
 	case cache.KindPod:
 		p := inf.Pod(k.Namespace, k.Name)
 		if k.Namespace == l.opts.Namespace {
-			l.trackReservation(k.Name, p)
+			l.resv.track(k.Name, p)
 		}
 		if p == nil {
 			l.snap.DeletePod(k.NamespacedName())
@@ -234,15 +217,12 @@ func (l *loop) apply(k cache.Key) {
 		n := inf.Node(k.Name)
 		if n == nil {
 			l.snap.DeleteNode(k.Name)
-			if len(inf.PodsByIndex(cache.IndexNode, k.Name)) > 0 {
-				if _, ok := l.goneNodes[k.Name]; !ok {
-					l.goneNodes[k.Name] = time.Now()
-				}
-			}
+			delete(l.mps, k.Name)
+			l.orphans.nodeGone(k.Name, l.clock.Now())
 			return
 		}
-		delete(l.goneNodes, k.Name)
-		if err := l.snap.UpsertNode(l.rejects.adjust(n, time.Now())); err != nil {
+		l.orphans.nodeBack(k.Name)
+		if err := l.snap.UpsertNode(l.rejects.adjust(n, l.clock.Now())); err != nil {
 			l.log.V(1).Info("Node taken with a problem", "node", k.Name, "err", err.Error())
 		}
 	case cache.KindQueue:
@@ -312,21 +292,6 @@ func (l *loop) queueSpec(q *v1alpha1.Queue) snapshot.QueueSpec {
 	return spec
 }
 
-// trackReservation records (or forgets) a reservation pod of fairway's namespace.
-func (l *loop) trackReservation(name string, p *corev1.Pod) {
-	if p == nil || p.Labels[v1alpha1.ReservationLabel] != "true" {
-		delete(l.reservations, name)
-		return
-	}
-	slot := -1
-	if v, ok := p.Annotations[snapshot.ReservationSlotAnnotation]; ok {
-		if i, err := strconv.Atoi(v); err == nil && i >= 0 {
-			slot = i
-		}
-	}
-	l.reservations[name] = reservation{uid: p.UID, slot: gpushare.SlotKey{Node: p.Spec.NodeName, Slot: slot}, terminating: p.DeletionTimestamp != nil}
-}
-
 // dispatch hands the cycle's bindings and evictions to the workers.
 func (l *loop) dispatch(res *engine.Result) {
 	inf := l.rt.inf
@@ -346,7 +311,7 @@ func (l *loop) dispatch(res *engine.Result) {
 				r.GPUConfigMap = p.Annotations[v1alpha1.GPUConfigMapAnnotation]
 			}
 			if b.Shared != nil {
-				r.MPS = l.nodeMPS(b.Node)
+				r.MPS = l.mps.nodeMPS(inf.Node(b.Node))
 			}
 			reqs = append(reqs, r)
 		}
@@ -394,96 +359,4 @@ func lenderWokeAt(t *snapshot.Task) time.Time {
 		}
 	}
 	return at
-}
-
-// nodeMPS reports whether the node's gpu-agent runs MPS (its inventory says so).
-func (l *loop) nodeMPS(node string) bool {
-	n := l.rt.inf.Node(node)
-	if n == nil {
-		return false
-	}
-	ann := n.Annotations[v1alpha1.GPUInventoryAnnotation]
-	if e, ok := l.mpsCache[node]; ok && e.annotation == ann {
-		return e.mps
-	}
-	var inv v1alpha1.GPUInventory
-	mps := json.Unmarshal([]byte(ann), &inv) == nil && inv.MPS
-	l.mpsCache[node] = mpsEntry{annotation: ann, mps: mps}
-	return mps
-}
-
-// releaseReservations asks for the deletion of reservations that hold a slot no fractional pod
-// uses any more (bound, assumed or leaving), and of reservations on nodes that are gone. The
-// manager refuses a release that an Acquire overtook.
-func (l *loop) releaseReservations(now time.Time) {
-	for name, r := range l.reservations {
-		if r.terminating {
-			continue
-		}
-		n := l.snap.Node(r.slot.Node)
-		if n != nil && r.slot.Slot >= 0 {
-			if s := n.Slot(r.slot.Slot); s != nil && (s.Sharers > 0 || s.Loans > 0) {
-				continue
-			}
-		}
-		if at, ok := l.releasing[r.uid]; ok && now.Sub(at) < 5*time.Second {
-			continue
-		}
-		l.releasing[r.uid] = now
-		if v := l.log.V(2); v.Enabled() {
-			var st any
-			if n != nil && r.slot.Slot >= 0 {
-				if s := n.Slot(r.slot.Slot); s != nil {
-					st = *s
-				}
-			}
-			v.Info("Releasing a GPU reservation", "node", r.slot.Node, "slot", r.slot.Slot, "uid", r.uid, "nodeKnown", n != nil, "gpu", st)
-		}
-		l.rt.gpu.RequestRelease(r.slot, name, r.uid, l.rt.gpu.Generation(r.slot))
-	}
-	for uid, at := range l.releasing {
-		if now.Sub(at) > time.Minute {
-			delete(l.releasing, uid)
-		}
-	}
-}
-
-// sweepGoneNodes deletes fairway's pods that were left on a deleted node for longer than the
-// grace period, after confirming with the API server that the node is gone. Their gangs then
-// run below their minimum (and are evicted whole by the engine after its grace period) or wait,
-// and their owners re-create them.
-func (l *loop) sweepGoneNodes(ctx context.Context, now time.Time) {
-	for node, since := range l.goneNodes {
-		if now.Sub(since) < l.opts.OrphanGrace {
-			continue
-		}
-		pods := l.rt.inf.PodsByIndex(cache.IndexNode, node)
-		if len(pods) == 0 {
-			delete(l.goneNodes, node)
-			continue
-		}
-		var reqs []evictor.Request
-		for _, p := range pods {
-			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-				continue
-			}
-			reqs = append(reqs, evictor.Request{
-				Eviction: engine.Eviction{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Node: node,
-					Reason: evictor.ReasonNodeDeleted, Message: "node " + node + " was deleted"},
-				UID: p.UID, Queue: queueOf(p), Framework: frameworkOf(p),
-			})
-		}
-		if len(reqs) == 0 {
-			continue
-		}
-		// Look again in a few seconds if pods are still there then.
-		l.goneNodes[node] = now.Add(5*time.Second - l.opts.OrphanGrace)
-		go func() {
-			// Off the loop: one read to be sure the node is gone, not just missing from a cache.
-			if _, err := l.api.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				l.log.Info("Deleting fairway's pods left on a deleted node", "node", node, "pods", len(reqs))
-				l.rt.evictor.Submit(reqs...)
-			}
-		}()
-	}
 }

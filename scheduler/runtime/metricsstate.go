@@ -114,8 +114,8 @@ func nodeGPUs(n *snapshot.Node) metrics.NodeGPUs {
 // reservationUUIDs maps each slot held by a live reservation pod to the physical GPU its gpu-agent
 // reported for it.
 func (l *loop) reservationUUIDs() map[gpushare.SlotKey]string {
-	out := make(map[gpushare.SlotKey]string, len(l.reservations))
-	for name, r := range l.reservations {
+	out := make(map[gpushare.SlotKey]string, len(l.resv.byName))
+	for name, r := range l.resv.byName {
 		if r.terminating {
 			continue
 		}

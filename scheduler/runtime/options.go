@@ -4,8 +4,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
 )
 
 // Options configure the scheduler runtime. Zero fields take the defaults documented on them.
@@ -19,7 +22,7 @@ type Options struct {
 	// that come with it. Default 20ms.
 	Debounce time.Duration
 
-	// BindWorkers bound the bindings in flight. Default 32.
+	// BindWorkers bound the bindings in flight. Default binder.DefaultWorkers (32).
 	BindWorkers int
 	// EvictWorkers bound the evictions in flight. Default 8.
 	EvictWorkers int
@@ -28,7 +31,7 @@ type Options struct {
 	// changed). Default 2s.
 	StatusInterval time.Duration
 
-	// ReservationImage is the image of reservation pods. Default registry.k8s.io/pause:3.10.
+	// ReservationImage is the image of reservation pods. Default v1alpha1.DefaultReservationImage.
 	ReservationImage string
 	// ReservationPriorityClass is the priority class of reservation pods. Default
 	// system-node-critical.
@@ -52,7 +55,17 @@ type Options struct {
 	Engine engine.Options
 
 	Log logr.Logger
+
+	// Clock is the scheduling loop's clock: its cycle period and debounce, the time it gives
+	// the engine, and its side jobs' grace periods. Nil: the wall clock. Tests set a fake one
+	// (k8s.io/utils/clock/testing) and step it instead of sleeping. The workers (binder,
+	// evictor, reservation manager) keep the wall clock: their waits are on the API server.
+	Clock clock.WithTicker
 }
+
+// DefaultOptions are the defaults documented on Options: the one place they are written. The
+// scheduler's flags take their defaults from it.
+func DefaultOptions() Options { return Options{}.withDefaults() }
 
 func (o Options) withDefaults() Options {
 	if o.Namespace == "" {
@@ -65,7 +78,7 @@ func (o Options) withDefaults() Options {
 		o.Debounce = 20 * time.Millisecond
 	}
 	if o.BindWorkers <= 0 {
-		o.BindWorkers = 32
+		o.BindWorkers = binder.DefaultWorkers
 	}
 	if o.EvictWorkers <= 0 {
 		o.EvictWorkers = 8
@@ -74,7 +87,7 @@ func (o Options) withDefaults() Options {
 		o.StatusInterval = 2 * time.Second
 	}
 	if o.ReservationImage == "" {
-		o.ReservationImage = "registry.k8s.io/pause:3.10"
+		o.ReservationImage = v1alpha1.DefaultReservationImage
 	}
 	if o.ReservationPriorityClass == "" {
 		o.ReservationPriorityClass = "system-node-critical"
@@ -84,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()

@@ -250,7 +250,7 @@ func usedOn(n *snapshot.Node, res corev1.ResourceName, alloc resource.Quantity) 
 // kubeletRejected records a failed pod the kubelet rejected, has the snapshot read its node
 // with the correction, and tells the pod why.
 func (l *loop) kubeletRejected(p *corev1.Pod) {
-	now := time.Now()
+	now := l.clock.Now()
 	rj, ok := l.rejects.observe(p, l.rt.inf.Node(p.Spec.NodeName), l.snap.Node(p.Spec.NodeName), now)
 	if !ok {
 		return

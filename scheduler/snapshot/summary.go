@@ -8,8 +8,7 @@ import (
 )
 
 // Summary is a canonical, comparable dump of a snapshot: everything the engine reads, in sorted
-// order. Tests compare summaries to prove that a rolled-back what-if left no trace; the CLI can
-// print one to explain a cluster.
+// order. Tests compare summaries to prove that a rolled-back what-if left no trace.
 type Summary struct {
 	Nodes  []NodeSummary
 	Queues []QueueSummary

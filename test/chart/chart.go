@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,10 +20,25 @@ import (
 	"github.com/fairway-sched/fairway/test/cluster"
 )
 
-// KubeVersion is the Kubernetes version charts are rendered for: the local cluster's
-// (hack/tools/kubernetes). The pinned helm is built without the version stamp of its client-go,
-// so it would otherwise assume 1.20, below the chart's kubeVersion.
-const KubeVersion = "v1.37.2"
+// KubeVersion is the Kubernetes version charts are rendered for: the local cluster's, read from
+// hack/tools/kubernetes/go.mod (its one owner, which hack/build-tools.sh reads too). helm is
+// given it explicitly so that a rendering never depends on how the binary was stamped.
+func KubeVersion() (string, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(root, "hack", "tools", "kubernetes", "go.mod")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^require k8s\.io/kubernetes (v\d+\.\d+\.\d+)\s*$`).FindSubmatch(b)
+	if m == nil {
+		return "", fmt.Errorf("%s has no 'require k8s.io/kubernetes vX.Y.Z' line", path)
+	}
+	return string(m[1]), nil
+}
 
 // Release and Namespace are the release name and namespace tests and the demo install under.
 const (
@@ -79,7 +95,11 @@ func Template(ctx context.Context, o Options) (*Rendering, error) {
 	if o.Namespace == "" {
 		o.Namespace = Namespace
 	}
-	args := []string{"template", Release, "", "--namespace", o.Namespace, "--kube-version", KubeVersion, "--include-crds"}
+	kube, err := KubeVersion()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"template", Release, "", "--namespace", o.Namespace, "--kube-version", kube, "--include-crds"}
 	extra, cleanup, err := valueArgs(o)
 	if err != nil {
 		return nil, err
@@ -98,12 +118,16 @@ func Template(ctx context.Context, o Options) (*Rendering, error) {
 
 // Lint runs `helm lint --strict` on the chart with the values of o and returns its output.
 func Lint(ctx context.Context, o Options) (string, error) {
+	kube, err := KubeVersion()
+	if err != nil {
+		return "", err
+	}
 	extra, cleanup, err := valueArgs(o)
 	if err != nil {
 		return "", err
 	}
 	defer cleanup()
-	return helm(ctx, append([]string{"lint", "", "--strict", "--kube-version", KubeVersion}, extra...)...)
+	return helm(ctx, append([]string{"lint", "", "--strict", "--kube-version", kube}, extra...)...)
 }
 
 // valueArgs turns o into helm flags; values files go to a temporary directory that cleanup

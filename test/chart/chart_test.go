@@ -100,7 +100,8 @@ func TestTemplateDefaults(t *testing.T) {
 		t.Errorf("scheduler replicas %d, want 2", *sched.Spec.Replicas)
 	}
 	c := sched.Spec.Template.Spec.Containers[0]
-	for _, a := range []string{"scheduler", "--leader-elect=true", "--namespace=" + Namespace} {
+	// The chart's default reservation image is the scheduler's (one owner: api/v1alpha1).
+	for _, a := range []string{"scheduler", "--leader-elect=true", "--namespace=" + Namespace, "--reservation-image=" + fairwayv1.DefaultReservationImage} {
 		if !slices.Contains(c.Args, a) {
 			t.Errorf("scheduler args %v lack %s", c.Args, a)
 		}

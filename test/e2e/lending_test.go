@@ -53,7 +53,7 @@ func TestIdleLending(t *testing.T) {
 	ctrllog.SetLogger(testr.New(t))
 	ctx := t.Context()
 	bin := buildFairway(t)
-	c := startSchedCluster(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})
+	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})
 	ensureSchedFixtures(t, c)
 	nodes, err := gpuagents.GPUNodes(ctx, c)
 	if err != nil {

@@ -55,7 +55,7 @@ func TestSchedulerCrashSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	const nodes, gpusPerNode = 8, 8
-	c := startSchedCluster(t, cluster.Config{
+	c := cluster.StartT(t, cluster.Config{
 		NodePools:      []cluster.NodePool{cluster.H100Pool(nodes)},
 		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
 	})

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -242,67 +241,6 @@ func reasonOf(p *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// startSchedCluster starts a cluster for the scheduler tests with fairway's CRDs. The API server
-// refuses some of the Queue CRD's CEL rules (charts/fairway/crds, see the known issue in
-// scheduler/runtime/README.md); when it does, the CRDs are applied without their CEL rules, which
-// the scheduler does not depend on.
-func startSchedCluster(t *testing.T, cfg cluster.Config) *cluster.Cluster {
-	t.Helper()
-	cfg.SkipCRDs = true
-	c := cluster.StartT(t, cfg)
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "charts", "fairway", "crds")
-	if err := c.ApplyCRDs(t.Context(), dir); err == nil {
-		return c
-	} else {
-		t.Logf("the API server refuses fairway's CRDs as generated; applying them without CEL rules: %.300s", err)
-	}
-	tmp := t.TempDir()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		dropCELRules(obj)
-		out, err := yaml.Marshal(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(tmp, filepath.Base(f)), out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.ApplyCRDs(t.Context(), tmp); err != nil {
-		t.Fatalf("applying fairway's CRDs without CEL rules: %v", err)
-	}
-	return c
-}
-
-func dropCELRules(v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		delete(x, "x-kubernetes-validations")
-		for _, e := range x {
-			dropCELRules(e)
-		}
-	case []any:
-		for _, e := range x {
-			dropCELRules(e)
-		}
-	}
 }
 
 // keepLog copies a process's log into the test's artifacts directory (FAIRWAY_E2E_KEEP_LOGS=1

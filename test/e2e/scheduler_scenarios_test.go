@@ -28,7 +28,7 @@ import (
 func TestScheduler(t *testing.T) {
 	ctrllog.SetLogger(testr.New(t))
 	bin := buildFairway(t)
-	c := startSchedCluster(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}})
+	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}})
 	ensureSchedFixtures(t, c)
 	nodes, err := gpuagents.GPUNodes(t.Context(), c)
 	if err != nil {

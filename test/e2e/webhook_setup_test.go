@@ -4,9 +4,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,56 +128,23 @@ func webhookConfiguration(t *testing.T, c *cluster.Cluster) *admissionregistrati
 	return mwc
 }
 
-// standInScheduler starts the real kube-scheduler with a second profile named "fairway", so that
-// pods the webhook handed to fairway get bound and kwok runs them, which workflows need to reach
-// their later steps. It binds like kube-scheduler: no gangs, no GPU shares, no queues. It is used
-// only while fairway's own scheduler does not exist; startScheduler prefers the real one.
-func standInScheduler(t *testing.T, c *cluster.Cluster) {
+// startScheduler starts fairway's scheduler and the gpu-agents of the GPU nodes (shared GPUs need
+// the node's gpu-agent: it reports the device the kubelet gave the GPU's reservation pod).
+func startScheduler(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	conf := filepath.Join(c.WorkDir(), "stand-in-scheduler.yaml")
-	data := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: default-scheduler
-- schedulerName: %s
-`, c.Kubeconfig(), fairwayv1.SchedulerName)
-	if err := os.WriteFile(conf, []byte(data), 0o644); err != nil {
+	nodes, err := gpuagents.GPUNodes(t.Context(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StartKubeScheduler(t.Context(), "--config="+conf); err != nil {
-		t.Fatalf("starting kube-scheduler as a stand-in for fairway: %v", err)
+	fleet, err := gpuagents.Start(t.Context(), c, gpuagents.Options{Nodes: nodes, Binary: fairwayBinary(t)})
+	if err != nil {
+		t.Fatalf("starting the gpu-agents: %v", err)
 	}
-}
-
-// startScheduler starts what binds fairway's pods: fairway's scheduler when the binary has it,
-// else the kube-scheduler stand-in. It reports which.
-func startScheduler(t *testing.T, c *cluster.Cluster) (real bool) {
-	t.Helper()
-	if fairwayproc.HasSubcommand(fairwayBinary(t), "scheduler") {
-		// Shared GPUs need the node's gpu-agent: it reports the device the kubelet gave the
-		// GPU's reservation pod.
-		nodes, err := gpuagents.GPUNodes(t.Context(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fleet, err := gpuagents.Start(t.Context(), c, gpuagents.Options{Nodes: nodes, Binary: fairwayBinary(t)})
-		if err != nil {
-			t.Fatalf("starting the gpu-agents: %v", err)
-		}
-		t.Cleanup(fleet.Stop)
-		if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-scheduler", Path: fairwayBinary(t),
-			Args: []string{"scheduler", "--kubeconfig=" + c.Kubeconfig()}}); err != nil {
-			t.Fatalf("starting fairway scheduler: %v", err)
-		}
-		return true
+	t.Cleanup(fleet.Stop)
+	if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-scheduler", Path: fairwayBinary(t),
+		Args: []string{"scheduler", "--kubeconfig=" + c.Kubeconfig()}}); err != nil {
+		t.Fatalf("starting fairway scheduler: %v", err)
 	}
-	t.Log("fairway scheduler is not built yet: kube-scheduler with a profile named fairway binds fairway's pods (no gangs, no GPU shares)")
-	standInScheduler(t, c)
-	return false
 }
 
 // podsOf lists the pods in namespace with the given labels.

@@ -59,12 +59,12 @@ func TestWebhook(t *testing.T) {
 
 	// The framework tests need pods to run: Argo creates a step's pod only after the one before
 	// finished.
-	realScheduler := startScheduler(t, c)
+	startScheduler(t, c)
 	t.Run("ArgoWorkflow", func(t *testing.T) { testArgoWorkflow3Steps(t, c) })
 	t.Run("ArgoRetriesMakeRecreatable", func(t *testing.T) { testArgoRecreatable(t, c) })
 	t.Run("KFPWorkflow", func(t *testing.T) { testKFPWorkflow(t, c) })
 	t.Run("KubeRay", func(t *testing.T) { testKubeRay(t, c) })
-	t.Run("NotebooksShareOneGPU", func(t *testing.T) { testNotebooksShareOneGPU(t, c, realScheduler) })
+	t.Run("NotebooksShareOneGPU", func(t *testing.T) { testNotebooksShareOneGPU(t, c) })
 }
 
 // testConfiguration: the configuration the webhook keeps has the CA bundle, the served
@@ -245,10 +245,7 @@ func testJupyterHub(t *testing.T, c *cluster.Cluster) {
 
 // testNotebooksShareOneGPU: the three notebooks land on one GPU and are never preempted. Needs
 // fairway's scheduler, which places GPU shares.
-func testNotebooksShareOneGPU(t *testing.T, c *cluster.Cluster, realScheduler bool) {
-	if !realScheduler {
-		t.Skip("needs fairway's scheduler (bin/fairway scheduler), which is not built yet: the webhook part is checked by JupyterHub")
-	}
+func testNotebooksShareOneGPU(t *testing.T, c *cluster.Cluster) {
 	var gpu string
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		pods := podsOf(t, c, "jhub", map[string]string{"component": "singleuser-server"})

@@ -50,12 +50,6 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
-// HasSubcommand reports whether the binary has a subcommand (`fairway scheduler` is built after
-// the webhook).
-func HasSubcommand(binary, name string) bool {
-	return exec.Command(binary, name, "--help").Run() == nil
-}
-
 // WebhookOptions configure StartWebhook.
 type WebhookOptions struct {
 	// Binary is the fairway binary (see Build).

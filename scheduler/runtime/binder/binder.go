@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +21,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/fairway-sched/fairway/scheduler/engine"
@@ -57,10 +58,10 @@ type Observer interface {
 
 // Options configure a Binder.
 type Options struct {
-	// Workers bound the bindings in flight. 32 when 0.
+	// Workers bound the bindings in flight. DefaultWorkers when 0.
 	Workers int
 	// SharedWorkers bound the fractional bindings in flight, which may wait for a gpu-agent.
-	// 64 when 0.
+	// DefaultSharedWorkers when 0.
 	SharedWorkers int
 	// Backoff between attempts of one binding on transient errors.
 	Backoff wait.Backoff
@@ -70,7 +71,14 @@ type Options struct {
 	Log      logr.Logger
 }
 
-// DefaultBackoff retries a binding 5 times over about 3 seconds.
+// The default sizes of the worker pools.
+const (
+	DefaultWorkers       = 32
+	DefaultSharedWorkers = 64
+)
+
+// DefaultBackoff makes up to 5 attempts of a call, waiting 100ms, 200ms, 400ms and 800ms (±20%)
+// between them. (In wait.Backoff a step that reaches Cap is the last one.)
 var DefaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
 
 // Binder is the pool of binding workers. It implements manager.Runnable (leader only).
@@ -86,10 +94,10 @@ type Binder struct {
 // New returns a binder that binds through cs and reports failures to report.
 func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Binder {
 	if opts.Workers <= 0 {
-		opts.Workers = 32
+		opts.Workers = DefaultWorkers
 	}
 	if opts.SharedWorkers <= 0 {
-		opts.SharedWorkers = 64
+		opts.SharedWorkers = DefaultSharedWorkers
 	}
 	if opts.Backoff.Steps == 0 {
 		opts.Backoff = DefaultBackoff
@@ -193,40 +201,30 @@ func (b *Binder) bind(ctx context.Context, r *Request) error {
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: r.Node},
 	}
-	var last error
-	backoff := b.opts.Backoff
-	for attempt := 0; ; attempt++ {
-		err := b.client.CoreV1().Pods(r.Pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
-		switch {
-		case err == nil:
+	attempts := 0
+	err := retry.OnError(b.opts.Backoff, b.retriable(ctx, r, &attempts), func() error {
+		attempts++
+		return b.client.CoreV1().Pods(r.Pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return &failure{"Canceled", ctx.Err()}
+	case apierrors.IsNotFound(err):
+		return &failure{"NotFound", err}
+	case apierrors.IsConflict(err):
+		// The API server answers a binding of a pod that has a node with a Conflict (whatever
+		// its message says). Maybe an earlier attempt of ours succeeded and its answer was lost.
+		if p, gerr := b.client.CoreV1().Pods(r.Pod.Namespace).Get(ctx, r.Pod.Name, metav1.GetOptions{}); gerr == nil &&
+			p.UID == r.UID && p.Spec.NodeName == r.Node {
 			return nil
-		case ctx.Err() != nil:
-			return &failure{"Canceled", ctx.Err()}
-		case apierrors.IsNotFound(err):
-			return &failure{"NotFound", err}
-		case apierrors.IsConflict(err) || isAlreadyBound(err):
-			// Maybe an earlier attempt of ours succeeded and its answer was lost.
-			if p, gerr := b.client.CoreV1().Pods(r.Pod.Namespace).Get(ctx, r.Pod.Name, metav1.GetOptions{}); gerr == nil &&
-				p.UID == r.UID && p.Spec.NodeName == r.Node {
-				return nil
-			}
-			return &failure{"Conflict", err}
-		case !Transient(err):
-			return &failure{"Error", err}
 		}
-		last = err
-		if backoff.Steps <= 1 {
-			break
-		}
-		d := backoff.Step()
-		b.opts.Log.V(2).Info("Binding failed; retrying", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "attempt", attempt+1, "in", d, "err", err.Error())
-		select {
-		case <-ctx.Done():
-			return &failure{"Canceled", ctx.Err()}
-		case <-time.After(d):
-		}
+		return &failure{"Conflict", err}
+	case Transient(err):
+		return &failure{"Retries", fmt.Errorf("gave up after %d attempts: %w", attempts, err)}
 	}
-	return &failure{"Retries", fmt.Errorf("gave up after %d attempts: %w", b.opts.Backoff.Steps, last)}
+	return &failure{"Error", err}
 }
 
 // bindShared makes the GPU share true on the node, then binds.
@@ -247,7 +245,7 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 	// A loan joins the GPU's reservation like any fractional pod; under MPS its memory limit is
 	// what it asked for, which is at most what the GPU's idle holders left free.
 	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, Loan: r.Shared.Loan}
-	if err := b.retry(ctx, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
+	if err := b.retry(ctx, r, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 			return &failure{"NotFound", err}
 		}
@@ -257,23 +255,30 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 }
 
 // retry runs f until it succeeds, fails for good, or the back-off runs out.
-func (b *Binder) retry(ctx context.Context, f func() error) error {
-	backoff := b.opts.Backoff
-	for {
-		err := f()
-		if err == nil || !Transient(err) || backoff.Steps <= 1 || ctx.Err() != nil {
-			return err
+func (b *Binder) retry(ctx context.Context, r *Request, f func() error) error {
+	attempts := 0
+	return retry.OnError(b.opts.Backoff, b.retriable(ctx, r, &attempts), func() error {
+		attempts++
+		return f()
+	})
+}
+
+// retriable is retry.OnError's test for r: a transient error while ctx lasts. It logs the
+// retry. retry.OnError sleeps without ctx, so a cancelled binding ends after at most one
+// back-off step (Backoff.Cap): its next API call fails at once with ctx's error.
+func (b *Binder) retriable(ctx context.Context, r *Request, attempts *int) func(error) bool {
+	return func(err error) bool {
+		if ctx.Err() != nil || !Transient(err) {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff.Step()):
-		}
+		b.opts.Log.V(2).Info("API call failed; retrying", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "attempt", *attempts, "err", err.Error())
+		return true
 	}
 }
 
 // Transient reports whether an API error is worth retrying: timeouts, throttling, server errors
-// and broken connections.
+// and broken connections. It decides by the error's type (API status reason, net.Error, errno),
+// never by its message.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -286,11 +291,6 @@ func Transient(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
-	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused") ||
-		strings.Contains(err.Error(), "connection reset")
-}
-
-func isAlreadyBound(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "is already assigned to node") || strings.Contains(msg, "already bound")
+	return errors.Is(err, context.DeadlineExceeded) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
+		utilnet.IsProbableEOF(err)
 }

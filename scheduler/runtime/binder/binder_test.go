@@ -3,8 +3,14 @@ package binder
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +72,9 @@ func (r *recorder) wait(t *testing.T, n int) {
 	}
 }
 
-var quick = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4, Cap: 5 * time.Millisecond}
+// quick makes 4 attempts 1, 2 and 4ms apart. (In wait.Backoff a step that reaches Cap is the
+// last one, so Cap stays above the longest wait.)
+var quick = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4, Cap: 10 * time.Millisecond}
 
 // bindingReactor answers pods/binding creates with errs in turn (nil: success) and counts them.
 func bindingReactor(cs *fake.Clientset, calls *atomic.Int32, errs ...error) {
@@ -187,12 +195,19 @@ func TestPodInFlightIsNotSubmittedTwice(t *testing.T) {
 }
 
 func TestTransient(t *testing.T) {
+	// What net.Dial returns when nothing listens.
+	dialRefused := &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	for err, want := range map[error]bool{
-		apierrors.NewServiceUnavailable("x"):                 true,
-		apierrors.NewTooManyRequests("x", 1):                 true,
-		apierrors.NewInternalError(errors.New("x")):          true,
-		context.DeadlineExceeded:                             true,
-		errors.New("dial tcp: connection refused"):           true,
+		apierrors.NewServiceUnavailable("x"):          true,
+		apierrors.NewTooManyRequests("x", 1):          true,
+		apierrors.NewInternalError(errors.New("x")):   true,
+		context.DeadlineExceeded:                      true,
+		dialRefused:                                   true,
+		fmt.Errorf("reading: %w", syscall.ECONNRESET): true,
+		io.ErrUnexpectedEOF:                           true,
+		// The words decide nothing: an error that only says so is not a broken connection.
+		errors.New("dial tcp: connection refused"):           false,
 		apierrors.NewNotFound(podsGR, "p"):                   false,
 		apierrors.NewConflict(podsGR, "p", errors.New("x")):  false,
 		apierrors.NewForbidden(podsGR, "p", errors.New("x")): false,

@@ -1,4 +1,7 @@
-package mutatingwebhook
+// Package certs keeps the webhook's serving certificate: in Rotate mode it makes, renews and
+// stores (in a Secret) its own CA and serving certificate and tells the configuration reconciler
+// which CA bundle to inject; in Files mode it reads what cert-manager wrote.
+package certs
 
 import (
 	"bytes"
@@ -23,30 +26,31 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// CertMode says where the webhook's serving certificate comes from.
-type CertMode string
+// Mode says where the webhook's serving certificate comes from.
+type Mode string
 
 const (
-	// CertRotate: the webhook makes its own CA and serving certificate, keeps them in a Secret,
+	// Rotate: the webhook makes its own CA and serving certificate, keeps them in a Secret,
 	// renews them before they expire, and writes the CA bundle into the webhook configuration.
 	// The Secret is mounted at CertDir (or copied there with WriteFiles); the server reloads the
 	// certificate when the files change.
-	CertRotate CertMode = "rotate"
-	// CertFiles: something else (cert-manager) writes tls.crt, tls.key and, when it can, ca.crt
+	Rotate Mode = "rotate"
+	// Files: something else (cert-manager) writes tls.crt, tls.key and, when it can, ca.crt
 	// into CertDir. The CA bundle is taken from ca.crt when present; otherwise the configuration's
 	// bundle is left to whoever injects it (cert-manager's CA injector).
-	CertFiles CertMode = "files"
+	Files Mode = "files"
 )
 
-// CertOptions configure the serving certificate.
-type CertOptions struct {
-	Mode CertMode
+// Options configure the serving certificate.
+type Options struct {
+	Mode Mode
 	// Dir holds tls.crt and tls.key (and ca.crt).
 	Dir string
-	// SecretNamespace and SecretName name the Secret CertRotate keeps the certificates in; it is
+	// SecretNamespace and SecretName name the Secret Rotate keeps the certificates in; it is
 	// created when missing.
 	SecretNamespace, SecretName string
 	// DNSNames are the names the certificate is valid for; the first is its subject.
@@ -56,11 +60,12 @@ type CertOptions struct {
 	WriteFiles bool
 }
 
-// Keys of the certificate Secret, and names of the files in the certificate directory.
+// Keys of the certificate Secret, and names of the files in the certificate directory (those of
+// cert-manager's Secrets and of controller-runtime's webhook server).
 const (
-	certFile     = "tls.crt"
-	keyFile      = "tls.key"
-	caFile       = "ca.crt"
+	CertFile     = "tls.crt"
+	KeyFile      = "tls.key"
+	CAFile       = "ca.crt"
 	caKeyFile    = "ca.key"
 	caBundleFile = "ca-bundle.crt"
 )
@@ -76,7 +81,7 @@ const (
 	rotateEvery     = time.Hour
 )
 
-// certRotator keeps a CA and a serving certificate in a Secret, with ECDSA P-256 keys.
+// Rotator keeps a CA and a serving certificate in a Secret, with ECDSA P-256 keys.
 //
 // fairway does this itself rather than with open-policy-agent/cert-controller, which only makes
 // RSA-2048 keys: the API server calls service webhooks over HTTP/1.1 and keeps 25 idle
@@ -85,7 +90,7 @@ const (
 // `make bench-webhook -no-keepalive`: 1.9 ms against 1.2 ms per request). One component, the
 // configuration reconciler, also writes the whole webhook configuration, CA bundle included,
 // instead of two writers racing on it.
-type certRotator struct {
+type Rotator struct {
 	client   client.Client // uncached: the Secret is read rarely and must be current
 	key      types.NamespacedName
 	dnsNames []string
@@ -93,44 +98,48 @@ type certRotator struct {
 	log      logr.Logger
 }
 
+// NewRotator returns a rotator of the Secret key for dnsNames (the first is the certificate's
+// subject). c should read the API server directly: the Secret is read rarely and must be current.
+func NewRotator(c client.Client, key types.NamespacedName, dnsNames []string, log logr.Logger) *Rotator {
+	return &Rotator{client: c, key: key, dnsNames: dnsNames, now: time.Now, log: log}
+}
+
 // ensure makes the Secret hold a CA and a serving certificate valid for the DNS names, renewing
 // what expires soon, and returns the Secret's data. Replicas racing to write it settle on the
-// Secret's resource version.
-func (r *certRotator) ensure(ctx context.Context) (map[string][]byte, error) {
-	var lastErr error
-	for range 5 {
+// Secret's resource version (client-go's retry.RetryOnConflict).
+func (r *Rotator) ensure(ctx context.Context) (map[string][]byte, error) {
+	var out map[string][]byte
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		secret := &corev1.Secret{}
 		err := r.client.Get(ctx, r.key, secret)
 		if apierrors.IsNotFound(err) {
 			secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name,
 				Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"}}}
 			if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("creating Secret %s: %w", r.key, err)
+				return fmt.Errorf("creating Secret %s: %w", r.key, err)
 			}
-			continue
+			err = r.client.Get(ctx, r.key, secret)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Secret %s: %w", r.key, err)
+			return fmt.Errorf("reading Secret %s: %w", r.key, err)
 		}
 		data, changed, err := renewCertificates(secret.Data, r.dnsNames, r.now())
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !changed {
-			return data, nil
+			out = data
+			return nil
 		}
 		secret.Data = data
 		if err := r.client.Update(ctx, secret); err != nil {
-			lastErr = err
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			return nil, fmt.Errorf("writing Secret %s: %w", r.key, err)
+			return fmt.Errorf("writing Secret %s: %w", r.key, err) // a Conflict is retried
 		}
 		r.log.Info("Certificates renewed", "secret", r.key.String(), "dnsNames", r.dnsNames)
-		return data, nil
-	}
-	return nil, fmt.Errorf("writing Secret %s: %w", r.key, lastErr)
+		out = data
+		return nil
+	})
+	return out, err
 }
 
 // renewCertificates returns the Secret data with a CA and a serving certificate that are valid
@@ -141,28 +150,28 @@ func renewCertificates(data map[string][]byte, dnsNames []string, now time.Time)
 		out[k] = v
 	}
 	changed := false
-	ca, caKey, err := parsePair(data[caFile], data[caKeyFile])
+	ca, caKey, err := parsePair(data[CAFile], data[caKeyFile])
 	if err != nil || now.Add(caRenewBefore).After(ca.NotAfter) || now.Before(ca.NotBefore) {
 		var caPEM, keyPEM []byte
 		if ca, caKey, caPEM, keyPEM, err = newCertificate(nil, nil, "fairway-webhook-ca", nil, now, caValidity); err != nil {
 			return nil, false, err
 		}
-		out[caFile], out[caKeyFile] = caPEM, keyPEM
-		delete(out, certFile) // signed by the old CA
+		out[CAFile], out[caKeyFile] = caPEM, keyPEM
+		delete(out, CertFile) // signed by the old CA
 		changed = true
 	}
-	if !validServingCert(out[certFile], out[keyFile], ca, dnsNames, now) {
+	if !validServingCert(out[CertFile], out[KeyFile], ca, dnsNames, now) {
 		_, _, certPEM, keyPEM, err := newCertificate(ca, caKey, dnsNames[0], dnsNames, now, certValidity)
 		if err != nil {
 			return nil, false, err
 		}
-		out[certFile], out[keyFile] = certPEM, keyPEM
+		out[CertFile], out[KeyFile] = certPEM, keyPEM
 		changed = true
 	}
 	// The bundle: the current CA, then every earlier CA still valid, so certificates the old CA
 	// signed stay trusted while replicas switch over.
-	bundle := slices.Clone(out[caFile])
-	for _, old := range [][]byte{data[caBundleFile], data[caFile]} {
+	bundle := slices.Clone(out[CAFile])
+	for _, old := range [][]byte{data[caBundleFile], data[CAFile]} {
 		for rest := old; ; {
 			var block *pem.Block
 			if block, rest = pem.Decode(rest); block == nil {
@@ -257,18 +266,25 @@ func validServingCert(certPEM, keyPEM []byte, ca *x509.Certificate, dnsNames []s
 	return true
 }
 
-// certManager runs the rotator: at start and every rotateEvery it renews what is due, copies the
+// Manager runs the rotator: at start and every rotateEvery it renews what is due, copies the
 // Secret into the certificate directory when asked to, and wakes the configuration reconciler when
-// the CA bundle changed.
-type certManager struct {
-	rotator    *certRotator
+// the CA bundle changed. It is a manager.Runnable.
+type Manager struct {
+	rotator    *Rotator
 	dir        string
 	writeFiles bool
 	wake       chan<- struct{}
 	log        logr.Logger
 }
 
-func (m *certManager) Start(ctx context.Context) error {
+// NewManager returns a manager of r that copies the Secret into dir when writeFiles is set and
+// sends on wake (without blocking) when the CA bundle changed.
+func NewManager(r *Rotator, dir string, writeFiles bool, wake chan<- struct{}, log logr.Logger) *Manager {
+	return &Manager{rotator: r, dir: dir, writeFiles: writeFiles, wake: wake, log: log}
+}
+
+// Start renews the certificates until ctx ends.
+func (m *Manager) Start(ctx context.Context) error {
 	var bundle []byte
 	for {
 		wait := rotateEvery
@@ -295,7 +311,7 @@ func (m *certManager) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection: every replica keeps its certificate current.
-func (m *certManager) NeedLeaderElection() bool { return false }
+func (m *Manager) NeedLeaderElection() bool { return false }
 
 // writeCertFiles writes the certificate, the key and the CA into dir, each replaced by rename so
 // that the server's certificate watcher never reads half a file; the key first, as the watcher
@@ -304,7 +320,7 @@ func writeCertFiles(dir string, data map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	for _, name := range []string{keyFile, caFile, certFile} {
+	for _, name := range []string{KeyFile, CAFile, CertFile} {
 		path := filepath.Join(dir, name)
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data[name]) {
 			continue
@@ -320,37 +336,39 @@ func writeCertFiles(dir string, data map[string][]byte) error {
 	return nil
 }
 
-// caBundleSource tells the configuration reconciler which CA bundle to write.
-type caBundleSource interface {
+// BundleSource tells the configuration reconciler which CA bundle to write.
+type BundleSource interface {
 	// CABundle returns the bundle, or nil when the webhook does not manage it (cert-manager's
 	// injector does), or an error when it should but has none yet.
 	CABundle(ctx context.Context) ([]byte, error)
 }
 
-// secretBundle reads the bundle from the certificate Secret at each reconcile, so that every
+// SecretBundle reads the bundle from the certificate Secret Key at each reconcile, so that every
 // replica writes the same bundle even right after another replica renewed the CA.
-type secretBundle struct {
-	client client.Client
-	key    types.NamespacedName
+type SecretBundle struct {
+	Client client.Client
+	Key    types.NamespacedName
 }
 
-func (s secretBundle) CABundle(ctx context.Context) ([]byte, error) {
+// CABundle implements BundleSource.
+func (s SecretBundle) CABundle(ctx context.Context) ([]byte, error) {
 	secret := &corev1.Secret{}
-	if err := s.client.Get(ctx, s.key, secret); err != nil {
-		return nil, fmt.Errorf("reading Secret %s: %w", s.key, err)
+	if err := s.Client.Get(ctx, s.Key, secret); err != nil {
+		return nil, fmt.Errorf("reading Secret %s: %w", s.Key, err)
 	}
 	if len(secret.Data[caBundleFile]) == 0 {
-		return nil, fmt.Errorf("the Secret %s has no %s yet", s.key, caBundleFile)
+		return nil, fmt.Errorf("the Secret %s has no %s yet", s.Key, caBundleFile)
 	}
 	return secret.Data[caBundleFile], nil
 }
 
-// fileBundle reads ca.crt from the certificate directory (cert-manager writes it for CA and
+// FileBundle reads ca.crt from the certificate directory Dir (cert-manager writes it for CA and
 // self-signed issuers); without one, the bundle is left to cert-manager's CA injector.
-type fileBundle struct{ dir string }
+type FileBundle struct{ Dir string }
 
-func (f fileBundle) CABundle(context.Context) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(f.dir, caFile))
+// CABundle implements BundleSource.
+func (f FileBundle) CABundle(context.Context) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(f.Dir, CAFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -43,7 +43,7 @@ func TestQueueIsolation(t *testing.T) {
 	ctrllog.SetLogger(testr.New(t))
 	ctx := t.Context()
 	bin := buildFairway(t)
-	c := startSchedCluster(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})
+	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})
 	ensureSchedFixtures(t, c)
 	newNamespace(t, c, "team-a")
 	newNamespace(t, c, "team-b")

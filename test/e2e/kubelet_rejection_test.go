@@ -30,7 +30,7 @@ import (
 func TestKubeletRejection(t *testing.T) {
 	ctrllog.SetLogger(testr.New(t))
 	bin := buildFairway(t)
-	c := startSchedCluster(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(3)}})
+	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(3)}})
 	ensureSchedFixtures(t, c)
 	startSched(t, c, bin, "fairway-scheduler", true)
 	ctx := t.Context()

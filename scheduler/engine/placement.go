@@ -320,7 +320,7 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 				if why := c.why(m.victims); why != "" {
 					msg = why + "; " + msg
 				}
-				first = &placeFailure{code: ReasonNoNodeFits, msg: msg, capacity: true}
+				first = &placeFailure{code: whyCode(m.victims), msg: msg, capacity: true}
 			}
 			lastFail = t
 			continue

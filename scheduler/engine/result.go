@@ -90,7 +90,10 @@ type Eviction struct {
 	Message string
 	// Beneficiary is the gang the capacity goes to; nil for a stale gang.
 	Beneficiary *snapshot.GangKey
-	// GracePeriod is the time the pod has to checkpoint and exit.
+	// GracePeriod is the time the pod has to checkpoint and exit: its own
+	// terminationGracePeriodSeconds (Options.EvictionGracePeriod when its spec sets none),
+	// capped by its queue's maxEvictionGracePeriod; Options.LoanReturnGracePeriod for a
+	// LoanReturn.
 	GracePeriod time.Duration
 }
 
@@ -123,6 +126,10 @@ const (
 	ReasonWaitingEvictions ReasonCode = "WaitingForEvictions"
 	// ReasonStarvationHold: the gang waited too long; capacity is held for it while it frees.
 	ReasonStarvationHold ReasonCode = "CapacityHeld"
+	// ReasonWaitingForBudget: the pods whose eviction would make room are protected by a
+	// PodDisruptionBudget that allows no more disruptions now (the API server refused an
+	// eviction); the message names the budget. A later cycle tries again.
+	ReasonWaitingForBudget ReasonCode = "WaitingForPodDisruptionBudget"
 )
 
 // GangReason says why a gang still waits.

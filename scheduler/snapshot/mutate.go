@@ -135,6 +135,7 @@ func (s *Snapshot) Shadow(t *Task) *Task {
 	c := &Task{
 		Key: t.Key, UID: t.UID, Gang: t.Gang, SubGroup: t.SubGroup, Req: t.Req, Class: t.Class,
 		Priority: t.Priority, Created: t.Created, State: TaskPending, GPUs: Assignment{Shared: -1}, Controlled: t.Controlled,
+		Grace: t.Grace, Budgets: t.Budgets,
 		shadow: true, nodePos: -1, pendPos: -1, gangPos: -1,
 	}
 	c.pendGPU = c.pendingGPUEstimate(s.refGPUMemMiB)

@@ -58,6 +58,9 @@ type PodInfo struct {
 	// Controlled is true when the pod has a controller (an owner reference with controller
 	// set): something re-creates it if it is evicted. Consolidation moves only such pods.
 	Controlled bool
+	// Grace is the pod's spec.terminationGracePeriodSeconds, or -1 when it sets none: the grace
+	// period its evictions give it (capped by its queue's maxEvictionGracePeriod).
+	Grace time.Duration
 
 	// Interactive is the gpu-agent's rule for the pods whose idleness it tracks (see
 	// v1alpha1.IsInteractive). Idle and IdleChanged read its fairway.dev/GPUIdle condition
@@ -100,6 +103,10 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		Created:  pod.CreationTimestamp.Time,
 		NodeName: pod.Spec.NodeName,
 		Gated:    len(pod.Spec.SchedulingGates) > 0,
+		Grace:    -1,
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		info.Grace = time.Duration(max(*g, 0)) * time.Second
 	}
 	for i := range pod.OwnerReferences {
 		if c := pod.OwnerReferences[i].Controller; c != nil && *c {
@@ -327,9 +334,11 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 				}
 			}
 			old.BorrowOptIn = t.BorrowOptIn
+			old.Grace = t.Grace
 			return nil
 		}
 		t.Evicted = old.Evicted && t.State == TaskReleasing
+		t.Budgets = old.Budgets // the runtime's facts about the pod, kept until it sets them again
 		if old.State != TaskPending && old.State != TaskSucceeded && old.NodeName == t.NodeName &&
 			t.State != TaskSucceeded && len(info.GPUIndexes) == 0 && old.Req.WholeGPUs == t.Req.WholeGPUs &&
 			old.Req.Reservation == t.Req.Reservation &&
@@ -360,7 +369,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Key: info.Key, UID: info.UID, SubGroup: info.SubGroup, Req: info.Req, Priority: info.Priority,
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
-		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled,
+		GPUs: Assignment{Shared: -1}, resvSlot: -1, Controlled: info.Controlled, Grace: info.Grace,
 		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
 	}

@@ -121,6 +121,11 @@ type Task struct {
 	Evicted bool
 	// Controlled is true when a controller owns the pod and re-creates it after an eviction.
 	Controlled bool
+	// Grace is the pod's terminationGracePeriodSeconds, -1 when its spec sets none.
+	Grace time.Duration
+	// Budgets are the PodDisruptionBudgets whose allowance an eviction of the pod would use
+	// (see SetPodBudgets); nil for almost every pod.
+	Budgets []*Budget
 
 	// Idle lending (see Lendable). Interactive pods (notebooks, non-preemptible work) may lend
 	// the GPU they share while the gpu-agent reports them idle.

@@ -218,6 +218,7 @@ func (c *cycle) tryVictims(g *snapshot.Gang, kind victimKind) string {
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
 	if f != nil {
 		c.stmt.Rollback(cp)
+		c.waitForBudget(g, pol)
 		return f.msg
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {

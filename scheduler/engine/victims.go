@@ -221,6 +221,15 @@ func whyCode(p *victimPolicy) ReasonCode {
 	return ReasonNoNodeFits
 }
 
+// waitForBudget makes the reason of a gang that found no capacity say that it waits for a
+// PodDisruptionBudget, when the what-if that failed had to leave pods of a blocked budget alone.
+func (c *cycle) waitForBudget(g *snapshot.Gang, p *victimPolicy) {
+	if r, ok := c.reasons[g]; ok && r.Code == ReasonNoNodeFits && whyCode(p) == ReasonWaitingForBudget {
+		r.Code = ReasonWaitingForBudget
+		c.reasons[g] = r
+	}
+}
+
 // PodDisruptionBudgets, as kube-scheduler's default preemption reads them
 // (filterPodsWithPDBViolation, SelectVictimsOnNode, pickOneNodeForPreemption): a victim
 // violates a budget when the budget allows no more disruptions, counting the victims taken

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -55,6 +56,10 @@ type loop struct {
 	goneNodes map[string]time.Time
 	mpsCache  map[string]mpsEntry
 
+	// budgetBackoff spaces the engine's attempts on a PodDisruptionBudget that refused an
+	// eviction, per budget.
+	budgetBackoff *flowcontrol.Backoff
+
 	lastSweep time.Time
 	lastState time.Time
 	built     atomic.Bool
@@ -70,6 +75,14 @@ type mpsEntry struct {
 	annotation string
 	mps        bool
 }
+
+// Backoff of a PodDisruptionBudget that refused evictions (see blockBudgets): the disruption
+// controller updates a budget within seconds of a pod turning ready, and a gang should not
+// wait much longer than that.
+const (
+	budgetBackoffInitial = 5 * time.Second
+	budgetBackoffMax     = 2 * time.Minute
+)
 
 func newLoop(rt *Runtime, api kubernetes.Interface) *loop {
 	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api}
@@ -129,6 +142,7 @@ func (l *loop) rebuild() {
 	l.releasing = map[types.UID]time.Time{}
 	l.goneNodes = map[string]time.Time{}
 	l.mpsCache = map[string]mpsEntry{}
+	l.budgetBackoff = flowcontrol.NewBackOff(budgetBackoffInitial, budgetBackoffMax)
 	// Everything is applied now; events queued so far are applied again at the first cycle,
 	// which costs a comparison each.
 	for _, k := range l.rt.inf.AllKeys() {
@@ -193,6 +207,40 @@ func (l *loop) applyOutcome(o cache.Outcome) {
 		_ = l.snap.Forget(o.Pod) // not assumed any more: the informer has the truth already
 	case cache.EvictionFailed:
 		_ = l.snap.CancelEviction(o.Pod)
+	case cache.EvictionBlocked:
+		_ = l.snap.CancelEviction(o.Pod)
+		l.blockBudgets(o)
+	}
+}
+
+// blockBudgets backs off the PodDisruptionBudgets that refused an eviction: until the backoff
+// ends, the engine takes none of their pods and the gangs that need them say they wait for the
+// budget. Each refusal of a budget doubles its wait (budgetBackoffInitial up to
+// budgetBackoffMax); a budget that has not refused for a while starts again from the initial
+// wait.
+func (l *loop) blockBudgets(o cache.Outcome) {
+	var keys []types.NamespacedName
+	if o.Budget.Name != "" {
+		keys = append(keys, o.Budget)
+	} else {
+		// The snapshot did not know the budget when the engine chose the pod: read it now.
+		if p := l.rt.inf.Pod(o.Pod.Namespace, o.Pod.Name); p != nil {
+			for _, b := range l.rt.inf.PodBudgets(p) {
+				keys = append(keys, types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+				l.snap.UpsertBudget(keys[len(keys)-1], b.Status.DisruptionsAllowed)
+			}
+		}
+	}
+	now := time.Now()
+	for _, k := range keys {
+		id := k.String()
+		l.budgetBackoff.Next(id, now)
+		until := now.Add(l.budgetBackoff.Get(id))
+		if err := l.snap.BlockBudget(k, until); err != nil {
+			l.log.V(1).Info("PodDisruptionBudget not blocked", "budget", id, "err", err.Error())
+			continue
+		}
+		l.log.V(2).Info("PodDisruptionBudget refused an eviction; its pods wait", "budget", id, "pod", o.Pod.String(), "until", until)
 	}
 }
 
@@ -211,7 +259,9 @@ func (l *loop) apply(k cache.Key) {
 		}
 		if err := l.snap.UpsertPod(cache.WithVolumeConstraints(p, inf)); err != nil {
 			l.log.V(1).Info("Pod not taken into the snapshot", "pod", klog.KObj(p), "err", err.Error())
+			return
 		}
+		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:
 		n := inf.Node(k.Name)
 		if n == nil {
@@ -259,10 +309,42 @@ func (l *loop) apply(k cache.Key) {
 		for _, p := range inf.PodsByIndex(cache.IndexClaim, k.Namespace+"/"+k.Name) {
 			l.apply(cache.Key{Kind: cache.KindPod, Namespace: p.Namespace, Name: p.Name})
 		}
+	case cache.KindBudget:
+		if b := inf.Budget(k.Namespace, k.Name); b != nil {
+			l.snap.UpsertBudget(k.NamespacedName(), b.Status.DisruptionsAllowed)
+		} else {
+			l.snap.DeleteBudget(k.NamespacedName())
+		}
+		// Which pods it covers may have changed (selector, disrupted pods): ask each pod again.
+		for _, p := range inf.PodsInNamespace(k.Namespace) {
+			if l.snap.Task(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) != nil {
+				l.applyPodBudgets(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p)
+			}
+		}
 	case cache.KindVolume:
 		if pv := inf.Volume(k.Name); pv != nil && pv.Spec.ClaimRef != nil {
 			l.apply(cache.Key{Kind: cache.KindClaim, Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name})
 		}
+	}
+}
+
+// applyPodBudgets tells the snapshot which PodDisruptionBudgets evicting the pod would use.
+func (l *loop) applyPodBudgets(key types.NamespacedName, p *corev1.Pod) {
+	t := l.snap.Task(key)
+	if t == nil || (len(t.Budgets) == 0 && len(p.Labels) == 0) {
+		return
+	}
+	var keys []types.NamespacedName
+	for _, b := range l.rt.inf.PodBudgets(p) {
+		bk := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
+		l.snap.UpsertBudget(bk, b.Status.DisruptionsAllowed)
+		keys = append(keys, bk)
+	}
+	if len(keys) == 0 && len(t.Budgets) == 0 {
+		return
+	}
+	if err := l.snap.SetPodBudgets(key, keys); err != nil {
+		l.log.V(1).Info("PodDisruptionBudgets of a pod not recorded", "pod", key.String(), "err", err.Error())
 	}
 }
 
@@ -314,6 +396,11 @@ func (l *loop) dispatch(res *engine.Result) {
 				continue
 			}
 			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(inf.Pod(e.Pod.Namespace, e.Pod.Name))}
+			for _, b := range t.Budgets {
+				if !b.Gone() {
+					r.Budgets = append(r.Budgets, b.Key)
+				}
+			}
 			if e.Reason == engine.EvictLoanReturn {
 				r.WokeAt = lenderWokeAt(t)
 			}

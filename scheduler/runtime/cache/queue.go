@@ -20,6 +20,8 @@ const (
 	KindPodGroup
 	KindVolume
 	KindClaim
+	// KindBudget is a PodDisruptionBudget; applied before pods, which name them.
+	KindBudget
 	KindPod
 )
 
@@ -38,6 +40,8 @@ func (k Kind) String() string {
 		return "PersistentVolume"
 	case KindClaim:
 		return "PersistentVolumeClaim"
+	case KindBudget:
+		return "PodDisruptionBudget"
 	case KindPod:
 		return "Pod"
 	}
@@ -78,6 +82,10 @@ const (
 	// EvictionFailed: an eviction the engine decided was not applied; the loop cancels it
 	// (Snapshot.CancelEviction).
 	EvictionFailed
+	// EvictionBlocked: the API server refused an eviction for a PodDisruptionBudget
+	// (Outcome.Budget, when known); the loop cancels it and blocks the budget for a while
+	// (Snapshot.BlockBudget), backing off.
+	EvictionBlocked
 )
 
 // Outcome is a worker's report about one pod.
@@ -87,6 +95,9 @@ type Outcome struct {
 	// UID is the pod the decision was for; a report about an older pod of the same name is
 	// ignored.
 	UID types.UID
+	// Budget is the PodDisruptionBudget of an EvictionBlocked pod as the snapshot knew it (the
+	// Eviction API evicts pods of at most one budget); empty when the snapshot knew none.
+	Budget types.NamespacedName
 }
 
 // Queue coalesces informer events per object and carries workers' outcomes back to the loop

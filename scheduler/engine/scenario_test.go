@@ -59,7 +59,7 @@ type scenario struct {
 	// Budgets are PodDisruptionBudgets; the harness plays the API server's eviction (refusing
 	// one the budget does not allow) and the disruption controller (allowed disruptions).
 	Budgets []budgetSpec `json:"budgets"`
-	Steps         []stepSpec  `json:"steps"`
+	Steps   []stepSpec   `json:"steps"`
 }
 
 type duration struct{ time.Duration }

@@ -302,9 +302,9 @@ func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
 type victimKey struct {
 	violates bool
 	share    float64
-	prio  int32
-	gpu   int64
-	start int64
+	prio     int32
+	gpu      int64
+	start    int64
 }
 
 type cand struct {

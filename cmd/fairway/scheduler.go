@@ -94,7 +94,7 @@ and takes over when the leader goes.`,
 	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", time.Minute, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", 30*time.Second, "How long fairway's pods bound to a deleted node are left before they are deleted.")
 	fl.StringVar(&f.placement, "placement", string(engine.BinPack), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
-	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", 30*time.Second, "Grace period of every eviction: the time a preempted application has to checkpoint.")
+	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", 30*time.Second, "Grace period of an eviction of a pod whose spec sets no terminationGracePeriodSeconds (the API server always sets one); every other pod gets its own, capped by its queue's spec.maxEvictionGracePeriod.")
 	fl.DurationVar(&f.loanGrace, "loan-return-grace-period", 5*time.Second, "Grace period of a pod on loan on an idle notebook's GPU when the notebook does GPU work again (0: killed at once).")
 	fl.DurationVar(&o.Engine.StaleGangGracePeriod, "stale-gang-grace-period", 60*time.Second, "How long a gang may run below its minimum before the rest of it is evicted.")
 	fl.DurationVar(&o.Engine.StarvationThreshold, "starvation-threshold", 10*time.Minute, "How long a gang may wait before the capacity it needs is held for it (negative: never).")

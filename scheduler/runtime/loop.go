@@ -331,7 +331,7 @@ func (l *loop) apply(k cache.Key) {
 // applyPodBudgets tells the snapshot which PodDisruptionBudgets evicting the pod would use.
 func (l *loop) applyPodBudgets(key types.NamespacedName, p *corev1.Pod) {
 	t := l.snap.Task(key)
-	if t == nil || (len(t.Budgets) == 0 && len(p.Labels) == 0) {
+	if t == nil {
 		return
 	}
 	var keys []types.NamespacedName

@@ -434,14 +434,13 @@ func (inf *Informers) Budget(namespace, name string) *policyv1.PodDisruptionBudg
 }
 
 // PodBudgets returns the PodDisruptionBudgets whose allowance evicting the pod would use, sorted:
-// those whose selector matches the pod (client-go's lister, which matches as the disruption
-// controller does: a nil or empty selector matches nothing), less those that list the pod among
-// their disrupted pods (the API server counted its eviction already; kube-scheduler's
-// preemption skips them likewise).
+// those whose selector matches the pod, less those that list the pod among their disrupted pods
+// (the API server counted its eviction already; kube-scheduler's preemption skips them
+// likewise). Matching is client-go's lister's, which is the API server's eviction's for
+// policy/v1: a nil selector matches nothing, an empty one every pod of the namespace.
+// kube-scheduler's preemption lets an empty selector match nothing; fairway follows the API
+// server, which is what refuses the eviction.
 func (inf *Informers) PodBudgets(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
-	if len(p.Labels) == 0 {
-		return nil
-	}
 	all, err := inf.budgets.GetPodPodDisruptionBudgets(p)
 	if err != nil {
 		return nil // none matches

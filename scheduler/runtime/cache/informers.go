@@ -441,6 +441,9 @@ func (inf *Informers) Budget(namespace, name string) *policyv1.PodDisruptionBudg
 // kube-scheduler's preemption lets an empty selector match nothing; fairway follows the API
 // server, which is what refuses the eviction.
 func (inf *Informers) PodBudgets(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
+	if keys, err := inf.Budgets.GetIndexer().IndexKeys(cache.NamespaceIndex, p.Namespace); err != nil || len(keys) == 0 {
+		return nil // the common case, asked at every pod update: no budget in the namespace
+	}
 	all, err := inf.budgets.GetPodPodDisruptionBudgets(p)
 	if err != nil {
 		return nil // none matches

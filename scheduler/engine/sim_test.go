@@ -45,6 +45,8 @@ type sim struct {
 	// cycle that the harness, as the API server, refused for one.
 	budgets []budgetSpec
 	refused []refusedEviction
+	// refusals counts every refusal, for coverage checks.
+	refusals int
 }
 
 func newSim(opts engine.Options, now time.Time) *sim {
@@ -242,6 +244,13 @@ func (s *sim) checkResult(res engine.Result) error {
 		}
 		if e.Reason != engine.EvictStaleGang && !podPreemptible(p) {
 			errs = append(errs, fmt.Errorf("non-preemptible pod %s evicted (%s)", e.Pod, e.Reason))
+		}
+		if t := s.snap.Task(e.Pod); t != nil {
+			for _, b := range t.Budgets {
+				if b.BlockedAt(s.now) {
+					errs = append(errs, fmt.Errorf("pod %s evicted (%s) while its PodDisruptionBudget %s is blocked until %s", e.Pod, e.Reason, b.Key, b.BlockedUntil()))
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -628,6 +637,7 @@ func (s *sim) admitEviction(k types.NamespacedName) (bool, error) {
 			continue
 		}
 		s.refused = append(s.refused, refusedEviction{pod: k, budget: b.Key})
+		s.refusals++
 		if err := s.snap.CancelEviction(k); err != nil {
 			return false, err
 		}

@@ -1,17 +1,27 @@
 // Package evictor applies the engine's evictions (reclaim, preemption, consolidation, stale
-// gangs) and deletes fairway's pods left on deleted nodes. For each pod, in this order, it:
+// gangs, loan returns) and deletes fairway's pods left on deleted nodes. For each pod, in this
+// order, it:
 //
-//  1. adds the DisruptionTarget condition (status subresource) with a reason per cause
+//  1. for a pod a PodDisruptionBudget covers, evicts it as a dry run, so that a refusal leaves
+//     the pod untouched;
+//  2. adds the DisruptionTarget condition (status subresource) with a reason per cause
 //     (FairwayReclaim, FairwayPreempt, FairwayConsolidate, FairwayStaleGang, FairwayLoanReturn,
 //     FairwayNodeDeleted)
 //     and the engine's message, so the pod's owner and its users see why it goes;
-//  2. deletes the pod with the grace period the engine gave (the time to checkpoint), guarded
-//     by the pod's UID;
-//  3. records events: on the victim ("Preempted by team-a/train because ...") and on the
+//  3. evicts the pod through the Eviction API (policy/v1), so that the API server enforces
+//     PodDisruptionBudgets, with the grace period the engine gave (the pod's own, capped by its
+//     queue), guarded by the pod's UID; a pod of a deleted node is deleted instead;
+//  4. sets the condition again: the API server's eviction replaces its reason with
+//     EvictionByEvictionAPI, and fairway's says why;
+//  5. records events: on the victim ("Preempted by team-a/train because ...") and on the
 //     beneficiary's PodGroup, or on the beneficiary pod when it has none.
 //
-// A failure (other than the pod being gone already) is reported to the loop, which cancels the
-// eviction in the snapshot so the pod counts as bound again.
+// A refusal by a budget (429 with the DisruptionBudget cause) is not retried: it is reported to
+// the loop (EvictionBlocked), which cancels the eviction in the snapshot and blocks the budget
+// for a while; if the condition was set already it is set back to False. Any other failure
+// (other than the pod being gone already) is reported too (EvictionFailed), and the eviction is
+// cancelled so the pod counts as bound again. Transient errors are retried with
+// retry.OnError.
 package evictor
 
 import (

@@ -94,3 +94,12 @@ func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
 	}
 	return used, violations
 }
+
+// chargeBudgets counts decided evictions against their pods' budgets for the rest of the cycle.
+func (c *cycle) chargeBudgets(evs []Eviction) {
+	for i := range evs {
+		if t := c.snap.Task(evs[i].Pod); t != nil && len(t.Budgets) > 0 {
+			c.budgetUsed, _ = takeBudgets(c.budgetUsed, []*snapshot.Task{t})
+		}
+	}
+}

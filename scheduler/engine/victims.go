@@ -534,6 +534,8 @@ func appendUnit(chosen []*snapshot.Task, v *snapshot.Task) []*snapshot.Task {
 func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, pol *victimPolicy, beat *cand) (pods, violations int, last cand, ok bool) {
 	sc := &c.scratch
 	sc.cands = sc.cands[:0]
+	// Budgets start from what the cycle's decided evictions use of them.
+	sc.budgets = append(sc.budgets[:0], c.budgetUsed...)
 	top := -1
 	for _, v := range n.Tasks {
 		if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Assumed > 0 || v.GPUs.Loan {
@@ -551,7 +553,7 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 				pol.refuse(refusal{kind: refuseBudget, budget: b}, v.Gang, 1, false)
 				continue
 			}
-			key.violates = violatesBudget(v, nil)
+			key.violates = violatesBudget(v, sc.budgets)
 		}
 		sc.cands = append(sc.cands, cand{t: v, key: key})
 		if top < 0 || compareCands(sc.cands[len(sc.cands)-1], sc.cands[top]) < 0 {
@@ -570,7 +572,6 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 	room := c.roomOf(n, g)
 	sc.acc.reset()
 	sc.chosen = sc.chosen[:0]
-	sc.budgets = sc.budgets[:0]
 	for _, cd := range sc.cands {
 		if slices.Contains(sc.chosen, cd.t) {
 			continue

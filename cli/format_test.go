@@ -85,7 +85,8 @@ func TestPodReason(t *testing.T) {
 
 func TestEveryEngineReasonHasAHint(t *testing.T) {
 	for _, code := range []string{"QueueNotReady", "InvalidRequest", "UnsupportedConstraint", "SchedulingGated", "WaitingForPods",
-		"QueueLimit", "NonPreemptibleOverQuota", "NoNodeFits", "TopologyNoDomain", "WaitingForEvictions", "CapacityHeld", "CapacityHeldForOthers"} {
+		"QueueLimit", "NonPreemptibleOverQuota", "NoNodeFits", "TopologyNoDomain", "WaitingForEvictions", "CapacityHeld", "CapacityHeldForOthers",
+		"WaitingForPodDisruptionBudget"} {
 		if _, ok := hints[code]; !ok {
 			t.Errorf("no hint for %s", code)
 		}

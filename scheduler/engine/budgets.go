@@ -3,8 +3,10 @@ package engine
 // PodDisruptionBudgets, as kube-scheduler's default preemption reads them
 // (filterPodsWithPDBViolation, SelectVictimsOnNode, pickOneNodeForPreemption): a victim
 // violates a budget when the budget allows no more disruptions, counting the victims taken
-// before it on the node; victims that violate none are taken first, and the node with the
-// fewest violations wins. Evictions go through the Eviction API, so a violating one is
+// before it on the node and, unlike kube-scheduler, which deletes its victims at once, the
+// engine's evictions the budget does not count yet (Budget.Left: decided this cycle, or in
+// flight); victims that violate none are taken first, and the node with the fewest violations
+// wins. Evictions go through the Eviction API, so a violating one is
 // refused (429); the runtime then cancels it and blocks the budget for a while (refuseBudget).
 
 import (
@@ -48,10 +50,12 @@ func blockedBudget(t *snapshot.Task, now time.Time) *snapshot.Budget {
 }
 
 // violatesBudget reports whether evicting the pod exceeds one of its budgets' allowed
-// disruptions, given what the victims taken before it use of them (used; nil for none).
+// disruptions, given what the victims taken before it on the node use of them (used; nil for
+// none). The snapshot already counts the evictions decided earlier (in this cycle, or in flight
+// and not yet counted by the API server: Budget.Left).
 func violatesBudget(t *snapshot.Task, used []budgetUse) bool {
 	for _, b := range t.Budgets {
-		if !b.Gone() && b.Allowed-useOf(used, b) <= 0 {
+		if !b.Gone() && b.Left()-useOf(used, b) <= 0 {
 			return true
 		}
 	}
@@ -93,13 +97,4 @@ func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
 		}
 	}
 	return used, violations
-}
-
-// chargeBudgets counts decided evictions against their pods' budgets for the rest of the cycle.
-func (c *cycle) chargeBudgets(evs []Eviction) {
-	for i := range evs {
-		if t := c.snap.Task(evs[i].Pod); t != nil && len(t.Budgets) > 0 {
-			c.budgetUsed, _ = takeBudgets(c.budgetUsed, []*snapshot.Task{t})
-		}
-	}
 }

@@ -42,9 +42,6 @@ type cycle struct {
 	placed map[*snapshot.Gang]bool
 	// failCache remembers capacity failures of identical requests within the allocate step.
 	failCache map[failKey]placeFailure
-	// budgetUsed counts the cycle's evictions under each PodDisruptionBudget: the snapshot's
-	// allowed disruptions learn of them only when the API server has counted them.
-	budgetUsed []budgetUse
 
 	scratch scratch
 }
@@ -107,11 +104,7 @@ func (c *cycle) expireHolds() {
 }
 
 // commit makes the statement's changes final.
-func (c *cycle) commit() {
-	n := len(c.res.Evictions)
-	c.stmt.Commit(c.res, c.evictionGrace)
-	c.chargeBudgets(c.res.Evictions[n:])
-}
+func (c *cycle) commit() { c.stmt.Commit(c.res, c.evictionGrace) }
 
 // evictionGrace is the grace period of an eviction: the pod's own terminationGracePeriodSeconds
 // (Options.EvictionGracePeriod when its spec sets none), at most its queue's

@@ -187,9 +187,7 @@ func (c *cycle) returnLoans() {
 		}
 	}
 	grace := c.e.opts.LoanReturnGracePeriod
-	n := len(c.res.Evictions)
 	c.stmt.Commit(c.res, func(*snapshot.Task) time.Duration { return grace })
-	c.chargeBudgets(c.res.Evictions[n:])
 }
 
 // borrower reports whether a gang may run on loan, and if not whether it asked to (for its

@@ -534,8 +534,7 @@ func appendUnit(chosen []*snapshot.Task, v *snapshot.Task) []*snapshot.Task {
 func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, pol *victimPolicy, beat *cand) (pods, violations int, last cand, ok bool) {
 	sc := &c.scratch
 	sc.cands = sc.cands[:0]
-	// Budgets start from what the cycle's decided evictions use of them.
-	sc.budgets = append(sc.budgets[:0], c.budgetUsed...)
+	sc.budgets = sc.budgets[:0]
 	top := -1
 	for _, v := range n.Tasks {
 		if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Assumed > 0 || v.GPUs.Loan {

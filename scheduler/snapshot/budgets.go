@@ -16,6 +16,11 @@ type Budget struct {
 	Key types.NamespacedName
 	// Allowed is the budget's status.disruptionsAllowed as last observed.
 	Allowed int32
+	// evicting counts its pods the engine evicted that the budget does not count yet: the
+	// eviction is in flight, or the API server's update of the budget has not been observed
+	// (until it lists them in status.disruptedPods, when the runtime drops them from the pod's
+	// budgets). Kept by chargeBudgets.
+	evicting int32
 	// blockedUntil is when the API server may be asked again to evict a pod of the budget
 	// after it refused one (429: the eviction would violate the budget); Unix nanoseconds, 0
 	// when it did not refuse.
@@ -23,6 +28,21 @@ type Budget struct {
 	// gone is set when the budget was deleted: tasks may still point at it until the runtime
 	// sets their budgets again, and then it counts for nothing.
 	gone bool
+}
+
+// Left is how many more of its pods may be evicted now: the allowed disruptions less the
+// engine's evictions the budget does not count yet. At most 0 means none.
+func (b *Budget) Left() int32 { return b.Allowed - b.evicting }
+
+// chargeBudgets counts (delta 1) or uncounts (-1) a pod the engine evicts against its budgets,
+// while it is releasing.
+func chargeBudgets(t *Task, delta int32) {
+	if !t.Evicted || t.State != TaskReleasing {
+		return
+	}
+	for _, b := range t.Budgets {
+		b.evicting += delta
+	}
 }
 
 // Gone reports whether the budget was deleted (a task's stale reference).
@@ -77,11 +97,7 @@ func (s *Snapshot) SetPodBudgets(pod types.NamespacedName, keys []types.Namespac
 	if t == nil {
 		return fmt.Errorf("set budgets of %s: %w", pod, ErrNotFound)
 	}
-	if len(keys) == 0 {
-		t.Budgets = nil
-		return nil
-	}
-	out := make([]*Budget, 0, len(keys))
+	var out []*Budget
 	for _, k := range keys {
 		b := s.budgets[k]
 		if b == nil {
@@ -89,7 +105,9 @@ func (s *Snapshot) SetPodBudgets(pod types.NamespacedName, keys []types.Namespac
 		}
 		out = append(out, b)
 	}
+	chargeBudgets(t, -1)
 	t.Budgets = out
+	chargeBudgets(t, 1)
 	return nil
 }
 

@@ -76,6 +76,7 @@ func (s *Snapshot) SetReleasing(t *Task, on bool) {
 			n.release(t, 1)
 		}
 		t.State, t.Evicted = TaskReleasing, true
+		chargeBudgets(t, 1)
 		if g != nil {
 			g.Bound--
 			g.Releasing++
@@ -84,6 +85,7 @@ func (s *Snapshot) SetReleasing(t *Task, on bool) {
 		if n != nil {
 			n.release(t, -1)
 		}
+		chargeBudgets(t, -1)
 		t.State, t.Evicted = TaskBound, false
 		if g != nil {
 			g.Bound++

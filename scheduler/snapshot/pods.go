@@ -416,6 +416,7 @@ func samePending(a, b *Task) bool { return a.Priority == b.Priority || a.State !
 // addTask records a new task; info carries what the task's gang is made of.
 func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
 	s.tasks[t.Key] = t
+	chargeBudgets(t, 1)
 	if info.Queue == "" {
 		// Not fairway's: it only takes node capacity.
 		if t.State == TaskBound || t.State == TaskReleasing {
@@ -456,6 +457,7 @@ func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
 // removeTask forgets a task entirely.
 func (s *Snapshot) removeTask(t *Task) {
 	delete(s.tasks, t.Key)
+	chargeBudgets(t, -1)
 	g := t.Gang
 	if g == nil {
 		if t.State == TaskBound || t.State == TaskReleasing {

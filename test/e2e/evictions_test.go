@@ -135,12 +135,15 @@ func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
 		t.Fatalf("want exactly one eviction of the borrower's pods, got %+v", evictions)
 	}
 	e := evictions[0]
-	if e.code != 201 || e.grace == nil || *e.grace != 120 || e.dryRun {
-		t.Errorf("eviction of %s: response %d, gracePeriodSeconds %v, dry run %v; want 201 with the pod's own 120 s", e.pod, e.code, e.grace, e.dryRun)
+	if (e.code != 200 && e.code != 201) || e.grace == nil || *e.grace != 120 || e.dryRun {
+		t.Errorf("eviction of %s: response %d, gracePeriodSeconds %v, dry run %v; want success with the pod's own 120 s", e.pod, e.code, ptr.Deref(e.grace, -1), e.dryRun)
 	}
+	t.Logf("the API server received the eviction of %s with gracePeriodSeconds %d", e.pod, *e.grace)
+	// kwok deletes a terminating pod (it plays the kubelet); nothing deletes the victim before
+	// its eviction.
 	for _, d := range readDeletes(t, auditLog, "grace-b") {
-		if d.user == e.user {
-			t.Errorf("the scheduler deleted pod %s instead of evicting it", d.pod)
+		if d.pod == e.pod && d.line < e.line {
+			t.Errorf("pod %s was deleted (by %s) before its eviction", d.pod, d.user)
 		}
 	}
 	mu.Lock()
@@ -169,26 +172,31 @@ func testBudget(t *testing.T, c *cluster.Cluster) {
 	defer deleteNamespace(t, c, "pdb-b", "pdb-b")
 	node := "h100-1"
 
+	// Batch first, web a little later: the most recently started pods are the preferred
+	// victims, so without its budget web's pods would all go before batch's.
+	batchSel, webSel := map[string]string{"app": "batch"}, map[string]string{"app": "web"}
+	mustCreate(t, c, replicaSet(schedPod("pdb-b", "batch", "pdb-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node), 4))
+	eventually(t, 60*time.Second, "batch's 4 pods bound", func(ctx context.Context) (bool, error) {
+		return available(podsIn(t, c, ctx, "pdb-b", batchSel)) == 4, nil
+	})
+	time.Sleep(1100 * time.Millisecond) // start times have a resolution of a second
 	web := schedPod("pdb-b", "web", "pdb-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Label("app", "web")
 	mustCreate(t, c, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "pdb-b"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: webSel},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: web.Labels, Annotations: web.Annotations}, Spec: web.Spec}},
 	})
 	mustCreate(t, c, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "pdb-b"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+			Selector: &metav1.LabelSelector{MatchLabels: webSel}},
 	})
-	mustCreate(t, c, replicaSet(schedPod("pdb-b", "batch", "pdb-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node), 4))
-	webSel := map[string]string{"app": "web"}
-	eventually(t, 60*time.Second, "web's 4 pods ready, batch's 4 bound, the budget allowing 1", func(ctx context.Context) (bool, error) {
+	eventually(t, 60*time.Second, "web's 4 pods ready, the budget allowing 1", func(ctx context.Context) (bool, error) {
 		var pdb policyv1.PodDisruptionBudget
 		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: "pdb-b", Name: "web-pdb"}, &pdb); err != nil {
 			return false, err
 		}
-		return available(podsIn(t, c, ctx, "pdb-b", webSel)) == 4 && len(bound(podsIn(t, c, ctx, "pdb-b", map[string]string{"app": "batch"}))) == 4 &&
-			pdb.Status.DisruptionsAllowed == 1, fmt.Errorf("budget allows %d", pdb.Status.DisruptionsAllowed)
+		return available(podsIn(t, c, ctx, "pdb-b", webSel)) == 4 && pdb.Status.DisruptionsAllowed == 1, fmt.Errorf("budget allows %d", pdb.Status.DisruptionsAllowed)
 	})
 
 	// Poll web's pods while the claimant reclaims: never more than one unavailable.
@@ -231,7 +239,7 @@ func testBudget(t *testing.T, c *cluster.Cluster) {
 		t.Errorf("up to %d of web's pods were unavailable at once; the budget allows 1", w)
 	}
 	pods := podsIn(t, c, ctx, "pdb-b", nil)
-	if n := len(bound(podsIn(t, c, ctx, "pdb-b", map[string]string{"app": "batch"}))); n != 0 {
+	if n := len(bound(podsIn(t, c, ctx, "pdb-b", batchSel))); n != 0 {
 		t.Errorf("%d batch pods still run: victims no budget protects go first", n)
 	}
 	if n := available(podsIn(t, c, ctx, "pdb-b", webSel)); n != 3 {
@@ -259,12 +267,16 @@ func available(pods []corev1.Pod) int {
 // auditEviction is one pods/eviction request in the audit log.
 type auditEviction struct {
 	pod, user string
+	line      int
 	code      int
 	grace     *int64
 	dryRun    bool
 }
 
-type auditDelete struct{ pod, user string }
+type auditDelete struct {
+	pod, user string
+	line      int
+}
 
 type auditEvent struct {
 	Stage string `json:"stage"`
@@ -284,7 +296,7 @@ type auditEvent struct {
 	RequestObject json.RawMessage `json:"requestObject"`
 }
 
-func readAudit(t *testing.T, path string, f func(*auditEvent)) {
+func readAudit(t *testing.T, path string, f func(line int, ev *auditEvent)) {
 	t.Helper()
 	fh, err := os.Open(path)
 	if err != nil {
@@ -293,19 +305,19 @@ func readAudit(t *testing.T, path string, f func(*auditEvent)) {
 	defer fh.Close()
 	s := bufio.NewScanner(fh)
 	s.Buffer(make([]byte, 1<<20), 1<<24)
-	for s.Scan() {
+	for line := 0; s.Scan(); line++ {
 		var ev auditEvent
 		if err := json.Unmarshal(s.Bytes(), &ev); err != nil || ev.Stage != "ResponseComplete" {
 			continue
 		}
-		f(&ev)
+		f(line, &ev)
 	}
 }
 
 // readEvictions returns the evictions of a namespace's pods, as the API server received them.
 func readEvictions(t *testing.T, path, namespace string) []auditEviction {
 	var out []auditEviction
-	readAudit(t, path, func(ev *auditEvent) {
+	readAudit(t, path, func(line int, ev *auditEvent) {
 		if ev.ObjectRef.Namespace != namespace || ev.ObjectRef.Subresource != "eviction" {
 			return
 		}
@@ -314,7 +326,7 @@ func readEvictions(t *testing.T, path, namespace string) []auditEviction {
 			t.Errorf("eviction request body: %v", err)
 			return
 		}
-		e := auditEviction{pod: ev.ObjectRef.Name, user: ev.User.Username, code: ev.ResponseStatus.Code}
+		e := auditEviction{pod: ev.ObjectRef.Name, user: ev.User.Username, code: ev.ResponseStatus.Code, line: line}
 		if o := body.DeleteOptions; o != nil {
 			e.grace, e.dryRun = o.GracePeriodSeconds, len(o.DryRun) > 0
 		}
@@ -326,9 +338,9 @@ func readEvictions(t *testing.T, path, namespace string) []auditEviction {
 // readDeletes returns the deletions of a namespace's pods.
 func readDeletes(t *testing.T, path, namespace string) []auditDelete {
 	var out []auditDelete
-	readAudit(t, path, func(ev *auditEvent) {
+	readAudit(t, path, func(line int, ev *auditEvent) {
 		if ev.ObjectRef.Namespace == namespace && ev.Verb == "delete" && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "" {
-			out = append(out, auditDelete{pod: ev.ObjectRef.Name, user: ev.User.Username})
+			out = append(out, auditDelete{pod: ev.ObjectRef.Name, user: ev.User.Username, line: line})
 		}
 	})
 	return out

@@ -194,7 +194,7 @@ func (s *sim) apply(res engine.Result) error {
 		if e.Reason == engine.EvictLoanReturn {
 			s.loanReturns++
 		}
-		if ok, err := s.admitEviction(e.Pod); !ok || err != nil {
+		if ok, err := s.admitEviction(e); !ok || err != nil {
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -627,7 +627,8 @@ func (s *sim) syncBudgets() error {
 // admitEviction plays the API server's eviction subresource: it refuses (429) an eviction its
 // budget does not allow, and otherwise counts it against the budget. On a refusal it plays the
 // runtime: the eviction is cancelled in the snapshot and the budget blocked for a while.
-func (s *sim) admitEviction(k types.NamespacedName) (bool, error) {
+func (s *sim) admitEviction(e engine.Eviction) (bool, error) {
+	k := e.Pod
 	t := s.snap.Task(k)
 	if t == nil {
 		return true, nil
@@ -640,6 +641,12 @@ func (s *sim) admitEviction(k types.NamespacedName) (bool, error) {
 		s.refusals++
 		if err := s.snap.CancelEviction(k); err != nil {
 			return false, err
+		}
+		// The runtime takes what the pod would have freed off the beneficiary's holds.
+		if e.Beneficiary != nil {
+			if g := s.snap.Gang(*e.Beneficiary); g != nil {
+				s.snap.ShrinkHolds(g, t)
+			}
 		}
 		return false, s.snap.BlockBudget(b.Key, s.now.Add(budgetBackoff))
 	}

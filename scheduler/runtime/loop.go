@@ -207,9 +207,24 @@ func (l *loop) applyOutcome(o cache.Outcome) {
 		_ = l.snap.Forget(o.Pod) // not assumed any more: the informer has the truth already
 	case cache.EvictionFailed:
 		_ = l.snap.CancelEviction(o.Pod)
+		l.shrinkHolds(o.Beneficiary, t)
 	case cache.EvictionBlocked:
 		_ = l.snap.CancelEviction(o.Pod)
 		l.blockBudgets(o)
+		l.shrinkHolds(o.Beneficiary, t)
+	}
+}
+
+// shrinkHolds takes off the capacity held for the gang an eviction was for what the pod would
+// have freed, as the eviction did not happen: kept, the hold would keep other gangs off the
+// capacity that did free up (two gangs nominated on one node, one of them waiting for a pod
+// that stays, would wait for each other).
+func (l *loop) shrinkHolds(k snapshot.GangKey, victim *snapshot.Task) {
+	if k.Name == "" {
+		return
+	}
+	if g := l.snap.Gang(k); g != nil {
+		l.snap.ShrinkHolds(g, victim)
 	}
 }
 

@@ -183,6 +183,38 @@ func (s *Snapshot) ExtendHolds(g *Gang, until time.Time) {
 // ClearHolds removes all of a gang's holds.
 func (s *Snapshot) ClearHolds(g *Gang) { s.clearHolds(g) }
 
+// ShrinkHolds takes off the gang's holds on the victim's node what the victim would have freed:
+// its eviction did not happen (a PodDisruptionBudget refused it, the API failed), and the hold
+// counted on it. Kept whole, the hold would reserve capacity that never freed, and keep other
+// gangs off capacity that did. A hold left empty goes.
+func (s *Snapshot) ShrinkHolds(g *Gang, victim *Task) {
+	if victim.Node == nil || len(g.holds) == 0 {
+		return
+	}
+	whole := int64(len(victim.GPUs.Whole)) + victim.GPUs.Floating
+	milli, cpu, mem, pods := victim.GPUs.MilliGPU(), victim.Req.MilliCPU, victim.Req.Memory, int64(1)
+	saved := slices.Clone(g.holds)
+	s.clearHolds(g)
+	take := func(have *int64, want *int64) {
+		d := min(*have, *want)
+		*have -= d
+		*want -= d
+	}
+	for i := range saved {
+		h := &saved[i]
+		if h.Node == victim.Node {
+			take(&h.WholeGPUs, &whole)
+			take(&h.MilliGPU, &milli)
+			take(&h.MilliCPU, &cpu)
+			take(&h.Memory, &mem)
+			take(&h.Pods, &pods)
+		}
+		if h.WholeGPUs > 0 || h.MilliGPU > 0 || h.MilliCPU > 0 || h.Memory > 0 || h.Pods > 0 {
+			s.AddHold(g, *h)
+		}
+	}
+}
+
 func (s *Snapshot) clearHolds(g *Gang) {
 	for len(g.holds) > 0 {
 		s.PopHold(g)

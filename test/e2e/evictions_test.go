@@ -204,7 +204,7 @@ func testBudget(t *testing.T, c *cluster.Cluster) {
 	worst := make(chan int, 1)
 	go func() {
 		w := 0
-		tick := time.NewTicker(50 * time.Millisecond)
+		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -213,7 +213,7 @@ func testBudget(t *testing.T, c *cluster.Cluster) {
 				return
 			case <-tick.C:
 				var list corev1.PodList
-				if err := c.Client().List(context.Background(), &list, client.InNamespace("pdb-b"), client.MatchingLabels(webSel)); err == nil {
+				if err := c.Client().List(ctx, &list, client.InNamespace("pdb-b"), client.MatchingLabels(webSel)); err == nil {
 					w = max(w, 4-available(list.Items))
 				}
 			}
@@ -224,7 +224,11 @@ func testBudget(t *testing.T, c *cluster.Cluster) {
 	}
 	var reason string
 	eventually(t, 60*time.Second, "5 claimant pods bound, the 6th waiting for the budget", func(ctx context.Context) (bool, error) {
-		pods := podsIn(t, c, ctx, "pdb-a", nil)
+		var list corev1.PodList
+		if err := c.Client().List(ctx, &list, client.InNamespace("pdb-a")); err != nil {
+			return false, err
+		}
+		pods := list.Items
 		waiting := pendingPods(pods)
 		if len(bound(pods)) != 5 || len(waiting) != 1 {
 			return false, fmt.Errorf("%d bound, %d waiting", len(bound(pods)), len(waiting))

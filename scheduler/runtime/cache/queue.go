@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
 // Kind is the kind of object an event is about.
@@ -98,6 +100,9 @@ type Outcome struct {
 	// Budget is the PodDisruptionBudget of an EvictionBlocked pod as the snapshot knew it (the
 	// Eviction API evicts pods of at most one budget); empty when the snapshot knew none.
 	Budget types.NamespacedName
+	// Beneficiary is the gang an EvictionFailed or EvictionBlocked eviction was for (empty
+	// Name for none): the capacity held for it counted on the pod leaving.
+	Beneficiary snapshot.GangKey
 }
 
 // Queue coalesces informer events per object and carries workers' outcomes back to the loop

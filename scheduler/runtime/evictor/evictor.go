@@ -171,6 +171,9 @@ func (e *Evictor) done(r *Request, err error) {
 			if len(r.Budgets) > 0 {
 				o.Budget = r.Budgets[0]
 			}
+			if r.Beneficiary != nil {
+				o.Beneficiary = *r.Beneficiary
+			}
 			e.report(o)
 		}
 	default:
@@ -179,7 +182,11 @@ func (e *Evictor) done(r *Request, err error) {
 			e.opts.Observer.EvictionFailed(r, err)
 		}
 		if r.FromEngine {
-			e.report(cache.Outcome{Kind: cache.EvictionFailed, Pod: r.Pod, UID: r.UID})
+			o := cache.Outcome{Kind: cache.EvictionFailed, Pod: r.Pod, UID: r.UID}
+			if r.Beneficiary != nil {
+				o.Beneficiary = *r.Beneficiary
+			}
+			e.report(o)
 		}
 	}
 }

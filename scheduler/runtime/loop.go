@@ -422,6 +422,13 @@ func (l *loop) dispatch(res *engine.Result) {
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()
 			}
+			if v := l.log.V(2); v.Enabled() {
+				ben := ""
+				if e.Beneficiary != nil {
+					ben = e.Beneficiary.String()
+				}
+				v.Info("Evicting", "pod", e.Pod.String(), "reason", e.Reason, "for", ben, "node", e.Node, "grace", e.GracePeriod, "budgets", r.Budgets)
+			}
 			reqs = append(reqs, r)
 		}
 		l.rt.evictor.Submit(reqs...)

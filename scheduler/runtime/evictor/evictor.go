@@ -268,6 +268,10 @@ func (e *Evictor) evictionError(err error) error {
 		return &BudgetError{Err: err}
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		return errGone // deleted, or a new pod with the name (the UID precondition)
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The API server creates nothing in a namespace being deleted, evictions included; the
+		// namespace controller deletes the pod anyway.
+		return errGone
 	}
 	return fmt.Errorf("evicting: %w", err)
 }

@@ -156,6 +156,11 @@ func TestEvictionFailureIsReported(t *testing.T) {
 		"server error": {apierrors.NewInternalError(errFake), true},
 		"pod gone":     {apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "train-b-1"), false},
 		"new pod":      {apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "train-b-1", errFake), false},
+		"namespace terminating": {func() error {
+			err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "train-b-1", errFake)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+			return err
+		}(), false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -77,7 +77,7 @@ func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
 	ctx := t.Context()
 	newNamespace(t, c, "grace-a")
 	newNamespace(t, c, "grace-b")
-	schedQueue(t, c, "grace-a", "1", "grace-a")
+	schedQueue(t, c, "grace-a", "2", "grace-a")
 	schedQueue(t, c, "grace-b", "", "grace-b")
 	defer deleteNamespace(t, c, "grace-a", "grace-a")
 	defer deleteNamespace(t, c, "grace-b", "grace-b")
@@ -154,6 +154,28 @@ func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
 	}
 	if s.reason != "Fairway"+string(engine.EvictReclaim) || s.terminating {
 		t.Errorf("the victim first saw DisruptionTarget reason %q (terminating %v); want fairway's FairwayReclaim before the signal", s.reason, s.terminating)
+	}
+
+	// The borrower's queue now caps the grace of its evicted pods at 45 s: the next victim gets
+	// 45 s, not its own 120.
+	var q fairwayv1.Queue
+	if err := c.Client().Get(ctx, client.ObjectKey{Name: "grace-b"}, &q); err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: 45 * time.Second}
+	if err := c.Client().Update(ctx, &q); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the scheduler's Queue informer
+	mustCreate(t, c, schedPod("grace-a", "claim-2", "grace-a").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
+	eventually(t, 30*time.Second, "the second eviction in the audit log", func(context.Context) (bool, error) {
+		evictions = readEvictions(t, auditLog, "grace-b")
+		return len(evictions) >= 2, nil
+	})
+	if e := evictions[1]; len(evictions) != 2 || e.grace == nil || *e.grace != 45 {
+		t.Errorf("evictions after the cap: %+v; want a second one with gracePeriodSeconds 45", evictions)
+	} else {
+		t.Logf("with maxEvictionGracePeriod 45s the API server received the eviction of %s with gracePeriodSeconds %d", e.pod, *e.grace)
 	}
 }
 

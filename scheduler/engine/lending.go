@@ -178,9 +178,7 @@ func (c *cycle) returnLoans() {
 			for _, t := range n.Tasks {
 				// A loan whose binding is in flight goes back in the cycle after the binding is
 				// confirmed, as nothing is evicted while its binding is in flight.
-				// A loan whose PodDisruptionBudget refused its return lately waits for the backoff.
-				if t.State == snapshot.TaskBound && !t.Assumed && t.GPUs.Loan && t.GPUs.Shared == int32(pos) &&
-					(len(t.Budgets) == 0 || blockedBudget(t, c.now) == nil) {
+				if t.State == snapshot.TaskBound && !t.Assumed && t.GPUs.Loan && t.GPUs.Shared == int32(pos) {
 					c.stmt.Evict(t, EvictLoanReturn, msg, nil)
 				}
 			}

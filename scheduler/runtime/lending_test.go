@@ -7,7 +7,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -34,20 +33,12 @@ func TestLoanReturnedWhenTheNotebookWakes(t *testing.T) {
 		Annotation(v1alpha1.LoanAnnotation, "true").Obj()
 	loan.UID, loan.Spec.SchedulerName = "train-uid", v1alpha1.SchedulerName
 	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(1, "H100").Inventory(81920).Obj(), nb, loan)
-	// The loan goes through the Eviction API; the fake plays the API server, which deletes the
-	// pod (no budget covers it).
 	deletes := make(chan int64, 4)
-	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
-		c, ok := a.(k8stesting.CreateAction)
-		if !ok || a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetName() == "train" {
+			deletes <- ptr.Deref(d.GetDeleteOptions().GracePeriodSeconds, -1)
 		}
-		ev := c.GetObject().(*policyv1.Eviction)
-		if ev.Name == "train" && len(ev.DeleteOptions.DryRun) == 0 {
-			deletes <- ptr.Deref(ev.DeleteOptions.GracePeriodSeconds, -1)
-			return true, nil, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
-		}
-		return true, nil, nil
+		return false, nil, nil
 	})
 	research := testutil.MakeQueue("research").GPU("1", 1, "").Obj()
 	research.Spec.IdleLending = &v1alpha1.IdleLending{Lend: ptr.To(true)}

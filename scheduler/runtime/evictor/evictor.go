@@ -1,5 +1,5 @@
 // Package evictor applies the engine's evictions (reclaim, preemption, consolidation, stale
-// gangs, loan returns) and deletes fairway's pods left on deleted nodes. For each pod, in this
+// gangs; loan returns, which are deletions) and deletes fairway's pods left on deleted nodes. For each pod, in this
 // order, it:
 //
 //  1. for a pod a PodDisruptionBudget covers, evicts it as a dry run, so that a refusal leaves
@@ -10,7 +10,8 @@
 //     and the engine's message, so the pod's owner and its users see why it goes;
 //  3. evicts the pod through the Eviction API (policy/v1), so that the API server enforces
 //     PodDisruptionBudgets, with the grace period the engine gave (the pod's own, capped by its
-//     queue), guarded by the pod's UID; a pod of a deleted node is deleted instead;
+//     queue), guarded by the pod's UID; a pod of a deleted node and a returned loan are
+//     deleted instead (see Evict);
 //  4. sets the condition again: the API server's eviction replaces its reason with
 //     EvictionByEvictionAPI, and fairway's says why;
 //  5. records events: on the victim ("Preempted by team-a/train because ...") and on the
@@ -230,10 +231,13 @@ func isBudgetErr(err error) bool {
 // pod is terminating by then and its kubelet has been told; workloads that watch for the
 // condition see fairway's reason before and after the signal.
 //
-// Pods of deleted nodes are deleted, not evicted: nothing runs them any more.
+// Two kinds are deleted, not evicted: pods of deleted nodes (nothing runs them any more) and
+// loans returned to the idle notebooks that lent their GPU (a loan never had a claim to the
+// GPU, which goes back to its owner at once whatever budget covers the borrower, as the
+// kubelet's node-pressure evictions ignore budgets; and the owner waits for it).
 func (e *Evictor) Evict(ctx context.Context, r *Request) error {
-	if r.Reason == ReasonNodeDeleted {
-		return e.deleteOrphan(ctx, r)
+	if r.Reason == ReasonNodeDeleted || r.Reason == engine.EvictLoanReturn {
+		return e.deletePod(ctx, r)
 	}
 	if len(r.Budgets) > 0 {
 		if err := e.evict(ctx, r, true); err != nil {
@@ -312,8 +316,9 @@ func (e *Evictor) setCondition(ctx context.Context, r *Request, status corev1.Co
 	return nil
 }
 
-// deleteOrphan deletes a pod whose node is gone, after its condition.
-func (e *Evictor) deleteOrphan(ctx context.Context, r *Request) error {
+// deletePod deletes a pod (one whose node is gone, or a returned loan), after its condition,
+// guarded by its UID.
+func (e *Evictor) deletePod(ctx context.Context, r *Request) error {
 	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
 		return err
 	}

@@ -203,3 +203,25 @@ func TestSubmitOrderAndDedup(t *testing.T) {
 		t.Errorf("order %s, %s; then %q left (the duplicate of train-b-1 must be dropped)", first.Pod.Name, second.Pod.Name, third.Pod.Name)
 	}
 }
+
+// A loan goes back to the notebook that lent its GPU by deletion: no budget may keep the GPU
+// from its owner.
+func TestLoanReturnIsADeletion(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{})
+	r := reclaim()
+	r.Reason, r.Beneficiary, r.GracePeriod = engine.EvictLoanReturn, nil, 5*time.Second
+	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "web-pdb"}}
+	if err := e.Evict(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(cs); got != "patch/status,delete/" {
+		t.Fatalf("API calls %v, want the condition then the deletion", got)
+	}
+	if c := condition(t, cs.Actions()[0]); c.Reason != "FairwayLoanReturn" {
+		t.Errorf("condition %+v", c)
+	}
+	if o := cs.Actions()[1].(k8stesting.DeleteAction).GetDeleteOptions(); *o.GracePeriodSeconds != 5 || *o.Preconditions.UID != "v-uid" {
+		t.Errorf("delete options %+v", o)
+	}
+}

@@ -97,6 +97,15 @@ type QueueSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
 
+	// MaxEvictionGracePeriod caps the grace period of this queue's pods when fairway evicts them
+	// (reclaim, preemption, consolidation, a stale gang): a pod gets its own
+	// terminationGracePeriodSeconds, at most this long. Unset means no cap; a queue that leaves it
+	// out takes the cap of the nearest ancestor that sets it. Returning a GPU lent by an idle
+	// notebook keeps the scheduler's own short grace (--loan-return-grace-period).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="maxEvictionGracePeriod must not be negative (leave it out for no cap)"
+	MaxEvictionGracePeriod *metav1.Duration `json:"maxEvictionGracePeriod,omitempty"`
+
 	// IdleLending says whether this queue's interactive pods lend their GPU while idle, and
 	// whether its preemptible pods borrow such GPUs (see docs/idle-lending.md). A field left
 	// out takes the value of the nearest ancestor that sets it, else its default.

@@ -29,6 +29,7 @@ func QueueOf(labels map[string]string) (key, queue string, err error) {
 }
 
 // QueueConflictError is labels naming two different queues.
+// +kubebuilder:object:generate=false
 type QueueConflictError struct {
 	Key, Queue           string
 	OtherKey, OtherQueue string

@@ -46,6 +46,10 @@ const (
 	ReasonWaitingEvictions UnschedulableReason = "WaitingForEvictions"
 	// ReasonStarvationHold: the gang waited too long; capacity is held for it while it frees.
 	ReasonStarvationHold UnschedulableReason = "CapacityHeld"
+	// ReasonWaitingForBudget: the pods whose eviction would make room are protected by a
+	// PodDisruptionBudget that allows no more disruptions now (the API server refused an
+	// eviction); the message names the budget. A later cycle tries again.
+	ReasonWaitingForBudget UnschedulableReason = "WaitingForPodDisruptionBudget"
 )
 
 // unschedulableReasons lists every UnschedulableReason, one a line.
@@ -63,6 +67,7 @@ var unschedulableReasons = []UnschedulableReason{
 	ReasonTopology,
 	ReasonWaitingEvictions,
 	ReasonStarvationHold,
+	ReasonWaitingForBudget,
 }
 
 // UnschedulableReasons returns every reason the scheduler may give for a waiting gang.

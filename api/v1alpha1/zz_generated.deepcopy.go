@@ -350,6 +350,11 @@ func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MaxEvictionGracePeriod != nil {
+		in, out := &in.MaxEvictionGracePeriod, &out.MaxEvictionGracePeriod
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.IdleLending != nil {
 		in, out := &in.IdleLending, &out.IdleLending
 		*out = new(IdleLending)

@@ -97,7 +97,7 @@ and takes over when the leader goes.`,
 	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", d.VolumeBindTimeout, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", d.OrphanGrace, "How long fairway's pods bound to a deleted node are left before they are deleted.")
 	fl.StringVar(&f.placement, "placement", string(de.Placement), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
-	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", de.EvictionGracePeriod, "Grace period of every eviction: the time a preempted application has to checkpoint.")
+	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", de.EvictionGracePeriod, "Grace period of an eviction of a pod whose spec sets no terminationGracePeriodSeconds (the API server always sets one); every other pod gets its own, capped by its queue's spec.maxEvictionGracePeriod.")
 	fl.DurationVar(&f.loanGrace, "loan-return-grace-period", de.LoanReturnGracePeriod, "Grace period of a pod on loan on an idle notebook's GPU when the notebook does GPU work again (0: killed at once).")
 	fl.DurationVar(&o.Engine.StaleGangGracePeriod, "stale-gang-grace-period", de.StaleGangGracePeriod, "How long a gang may run below its minimum before the rest of it is evicted.")
 	fl.DurationVar(&o.Engine.StarvationThreshold, "starvation-threshold", de.StarvationThreshold, "How long a gang may wait before the capacity it needs is held for it (negative: never).")

@@ -107,7 +107,22 @@ func (c *cycle) expireHolds() {
 }
 
 // commit makes the statement's changes final.
-func (c *cycle) commit() { c.stmt.Commit(c.res, c.e.opts.EvictionGracePeriod) }
+func (c *cycle) commit() { c.stmt.Commit(c.res, c.evictionGrace) }
+
+// evictionGrace is the grace period of an eviction: the pod's own terminationGracePeriodSeconds
+// (Options.EvictionGracePeriod when its spec sets none), at most its queue's
+// maxEvictionGracePeriod. The time to checkpoint is the workload's to choose; the queue's
+// administrator bounds how long capacity taken back from it stays occupied.
+func (c *cycle) evictionGrace(t *snapshot.Task) time.Duration {
+	g := c.e.opts.EvictionGracePeriod
+	if t.Grace >= 0 {
+		g = t.Grace
+	}
+	if t.Gang != nil {
+		g = t.Gang.Queue.EvictionGrace(g)
+	}
+	return g
+}
 
 // setReason records why a gang waits; later steps overwrite earlier ones.
 func (c *cycle) setReason(g *snapshot.Gang, code ReasonCode, msg string) {

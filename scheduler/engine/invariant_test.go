@@ -268,7 +268,8 @@ func (g *gen) job(t *testing.T, q string, simple bool) {
 	// some of its pods only would lose the others for good to any eviction.
 	recreate := g.pick(3) != 0
 	for i := range replicas {
-		b := testutil.MakePod(q, fmt.Sprintf("%s-%d", name, i)).Queue(q).Priority(prio).CPU("1").Memory("1Gi").Created(g.s.now)
+		b := testutil.MakePod(q, fmt.Sprintf("%s-%d", name, i)).Queue(q).Priority(prio).CPU("1").Memory("1Gi").Created(g.s.now).
+			Label(jobLabel, name)
 		if replicas > 1 {
 			b.PodGroup(name).MinMember(minMember)
 		}
@@ -299,6 +300,23 @@ func (g *gen) job(t *testing.T, q string, simple bool) {
 	}
 }
 
+// budgets gives some of the first jobs a PodDisruptionBudget (drawn from r, apart from the rest
+// of the workload): the harness refuses evictions beyond it, as the API server would.
+func (g *gen) budgets(r *rand.Rand) {
+	for j := 1; j <= g.jobs; j++ {
+		if r.IntN(3) != 0 {
+			continue
+		}
+		name := fmt.Sprintf("j%03d", j)
+		for k, p := range g.s.pods {
+			if p.Labels[jobLabel] == name {
+				g.s.budgets = append(g.s.budgets, budgetSpec{Name: name + "-pdb", Namespace: k.Namespace, MaxUnavailable: int32(r.IntN(2)), Jobs: []string{name}})
+				break
+			}
+		}
+	}
+}
+
 // churn finishes some running pods and deletes some pending ones.
 func (g *gen) churn(t *testing.T) {
 	keys := make([]types.NamespacedName, 0, len(g.s.pods))
@@ -322,9 +340,12 @@ func TestRandomizedInvariants(t *testing.T) {
 	if testing.Short() {
 		seeds = 15
 	}
-	loans, returns := 0, 0
+	loans, returns, refusals := 0, 0, 0
 	defer func() {
-		t.Logf("idle lending: %d loans bound, %d returned", loans, returns)
+		t.Logf("idle lending: %d loans bound, %d returned; %d evictions refused for a PodDisruptionBudget", loans, returns, refusals)
+		if !testing.Short() && refusals < 20 {
+			t.Errorf("the workloads exercise PodDisruptionBudgets too little: %d evictions refused", refusals)
+		}
 		if !testing.Short() && (loans < 40 || returns < 20) {
 			t.Errorf("the workloads exercise idle lending too little: %d loans bound, %d returned", loans, returns)
 		}
@@ -343,6 +364,7 @@ func TestRandomizedInvariants(t *testing.T) {
 			for range 5 + g.pick(20) {
 				g.job(t, queues[g.pick(len(queues))], false)
 			}
+			g.budgets(rand.New(rand.NewPCG(uint64(seed), 11)))
 			for cycle := range 15 {
 				if _, err := g.s.cycle(); err != nil {
 					t.Fatalf("cycle %d: %v", cycle, err)
@@ -356,6 +378,7 @@ func TestRandomizedInvariants(t *testing.T) {
 			}
 			loans += g.s.loans
 			returns += g.s.loanReturns
+			refusals += g.s.refusals
 		})
 	}
 }

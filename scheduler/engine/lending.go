@@ -184,7 +184,8 @@ func (c *cycle) returnLoans() {
 			}
 		}
 	}
-	c.stmt.Commit(c.res, c.e.opts.LoanReturnGracePeriod)
+	grace := c.e.opts.LoanReturnGracePeriod
+	c.stmt.Commit(c.res, func(*snapshot.Task) time.Duration { return grace })
 }
 
 // borrower reports whether a gang may run on loan, and if not whether it asked to (for its

@@ -30,8 +30,10 @@ type Options struct {
 	// before the rest of it is evicted. Default 60s.
 	StaleGangGracePeriod time.Duration
 
-	// EvictionGracePeriod is the grace period of every eviction, the time the application has to
-	// checkpoint. Default 30s.
+	// EvictionGracePeriod is the grace period of an eviction of a pod whose spec sets no
+	// terminationGracePeriodSeconds (the API server defaults it to 30s, so in a cluster only
+	// hand-made snapshots lack it); every other pod gets its own, capped by its queue's
+	// maxEvictionGracePeriod. Default 30s.
 	EvictionGracePeriod time.Duration
 
 	// LoanReturnGracePeriod is the grace period of LoanReturn evictions: how long a pod on loan

@@ -320,7 +320,7 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 		}
 		if !ok {
 			if first == nil {
-				first = &placeFailure{code: ReasonNoNodeFits, msg: c.explain(t, g, restrict, m.afterRelease), capacity: true}
+				first = &placeFailure{code: whyCode(m.victims), msg: c.explain(t, g, restrict, m.afterRelease), capacity: true}
 				if why := c.why(m.victims); why != "" {
 					first.nodes = first.msg
 					first.msg = why + "; " + first.msg

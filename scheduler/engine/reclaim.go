@@ -238,6 +238,7 @@ func (c *cycle) victimsWhatIf(g *snapshot.Gang, kind victimKind) placeFailure {
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
 	if f != nil {
 		c.stmt.Rollback(cp)
+		c.waitForBudget(g, pol)
 		return *f
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {

@@ -91,7 +91,10 @@ type Eviction struct {
 	Message string
 	// Beneficiary is the gang the capacity goes to; nil for a stale gang.
 	Beneficiary *snapshot.GangKey
-	// GracePeriod is the time the pod has to checkpoint and exit.
+	// GracePeriod is the time the pod has to checkpoint and exit: its own
+	// terminationGracePeriodSeconds (Options.EvictionGracePeriod when its spec sets none),
+	// capped by its queue's maxEvictionGracePeriod; Options.LoanReturnGracePeriod for a
+	// LoanReturn.
 	GracePeriod time.Duration
 }
 
@@ -120,6 +123,7 @@ const (
 	ReasonTopology         = v1alpha1.ReasonTopology
 	ReasonWaitingEvictions = v1alpha1.ReasonWaitingEvictions
 	ReasonStarvationHold   = v1alpha1.ReasonStarvationHold
+	ReasonWaitingForBudget = v1alpha1.ReasonWaitingForBudget
 )
 
 // GangReason says why a gang still waits.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -96,6 +97,9 @@ func buildQueue(qs queueSpec) *v1alpha1.Queue {
 	if qs.PreemptMinRuntime.Duration > 0 {
 		b.PreemptMinRuntime(qs.PreemptMinRuntime.Duration)
 	}
+	if d := qs.MaxEvictionGracePeriod; d != nil {
+		b.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: d.Duration}
+	}
 	b.Spec.IdleLending = qs.IdleLending
 	if qs.Namespaces != nil {
 		b.Namespaces(qs.Namespaces...)
@@ -141,6 +145,10 @@ func addJob(t *testing.T, s *sim, j *jobSpec, jobs map[string]*jobSpec) {
 			name = fmt.Sprintf("%s-%d", j.Name, i)
 		}
 		b := testutil.MakePod(j.Namespace, name).Queue(j.Queue).Created(s.now.Add(-j.CreatedAgo.Duration))
+		b.Labels[jobLabel] = j.Name
+		if j.Grace != nil {
+			b.Spec.TerminationGracePeriodSeconds = ptr(int64(j.Grace.Duration / time.Second))
+		}
 		if gang {
 			b.PodGroup(j.Name)
 			min := j.MinMember

@@ -56,7 +56,10 @@ type scenario struct {
 	Nodes         []nodeSpec  `json:"nodes"`
 	Queues        []queueSpec `json:"queues"`
 	Jobs          []jobSpec   `json:"jobs"`
-	Steps         []stepSpec  `json:"steps"`
+	// Budgets are PodDisruptionBudgets; the harness plays the API server's eviction (refusing
+	// one the budget does not allow) and the disruption controller (allowed disruptions).
+	Budgets []budgetSpec `json:"budgets"`
+	Steps   []stepSpec   `json:"steps"`
 }
 
 type duration struct{ time.Duration }
@@ -87,6 +90,15 @@ type nodeSpec struct {
 	Unschedulable bool              `json:"unschedulable"`
 }
 
+// budgetSpec is a PodDisruptionBudget with maxUnavailable over the pods of some jobs (a job's
+// pods carry the label fairway-test/job: <job name>).
+type budgetSpec struct {
+	Name           string   `json:"name"`
+	Namespace      string   `json:"namespace"`
+	MaxUnavailable int32    `json:"maxUnavailable"`
+	Jobs           []string `json:"jobs"`
+}
+
 type termsSpec struct {
 	Quota  *resource.Quantity `json:"quota"`
 	Weight *int32             `json:"weight"`
@@ -106,6 +118,8 @@ type queueSpec struct {
 	} `json:"gpuTypes"`
 	ReclaimMinRuntime duration `json:"reclaimMinRuntime"`
 	PreemptMinRuntime duration `json:"preemptMinRuntime"`
+	// MaxEvictionGracePeriod is spec.maxEvictionGracePeriod ("" leaves it out).
+	MaxEvictionGracePeriod *duration `json:"maxEvictionGracePeriod"`
 	// IdleLending is the Queue's spec.idleLending as written.
 	IdleLending *v1alpha1.IdleLending `json:"idleLending"`
 	// Namespaces the queue serves; when absent, the namespace of its own name.
@@ -176,6 +190,8 @@ type jobSpec struct {
 	Borrow bool `json:"borrow"`
 	// Idle makes the running replicas idle before the first step.
 	Idle *idleSpec `json:"idle"`
+	// Grace is the pods' terminationGracePeriodSeconds (left out: unset).
+	Grace *duration `json:"grace"`
 }
 
 type stepSpec struct {
@@ -210,6 +226,10 @@ type expectSpec struct {
 	EvictedCount map[string]int `json:"evictedCount"`
 	// EvictionReasons maps an evicted pod to its reason.
 	EvictionReasons map[string]string `json:"evictionReasons"`
+	// Grace maps an evicted pod to its grace period.
+	Grace map[string]duration `json:"grace"`
+	// Refused is the exact set of evictions the API server refused for a budget (nil skips).
+	Refused []string `json:"refused"`
 	// Nominated is the exact set of nominated gangs (nil skips).
 	Nominated []string `json:"nominated"`
 	// Pending maps a gang (ns/name for pod groups, ns/pod:name for lone pods) to its reason
@@ -299,6 +319,7 @@ func runScenario(t *testing.T, sc *scenario) string {
 	start := testutil.Epoch.Add(24 * time.Hour)
 	s := newSim(opts, start)
 	s.evictionDelay = sc.EvictionDelay
+	s.budgets = sc.Budgets
 	for _, ns := range sc.Nodes {
 		for _, n := range buildNodes(ns) {
 			if err := s.addNode(n); err != nil {
@@ -422,6 +443,9 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 		}
 		fmt.Fprintf(out, "evict %s on %s: %s for %s, grace %s: %s\n", e.Pod, e.Node, e.Reason, ben, e.GracePeriod, e.Message)
 	}
+	for _, r := range s.refused {
+		fmt.Fprintf(out, "refused eviction %s (429: PodDisruptionBudget %s allows no more disruptions)\n", r.pod, r.budget)
+	}
 	for _, r := range res.Unschedulable {
 		fmt.Fprintf(out, "pending %s (%d pods) %s: %s\n", r.Gang, r.PendingPods, r.Code, r.Message)
 	}
@@ -520,6 +544,31 @@ func checkExpect(t *testing.T, step int, s *sim, res engine.Result, ex expectSpe
 		}
 		if diff := cmp.Diff(ex.EvictedCount, got, cmpEmpty); diff != "" {
 			fail("evictions per namespace (-want +got):\n%s", diff)
+		}
+	}
+	for pod, grace := range ex.Grace {
+		found := false
+		for _, e := range res.Evictions {
+			if e.Pod.String() == pod {
+				found = true
+				if e.GracePeriod != grace.Duration {
+					fail("eviction of %s: grace %s, want %s", pod, e.GracePeriod, grace.Duration)
+				}
+			}
+		}
+		if !found {
+			fail("pod %s not evicted", pod)
+		}
+	}
+	if ex.Refused != nil {
+		var got []string
+		for _, r := range s.refused {
+			got = append(got, r.pod.String())
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(ex.Refused))
+		if !slices.Equal(got, want) {
+			fail("refused evictions %v, want %v", got, want)
 		}
 	}
 	for pod, reason := range ex.EvictionReasons {

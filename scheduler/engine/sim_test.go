@@ -41,6 +41,12 @@ type sim struct {
 	nextIndex map[string]int
 	// loans and loanReturns count the loans bound and returned, for coverage checks.
 	loans, loanReturns int
+	// budgets are the scenario's PodDisruptionBudgets; refused the evictions of the latest
+	// cycle that the harness, as the API server, refused for one.
+	budgets []budgetSpec
+	refused []refusedEviction
+	// refusals counts every refusal, for coverage checks.
+	refusals int
 }
 
 func newSim(opts engine.Options, now time.Time) *sim {
@@ -109,8 +115,13 @@ func (s *sim) cycle() (engine.Result, error) {
 			s.leaving[k] = left - 1
 		}
 	}
+	var errs []error
+	if len(s.budgets) > 0 {
+		errs = append(errs, s.syncBudgets())
+	}
+	s.refused = s.refused[:0]
 	res := s.eng.Schedule(s.snap, s.now)
-	errs := []error{s.checkResult(res), s.checkReasons(res)}
+	errs = append(errs, s.checkResult(res), s.checkReasons(res))
 	if err := s.apply(res); err != nil {
 		errs = append(errs, err)
 	}
@@ -183,6 +194,12 @@ func (s *sim) apply(res engine.Result) error {
 		if e.Reason == engine.EvictLoanReturn {
 			s.loanReturns++
 		}
+		if ok, err := s.admitEviction(e); !ok || err != nil {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		p = p.DeepCopy()
 		t := metav1.NewTime(s.now)
 		p.DeletionTimestamp = &t
@@ -227,6 +244,13 @@ func (s *sim) checkResult(res engine.Result) error {
 		}
 		if e.Reason != engine.EvictStaleGang && !podPreemptible(p) {
 			errs = append(errs, fmt.Errorf("non-preemptible pod %s evicted (%s)", e.Pod, e.Reason))
+		}
+		if t := s.snap.Task(e.Pod); t != nil {
+			for _, b := range t.Budgets {
+				if b.BlockedAt(s.now) {
+					errs = append(errs, fmt.Errorf("pod %s evicted (%s) while its PodDisruptionBudget %s is blocked until %s", e.Pod, e.Reason, b.Key, b.BlockedUntil()))
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -547,3 +571,92 @@ func nodeGPUMem(n *corev1.Node) int64 {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// jobLabel marks a scenario job's pods, for PodDisruptionBudget selectors.
+const jobLabel = "fairway-test/job"
+
+// refusedEviction is an eviction the harness, playing the API server, refused.
+type refusedEviction struct {
+	pod    types.NamespacedName
+	budget types.NamespacedName
+}
+
+// budgetBackoff is how long the harness, playing the runtime, blocks a budget after a refusal.
+const budgetBackoff = time.Minute
+
+// budgetMembers lists the pods a budget covers: its jobs' pods, as its selector would.
+func (s *sim) budgetMembers(b *budgetSpec) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range s.pods {
+		if p.Namespace == b.Namespace && slices.Contains(b.Jobs, p.Labels[jobLabel]) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// syncBudgets plays the disruption controller and the runtime: each budget's allowed
+// disruptions are its healthy pods (running, not terminating) less those it needs (every pod
+// of its jobs less maxUnavailable), and every pod it covers that the API server has not
+// disrupted already (terminating) is a member.
+func (s *sim) syncBudgets() error {
+	var errs []error
+	member := map[types.NamespacedName][]types.NamespacedName{}
+	for i := range s.budgets {
+		b := &s.budgets[i]
+		key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
+		pods := s.budgetMembers(b)
+		healthy := int32(0)
+		for _, p := range pods {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				healthy++
+			}
+			if p.DeletionTimestamp == nil {
+				k := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+				member[k] = append(member[k], key)
+			}
+		}
+		s.snap.UpsertBudget(key, max(healthy-(int32(len(pods))-b.MaxUnavailable), 0))
+	}
+	for k := range s.pods {
+		if s.snap.Task(k) == nil {
+			continue
+		}
+		if err := s.snap.SetPodBudgets(k, member[k]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// admitEviction plays the API server's eviction subresource: it refuses (429) an eviction its
+// budget does not allow, and otherwise counts it against the budget. On a refusal it plays the
+// runtime: the eviction is cancelled in the snapshot and the budget blocked for a while.
+func (s *sim) admitEviction(e engine.Eviction) (bool, error) {
+	k := e.Pod
+	t := s.snap.Task(k)
+	if t == nil {
+		return true, nil
+	}
+	for _, b := range t.Budgets {
+		if b.Allowed > 0 {
+			continue
+		}
+		s.refused = append(s.refused, refusedEviction{pod: k, budget: b.Key})
+		s.refusals++
+		if err := s.snap.CancelEviction(k); err != nil {
+			return false, err
+		}
+		// The runtime takes what the pod would have freed off the beneficiary's holds.
+		if e.Beneficiary != nil {
+			if g := s.snap.Gang(*e.Beneficiary); g != nil {
+				s.snap.ShrinkHolds(g, t)
+			}
+		}
+		return false, s.snap.BlockBudget(b.Key, s.now.Add(budgetBackoff))
+	}
+	for _, b := range t.Budgets {
+		s.snap.UpsertBudget(b.Key, b.Allowed-1)
+	}
+	return true, nil
+}

@@ -25,7 +25,9 @@ func (c *cycle) evictStaleGangs() {
 		msg := fmt.Sprintf("gang %s has run with %d of its minimum %d pods since %s, longer than the %s grace period",
 			g.Key, g.Bound+g.Succeeded, g.MinMember, g.StaleSince.UTC().Format("15:04:05"), grace)
 		for _, t := range slices.Clone(g.Tasks) {
-			if t.State == snapshot.TaskBound {
+			// A pod whose PodDisruptionBudget refused its eviction lately waits for the
+			// runtime's backoff rather than being asked again every cycle.
+			if t.State == snapshot.TaskBound && (len(t.Budgets) == 0 || blockedBudget(t, c.now) == nil) {
 				c.stmt.Evict(t, EvictStaleGang, msg, nil)
 			}
 		}

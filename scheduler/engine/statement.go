@@ -101,8 +101,8 @@ func (s *Statement) Rollback(cp int) {
 }
 
 // Commit makes the logged changes final and appends them to res as bindings and evictions, in
-// the order they were made.
-func (s *Statement) Commit(res *Result, grace time.Duration) {
+// the order they were made; grace gives each evicted pod its grace period.
+func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration) {
 	for i := range s.ops {
 		o := &s.ops[i]
 		switch o.kind {
@@ -112,7 +112,7 @@ func (s *Statement) Commit(res *Result, grace time.Duration) {
 			t := o.task
 			res.Evictions = append(res.Evictions, Eviction{
 				Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName, Reason: o.evict.reason,
-				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace,
+				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace(t),
 			})
 		}
 		*o = op{}

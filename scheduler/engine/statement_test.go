@@ -82,7 +82,7 @@ func TestStatementNestedCheckpointsAndCommit(t *testing.T) {
 		t.Errorf("rolling back to the inner checkpoint undid more than the eviction (-want +got):\n%s", diff)
 	}
 	var res Result
-	st.Commit(&res, 30*time.Second)
+	st.Commit(&res, func(*snapshot.Task) time.Duration { return 30 * time.Second })
 	want := []Binding{{Pod: key("b", "wait"), Gang: snapshot.GangKey{Namespace: "b", Name: "wait"}, Node: "n1", GPUs: []GPU{{Index: 1}}}}
 	if diff := cmp.Diff(want, res.Bindings); diff != "" {
 		t.Errorf("committed bindings (-want +got):\n%s", diff)

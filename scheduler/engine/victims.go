@@ -7,9 +7,11 @@ package engine
 // the fewest pods makes it fit:
 //
 //  1. Candidates on a node are its bound pods the policy's verdict allows, sorted by the
-//     policy's order, most evictable first (reclaim: pods of the queue furthest above its fair
-//     share, then lowest priority, then most recently started). Gangs whose binding is in flight
-//     are never candidates.
+//     policy's order, most evictable first: pods whose eviction violates no PodDisruptionBudget
+//     before those whose eviction does (see violatesBudget), then (reclaim) pods of the queue
+//     furthest above its fair share, then lowest priority, then most recently started. Gangs
+//     whose binding is in flight are never candidates, nor pods of a budget the API server
+//     refused an eviction for lately (the runtime's backoff, Budget.BlockedAt).
 //  2. A candidate is evicted as a unit: alone if its gang keeps at least its minimum without it,
 //     otherwise its whole gang (on every node it runs on), so no gang is left partial.
 //  3. Units are taken in order, skipping those that free nothing the pod still lacks on the node
@@ -22,8 +24,9 @@ package engine
 //     preemptible pods and their GPUs, which skips nodes that could not free enough (floors
 //     included) without looking at their pods. Once a node that works is found, at most
 //     maxCompared nodes are looked into, so that the search does not grow with the cluster.
-//  5. The node with the fewest evicted pods wins; ties go to the node whose last needed victim
-//     is the most evictable, then to the lowest node ID. Its units are evicted in the Statement
+//  5. The node whose victims violate the fewest PodDisruptionBudgets wins, then the one with the
+//     fewest evicted pods; ties go to the node whose last needed victim is the most evictable,
+//     then to the lowest node ID. Its units are evicted in the Statement
 //     and the pod is placed; later pods of the gang see that capacity as freed.
 //
 // The whole what-if rolls back unless every pod the gang needs was placed.
@@ -34,6 +37,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
@@ -98,6 +102,9 @@ const (
 	refuseFloor
 	refuseUseless
 	refuseExhausted
+	// refuseBudget: the API server refused to evict a pod of the PodDisruptionBudget lately
+	// (refusal.budget), and the runtime backs off before it asks again.
+	refuseBudget
 )
 
 // refusal is a refusal kind with what it is about; comparable, so it keys the tally.
@@ -106,6 +113,8 @@ type refusal struct {
 	q    *snapshot.Queue
 	d    int
 	prio int32
+	// budget is the PodDisruptionBudget of a refuseBudget.
+	budget *snapshot.Budget
 }
 
 func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
@@ -134,6 +143,9 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 		return "free nothing the gang needs"
 	case refuseExhausted:
 		return "the queues above their " + p.level + " have too little left above it for this pod"
+	case refuseBudget:
+		return fmt.Sprintf("wait for PodDisruptionBudget %s, which allows no more disruptions now (the API server refused an eviction; retried after %s)",
+			r.budget.Key, r.budget.BlockedUntil().Format(time.RFC3339))
 	}
 	return "may not be evicted"
 }
@@ -196,17 +208,19 @@ func (c *cycle) why(p *victimPolicy) string {
 	return "no eviction makes room: " + strings.Join(parts, "; ")
 }
 
-// victimKey ranks a candidate: a higher share (its queue further above its fair share) first,
-// then a recreatable pod before one whose eviction loses it for good, then a lower priority,
-// fewer GPUs, a later start.
+// victimKey ranks a candidate: one whose eviction violates no PodDisruptionBudget first (as
+// kube-scheduler prefers), then a higher share (its queue further above its fair share), then a
+// recreatable pod before one whose eviction loses it for good, then a lower priority, fewer GPUs,
+// a later start.
 type victimKey struct {
 	share float64
 	prio  int32
-	// lost is true for a pod nothing recreates (Task.Recreatable false). Declared here, where it
-	// fills padding.
-	lost  bool
-	gpu   int64
-	start int64
+	// violates is true when evicting the pod would break a PodDisruptionBudget; lost is true for
+	// a pod nothing recreates (Task.Recreatable false). Declared here, where they fill padding.
+	violates bool
+	lost     bool
+	gpu      int64
+	start    int64
 }
 
 type cand struct {
@@ -217,6 +231,11 @@ type cand struct {
 // compareCands orders candidates most evictable first; ties go to the pod key.
 func compareCands(a, b cand) int {
 	switch {
+	case a.key.violates != b.key.violates:
+		if b.key.violates {
+			return -1
+		}
+		return 1
 	case a.key.share != b.key.share:
 		return cmp.Compare(b.key.share, a.key.share)
 	case a.key.lost != b.key.lost:
@@ -320,6 +339,7 @@ type scratch struct {
 	acc     freedAcc
 	room    nodeRoom
 	visited bitset.Set
+	budgets []budgetUse
 }
 
 func satAdd(a, b int64) int64 {
@@ -522,9 +542,12 @@ func appendUnit(chosen []*snapshot.Task, v *snapshot.Task) []*snapshot.Task {
 // candidate taken, or ok false when evicting everything allowed is not enough. When beat is set
 // (the best node so far needs a single pod), a node whose best candidate does not rank before
 // beat cannot win and is skipped before any sorting or simulation.
-func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, pol *victimPolicy, beat *cand) (pods int, last cand, ok bool) {
+//
+// violations counts the chosen pods whose eviction violates a PodDisruptionBudget.
+func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, pol *victimPolicy, beat *cand) (pods, violations int, last cand, ok bool) {
 	sc := &c.scratch
 	sc.cands = sc.cands[:0]
+	sc.budgets = sc.budgets[:0]
 	top := -1
 	for _, v := range n.Tasks {
 		if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Assumed > 0 || v.GPUs.Loan {
@@ -536,13 +559,21 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 			pol.refuse(r, v.Gang, 1, false)
 			continue
 		}
-		sc.cands = append(sc.cands, cand{t: v, key: pol.key(v)})
+		key := pol.key(v)
+		if len(v.Budgets) > 0 {
+			if b := blockedBudget(v, c.now); b != nil {
+				pol.refuse(refusal{kind: refuseBudget, budget: b}, v.Gang, 1, false)
+				continue
+			}
+			key.violates = violatesBudget(v, sc.budgets)
+		}
+		sc.cands = append(sc.cands, cand{t: v, key: key})
 		if top < 0 || compareCands(sc.cands[len(sc.cands)-1], sc.cands[top]) < 0 {
 			top = len(sc.cands) - 1
 		}
 	}
 	if len(sc.cands) == 0 || (beat != nil && compareCands(sc.cands[top], *beat) >= 0) {
-		return 0, cand{}, false
+		return 0, 0, cand{}, false
 	}
 	// Insertion sort: a node's pods are few, and this allocates nothing.
 	for i := 1; i < len(sc.cands); i++ {
@@ -575,11 +606,14 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		for _, u := range unit {
 			room.free(u)
 		}
+		var v int
+		sc.budgets, v = takeBudgets(sc.budgets, unit)
+		violations += v
 		if room.fits(&t.Req) {
-			return len(sc.chosen), cd, true
+			return len(sc.chosen), violations, cd, true
 		}
 	}
-	return 0, cand{}, false
+	return 0, 0, cand{}, false
 }
 
 // makeRoom evicts, on the best node, the units that make the pod fit, and returns the node and
@@ -605,7 +639,7 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 	}
 	typeChecked := map[int]bool{}
 	var best *snapshot.Node
-	bestPods := 0
+	bestPods, bestViolations := 0, 0
 	var bestLast cand
 	compared := 0
 	var heads []int64
@@ -669,16 +703,18 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 				}
 			}
 			var beat *cand
-			if best != nil && bestPods == 1 {
+			if best != nil && bestPods == 1 && bestViolations == 0 {
 				beat = &bestLast
 			}
 			compared++
-			pods, last, ok := c.nodeVictims(n, t, g, pol, beat)
+			pods, violations, last, ok := c.nodeVictims(n, t, g, pol, beat)
 			if !ok {
 				continue
 			}
-			if best == nil || pods < bestPods || (pods == bestPods && compareCands(last, bestLast) < 0) {
-				best, bestPods, bestLast = n, pods, last
+			// Fewest PodDisruptionBudget violations first, as kube-scheduler picks its node.
+			if best == nil || violations < bestViolations ||
+				(violations == bestViolations && (pods < bestPods || (pods == bestPods && compareCands(last, bestLast) < 0))) {
+				best, bestPods, bestViolations, bestLast = n, pods, violations, last
 				c.scratch.best = append(c.scratch.best[:0], c.scratch.chosen...)
 			}
 		}

@@ -8,8 +8,10 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -59,11 +61,22 @@ type loop struct {
 	rejects *rejections
 	expired []string
 
-	lastState time.Time
-	built     atomic.Bool
+	// budgetBackoff spaces the engine's attempts on a PodDisruptionBudget that refused an
+	// eviction, per budget.
+	budgetBackoff *flowcontrol.Backoff
+	lastState     time.Time
+	built         atomic.Bool
 	// cycles counts the cycles run, for tests that step a fake clock.
 	cycles atomic.Int64
 }
+
+// Backoff of a PodDisruptionBudget that refused evictions (see blockBudgets): the disruption
+// controller updates a budget within seconds of a pod turning ready, and a gang should not
+// wait much longer than that.
+const (
+	budgetBackoffInitial = 5 * time.Second
+	budgetBackoffMax     = 2 * time.Minute
+)
 
 func newLoop(rt *Runtime, api kubernetes.Interface) *loop {
 	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api, clock: rt.opts.Clock}
@@ -122,6 +135,7 @@ func (l *loop) rebuild() {
 	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)
 	l.mps = mpsCache{}
 	l.rejects = newRejections()
+	l.budgetBackoff = flowcontrol.NewBackOff(budgetBackoffInitial, budgetBackoffMax)
 	// Everything is applied now; events queued so far are applied again at the first cycle,
 	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
 	// says how long ago, and their nodes may have changed since.
@@ -191,6 +205,55 @@ func (l *loop) applyOutcome(o cache.Outcome) {
 		l.apply(cache.Key{Kind: cache.KindPod, Namespace: o.Pod.Namespace, Name: o.Pod.Name})
 	case cache.EvictionFailed:
 		_ = l.snap.CancelEviction(o.Pod)
+		l.shrinkHolds(o.Beneficiary, t)
+	case cache.EvictionBlocked:
+		_ = l.snap.CancelEviction(o.Pod)
+		l.blockBudgets(o)
+		l.shrinkHolds(o.Beneficiary, t)
+	}
+}
+
+// shrinkHolds takes off the capacity held for the gang an eviction was for what the pod would
+// have freed, as the eviction did not happen: kept, the hold would keep other gangs off the
+// capacity that did free up (two gangs nominated on one node, one of them waiting for a pod
+// that stays, would wait for each other).
+func (l *loop) shrinkHolds(k snapshot.GangKey, victim *snapshot.Task) {
+	if k.Name == "" {
+		return
+	}
+	if g := l.snap.Gang(k); g != nil {
+		l.snap.ShrinkHolds(g, victim)
+	}
+}
+
+// blockBudgets backs off the PodDisruptionBudgets that refused an eviction: until the backoff
+// ends, the engine takes none of their pods and the gangs that need them say they wait for the
+// budget. Each refusal of a budget doubles its wait (budgetBackoffInitial up to
+// budgetBackoffMax); a budget that has not refused for a while starts again from the initial
+// wait.
+func (l *loop) blockBudgets(o cache.Outcome) {
+	var keys []types.NamespacedName
+	if o.Budget.Name != "" {
+		keys = append(keys, o.Budget)
+	} else {
+		// The snapshot did not know the budget when the engine chose the pod: read it now.
+		if p := l.rt.inf.Pod(o.Pod.Namespace, o.Pod.Name); p != nil {
+			for _, b := range l.rt.inf.PodBudgets(p) {
+				keys = append(keys, types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+				l.snap.UpsertBudget(keys[len(keys)-1], b.Status.DisruptionsAllowed)
+			}
+		}
+	}
+	now := l.clock.Now()
+	for _, k := range keys {
+		id := k.String()
+		l.budgetBackoff.Next(id, now)
+		until := now.Add(l.budgetBackoff.Get(id))
+		if err := l.snap.BlockBudget(k, until); err != nil {
+			l.log.V(1).Info("PodDisruptionBudget not blocked", "budget", id, "err", err.Error())
+			continue
+		}
+		l.log.V(2).Info("PodDisruptionBudget refused an eviction; its pods wait", "budget", id, "pod", o.Pod.String(), "until", until)
 	}
 }
 
@@ -209,10 +272,12 @@ func (l *loop) apply(k cache.Key) {
 		}
 		if err := l.snap.UpsertPod(cache.WithVolumeConstraints(p, inf)); err != nil {
 			l.log.V(1).Info("Pod not taken into the snapshot", "pod", klog.KObj(p), "err", err.Error())
+			return
 		}
 		if p.Status.Phase == corev1.PodFailed {
 			l.kubeletRejected(p)
 		}
+		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:
 		n := inf.Node(k.Name)
 		if n == nil {
@@ -264,8 +329,40 @@ func (l *loop) apply(k cache.Key) {
 		for _, p := range inf.PodsByIndex(cache.IndexClaim, k.Namespace+"/"+k.Name) {
 			l.apply(cache.Key{Kind: cache.KindPod, Namespace: p.Namespace, Name: p.Name})
 		}
+	case cache.KindBudget:
+		if b := inf.Budget(k.Namespace, k.Name); b != nil {
+			l.snap.UpsertBudget(k.NamespacedName(), b.Status.DisruptionsAllowed)
+		} else {
+			l.snap.DeleteBudget(k.NamespacedName())
+		}
+		// Which pods it covers may have changed (selector, disrupted pods): ask each pod again.
+		for _, p := range inf.PodsInNamespace(k.Namespace) {
+			if l.snap.Task(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) != nil {
+				l.applyPodBudgets(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p)
+			}
+		}
 	case cache.KindVolume, cache.KindStorageClass:
 		l.applyVolumeChange(k)
+	}
+}
+
+// applyPodBudgets tells the snapshot which PodDisruptionBudgets evicting the pod would use.
+func (l *loop) applyPodBudgets(key types.NamespacedName, p *corev1.Pod) {
+	t := l.snap.Task(key)
+	if t == nil {
+		return
+	}
+	var keys []types.NamespacedName
+	for _, b := range l.rt.inf.PodBudgets(p) {
+		bk := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
+		l.snap.UpsertBudget(bk, b.Status.DisruptionsAllowed)
+		keys = append(keys, bk)
+	}
+	if len(keys) == 0 && len(t.Budgets) == 0 {
+		return
+	}
+	if err := l.snap.SetPodBudgets(key, keys); err != nil {
+		l.log.V(1).Info("PodDisruptionBudgets of a pod not recorded", "pod", key.String(), "err", err.Error())
 	}
 }
 
@@ -325,11 +422,23 @@ func (l *loop) dispatch(res *engine.Result) {
 				continue
 			}
 			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(inf.Pod(e.Pod.Namespace, e.Pod.Name))}
+			for _, b := range t.Budgets {
+				if !b.Gone() {
+					r.Budgets = append(r.Budgets, b.Key)
+				}
+			}
 			if e.Reason == engine.EvictLoanReturn {
 				r.WokeAt = lenderWokeAt(t)
 			}
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()
+			}
+			if v := l.log.V(2); v.Enabled() {
+				ben := ""
+				if e.Beneficiary != nil {
+					ben = e.Beneficiary.String()
+				}
+				v.Info("Evicting", "pod", e.Pod.String(), "reason", e.Reason, "for", ben, "node", e.Node, "grace", e.GracePeriod, "budgets", r.Budgets)
 			}
 			reqs = append(reqs, r)
 		}

@@ -76,6 +76,7 @@ func (s *Snapshot) SetReleasing(t *Task, on bool) {
 			n.release(t, 1)
 		}
 		t.State, t.Evicted = TaskReleasing, true
+		chargeBudgets(t, 1)
 		if g != nil {
 			g.Bound--
 			g.Releasing++
@@ -84,6 +85,7 @@ func (s *Snapshot) SetReleasing(t *Task, on bool) {
 		if n != nil {
 			n.release(t, -1)
 		}
+		chargeBudgets(t, -1)
 		t.State, t.Evicted = TaskBound, false
 		if g != nil {
 			g.Bound++
@@ -135,6 +137,7 @@ func (s *Snapshot) Shadow(t *Task) *Task {
 	c := &Task{
 		Key: t.Key, UID: t.UID, Gang: t.Gang, SubGroup: t.SubGroup, Req: t.Req, Class: t.Class,
 		Priority: t.Priority, Created: t.Created, State: TaskPending, GPUs: Assignment{Shared: -1}, Recreatable: t.Recreatable,
+		Grace: t.Grace, Budgets: t.Budgets,
 		shadow: true, nodePos: -1, pendPos: -1, gangPos: -1,
 	}
 	c.pendGPU = c.pendingGPUEstimate(s.refGPUMemMiB)
@@ -179,6 +182,38 @@ func (s *Snapshot) ExtendHolds(g *Gang, until time.Time) {
 
 // ClearHolds removes all of a gang's holds.
 func (s *Snapshot) ClearHolds(g *Gang) { s.clearHolds(g) }
+
+// ShrinkHolds takes off the gang's holds on the victim's node what the victim would have freed:
+// its eviction did not happen (a PodDisruptionBudget refused it, the API failed), and the hold
+// counted on it. Kept whole, the hold would reserve capacity that never freed, and keep other
+// gangs off capacity that did. A hold left empty goes.
+func (s *Snapshot) ShrinkHolds(g *Gang, victim *Task) {
+	if victim.Node == nil || len(g.holds) == 0 {
+		return
+	}
+	whole := int64(len(victim.GPUs.Whole)) + victim.GPUs.Floating
+	milli, cpu, mem, pods := victim.GPUs.MilliGPU(), victim.Req.MilliCPU, victim.Req.Memory, int64(1)
+	saved := slices.Clone(g.holds)
+	s.clearHolds(g)
+	take := func(have *int64, want *int64) {
+		d := min(*have, *want)
+		*have -= d
+		*want -= d
+	}
+	for i := range saved {
+		h := &saved[i]
+		if h.Node == victim.Node {
+			take(&h.WholeGPUs, &whole)
+			take(&h.MilliGPU, &milli)
+			take(&h.MilliCPU, &cpu)
+			take(&h.Memory, &mem)
+			take(&h.Pods, &pods)
+		}
+		if h.WholeGPUs > 0 || h.MilliGPU > 0 || h.MilliCPU > 0 || h.Memory > 0 || h.Pods > 0 {
+			s.AddHold(g, *h)
+		}
+	}
+}
 
 func (s *Snapshot) clearHolds(g *Gang) {
 	for len(g.holds) > 0 {

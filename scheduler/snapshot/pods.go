@@ -60,6 +60,9 @@ type PodInfo struct {
 	// eviction without losing work. Consolidation moves only such pods; reclaim and preemption
 	// prefer them.
 	Recreatable bool
+	// Grace is the pod's spec.terminationGracePeriodSeconds, or -1 when it sets none: the grace
+	// period its evictions give it (capped by its queue's maxEvictionGracePeriod).
+	Grace time.Duration
 
 	// Interactive is the gpu-agent's rule for the pods whose idleness it tracks (see
 	// v1alpha1.IsInteractive). Idle and IdleChanged read its fairway.dev/GPUIdle condition
@@ -102,6 +105,10 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 		Created:  pod.CreationTimestamp.Time,
 		NodeName: pod.Spec.NodeName,
 		Gated:    len(pod.Spec.SchedulingGates) > 0,
+		Grace:    -1,
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		info.Grace = time.Duration(max(*g, 0)) * time.Second
 	}
 	info.Recreatable = v1alpha1.PodRecreatable(pod)
 	if pod.Spec.Priority != nil {
@@ -300,9 +307,11 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 			}
 			old.BorrowOptIn = t.BorrowOptIn
 			old.Recreatable = t.Recreatable // read only when victims are chosen
+			old.Grace = t.Grace
 			return nil
 		}
 		t.Evicted = old.Evicted && t.State == TaskReleasing
+		t.Budgets = old.Budgets // the runtime's facts about the pod, kept until it sets them again
 		if old.State != TaskPending && old.State != TaskSucceeded && old.NodeName == t.NodeName &&
 			t.State != TaskSucceeded && len(info.GPUIndexes) == 0 && old.Req.WholeGPUs == t.Req.WholeGPUs &&
 			old.Req.Reservation == t.Req.Reservation &&
@@ -333,7 +342,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Key: info.Key, UID: info.UID, SubGroup: info.SubGroup, Req: info.Req, Priority: info.Priority,
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
-		GPUs: Assignment{Shared: -1}, resvSlot: -1, Recreatable: info.Recreatable,
+		GPUs: Assignment{Shared: -1}, resvSlot: -1, Recreatable: info.Recreatable, Grace: info.Grace,
 		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
 	}
@@ -380,6 +389,7 @@ func samePending(a, b *Task) bool { return a.Priority == b.Priority || a.State !
 // addTask records a new task; info carries what the task's gang is made of.
 func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
 	s.tasks[t.Key] = t
+	chargeBudgets(t, 1)
 	if info.Queue == "" {
 		// Not fairway's: it only takes node capacity.
 		if t.State == TaskBound || t.State == TaskReleasing {
@@ -420,6 +430,7 @@ func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
 // removeTask forgets a task entirely.
 func (s *Snapshot) removeTask(t *Task) {
 	delete(s.tasks, t.Key)
+	chargeBudgets(t, -1)
 	g := t.Gang
 	if g == nil {
 		if t.State == TaskBound || t.State == TaskReleasing {

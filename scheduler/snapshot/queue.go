@@ -21,6 +21,9 @@ type QueueSpec struct {
 	Priority          int32
 	PreemptMinRuntime time.Duration
 	ReclaimMinRuntime time.Duration
+	// MaxEvictionGrace is spec.maxEvictionGracePeriod, nil when unset (inherited, see
+	// Queue.MaxEvictionGrace).
+	MaxEvictionGrace *time.Duration
 	// Base holds the gpu, cpu and memory terms (indexes DimGPU, DimCPU, DimMemory).
 	Base [NumBaseDims]QuotaTerms
 	// GPUTypes holds per-type GPU terms.
@@ -113,6 +116,29 @@ func resolveLending(q *Queue) {
 	q.Lending = p
 }
 
+// NoGraceCap is Queue.MaxEvictionGrace of a queue whose ancestry sets no cap.
+const NoGraceCap time.Duration = -1
+
+// resolveGraceCap fills q.MaxEvictionGrace from the specs of q and its ancestors.
+func resolveGraceCap(q *Queue) {
+	q.MaxEvictionGrace = NoGraceCap
+	for a := q; a != nil; a = a.Parent {
+		if d := a.Spec.MaxEvictionGrace; d != nil {
+			q.MaxEvictionGrace = *d
+			return
+		}
+	}
+}
+
+// EvictionGrace is the grace period an eviction gives a pod of the queue whose own is grace
+// (its terminationGracePeriodSeconds): at most the queue's cap.
+func (q *Queue) EvictionGrace(grace time.Duration) time.Duration {
+	if q != nil && q.MaxEvictionGrace >= 0 && grace > q.MaxEvictionGrace {
+		return q.MaxEvictionGrace
+	}
+	return grace
+}
+
 // AnyQueueLends reports whether some queue's policy lends idle GPUs: when none does, the engine
 // skips looking for lendable GPUs.
 func (s *Snapshot) AnyQueueLends() bool { return s.anyLends }
@@ -138,6 +164,10 @@ func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
 	}
 	if d := q.Spec.ReclaimMinRuntime; d != nil {
 		qs.ReclaimMinRuntime = max(d.Duration, 0)
+	}
+	if d := q.Spec.MaxEvictionGracePeriod; d != nil {
+		v := max(d.Duration, 0)
+		qs.MaxEvictionGrace = &v
 	}
 	r := q.Spec.Resources
 	qs.Base[DimGPU] = terms(r.GPU, gpuMilli)
@@ -222,6 +252,10 @@ type Queue struct {
 	// Lending is the idle-lending policy that applies (spec.idleLending, inherited fields
 	// resolved).
 	Lending LendingPolicy
+
+	// MaxEvictionGrace caps the grace period of the queue's evicted pods: its own
+	// spec.maxEvictionGracePeriod, else the nearest ancestor's; NoGraceCap when none sets one.
+	MaxEvictionGrace time.Duration
 
 	// own counts only the gangs accounted to this queue itself.
 	own Totals

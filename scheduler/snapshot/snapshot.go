@@ -59,6 +59,9 @@ type Snapshot struct {
 
 	topo    map[string]*Domains
 	nodeGen uint64
+
+	// budgets are the PodDisruptionBudgets the runtime reported (see Budget).
+	budgets map[types.NamespacedName]*Budget
 }
 
 // New returns an empty snapshot.
@@ -205,6 +208,7 @@ func (s *Snapshot) DeleteQueue(name string) {
 func queueSpecEqual(a, b QueueSpec) bool {
 	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base ||
 		a.PreemptMinRuntime != b.PreemptMinRuntime || a.ReclaimMinRuntime != b.ReclaimMinRuntime ||
+		!ptrEqual(a.MaxEvictionGrace, b.MaxEvictionGrace) ||
 		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) || !slices.Equal(a.Namespaces, b.Namespaces) {
 		return false
 	}
@@ -327,6 +331,7 @@ func (s *Snapshot) relink() {
 	s.anyLends = false
 	for _, q := range s.queueList {
 		resolveLending(q)
+		resolveGraceCap(q)
 		s.anyLends = s.anyLends || q.Lending.Lend
 		for a := q.Parent; a != nil; a = a.Parent {
 			q.Depth++

@@ -290,6 +290,20 @@ func (s *Snapshot) Verify() error {
 			errs = append(errs, fmt.Errorf("gang %s: stale list membership wrong", g.Key))
 		}
 	}
+	// PodDisruptionBudgets: the engine's evictions each one does not count yet.
+	evicting := map[*Budget]int32{}
+	for _, t := range s.tasks {
+		if t.Evicted && t.State == TaskReleasing {
+			for _, b := range t.Budgets {
+				evicting[b]++
+			}
+		}
+	}
+	for _, b := range s.budgets {
+		if b.evicting != evicting[b] {
+			errs = append(errs, fmt.Errorf("PodDisruptionBudget %s: %d evictions counted, recomputed %d", b.Key, b.evicting, evicting[b]))
+		}
+	}
 	return errors.Join(errs...)
 }
 

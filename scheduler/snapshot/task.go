@@ -124,6 +124,11 @@ type Task struct {
 	// Recreatable is true when the pod's controller makes it again after an eviction without
 	// losing work (v1alpha1.PodRecreatable).
 	Recreatable bool
+	// Grace is the pod's terminationGracePeriodSeconds, -1 when its spec sets none.
+	Grace time.Duration
+	// Budgets are the PodDisruptionBudgets whose allowance an eviction of the pod would use
+	// (see SetPodBudgets); nil for almost every pod.
+	Budgets []*Budget
 
 	// Idle lending (see Lendable). Interactive pods (notebooks, non-preemptible work) may lend
 	// the GPU they share while the gpu-agent reports them idle.

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,6 +62,9 @@ type Informers struct {
 	Claims          cache.SharedIndexInformer
 	Volumes         cache.SharedIndexInformer
 	StorageClasses  cache.SharedIndexInformer
+	// Budgets are the PodDisruptionBudgets, indexed by namespace for their lister.
+	Budgets cache.SharedIndexInformer
+	budgets policylisters.PodDisruptionBudgetLister
 
 	queue  *Queue
 	log    logr.Logger
@@ -86,7 +92,8 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			listOpts(own)(&o)
 			return core.Pods("").Watch(ctx, o)
-		}), &corev1.Pod{}, cache.Indexers{IndexPodGroup: indexPodGroup, IndexNode: indexNode, IndexClaim: indexClaim})
+		}), &corev1.Pod{}, cache.Indexers{IndexPodGroup: indexPodGroup, IndexNode: indexNode, IndexClaim: indexClaim,
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	inf.ForeignPods = newInformer(typedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			listOpts(foreign)(&o)
@@ -133,6 +140,15 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.Namespaces().Watch(ctx, o)
 		}), &corev1.Namespace{}, nil)
+	policy := cs.PolicyV1()
+	inf.Budgets = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return policy.PodDisruptionBudgets("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return policy.PodDisruptionBudgets("").Watch(ctx, o)
+		}), &policyv1.PodDisruptionBudget{}, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf.budgets = policylisters.NewPodDisruptionBudgetLister(inf.Budgets.GetIndexer())
 	sched := cs.SchedulingV1()
 	inf.PriorityClasses = newInformer(typedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -159,6 +175,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.Queues, transform(TrimQueue)},
 		{inf.Namespaces, transform(TrimNamespace)},
 		{inf.PodGroups, transform(TrimPodGroup)},
+		{inf.Budgets, transform(TrimBudget)},
 	} {
 		if err := t.inf.SetTransform(t.fn); err != nil {
 			return nil, fmt.Errorf("setting an informer transform: %w", err)
@@ -186,6 +203,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 			return a.Status.Phase != b.Status.Phase || !equality.Semantic.DeepEqual(a.Spec, b.Spec)
 		}},
 		{inf.StorageClasses, KindStorageClass, func(old, cur any) bool { return true }},
+		{inf.Budgets, KindBudget, budgetChangeRelevant},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(queueHandler(q, h.kind, h.relevant)); err != nil {
@@ -295,6 +313,14 @@ func nodeChangeRelevant(old, cur any) bool {
 		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
 }
 
+// budgetChangeRelevant reports whether a PodDisruptionBudget update changes what the snapshot
+// reads: its selector, the disruptions it allows or the pods it counts as disrupted.
+func budgetChangeRelevant(old, cur any) bool {
+	a, b := old.(*policyv1.PodDisruptionBudget), cur.(*policyv1.PodDisruptionBudget)
+	return a.Status.DisruptionsAllowed != b.Status.DisruptionsAllowed || !maps.Equal(a.Status.DisruptedPods, b.Status.DisruptedPods) ||
+		!equality.Semantic.DeepEqual(a.Spec.Selector, b.Spec.Selector)
+}
+
 func generationChanged(old, cur any) bool {
 	return old.(metav1.Object).GetGeneration() != cur.(metav1.Object).GetGeneration()
 }
@@ -374,7 +400,7 @@ func (inf *Informers) Start(ctx context.Context) error {
 }
 
 func (inf *Informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses}
+	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses, inf.Budgets}
 }
 
 // Synced reports whether every informer has synced once.
@@ -392,6 +418,7 @@ func (inf *Informers) AllKeys() []Key {
 	add(KindNode, inf.Nodes.GetStore())
 	add(KindQueue, inf.Queues.GetStore())
 	add(KindPodGroup, inf.PodGroups.GetStore())
+	add(KindBudget, inf.Budgets.GetStore())
 	add(KindPod, inf.Pods.GetStore())
 	add(KindPod, inf.ForeignPods.GetStore())
 	slices.SortFunc(out, CompareKeys)
@@ -461,6 +488,41 @@ func (inf *Informers) Claim(namespace, name string) *corev1.PersistentVolumeClai
 // Volume returns a PersistentVolume, or nil (VolumeLookup).
 func (inf *Informers) Volume(name string) *corev1.PersistentVolume {
 	return get[corev1.PersistentVolume](inf.Volumes.GetStore(), name)
+}
+
+// Budget returns a PodDisruptionBudget, or nil.
+func (inf *Informers) Budget(namespace, name string) *policyv1.PodDisruptionBudget {
+	return get[policyv1.PodDisruptionBudget](inf.Budgets.GetStore(), nsKey(namespace, name))
+}
+
+// PodBudgets returns the PodDisruptionBudgets whose allowance evicting the pod would use, sorted:
+// those whose selector matches the pod, less those that list the pod among their disrupted pods
+// (the API server counted its eviction already; kube-scheduler's preemption skips them
+// likewise). Matching is client-go's lister's, which is the API server's eviction's for
+// policy/v1: a nil selector matches nothing, an empty one every pod of the namespace.
+// kube-scheduler's preemption lets an empty selector match nothing; fairway follows the API
+// server, which is what refuses the eviction.
+func (inf *Informers) PodBudgets(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
+	if keys, err := inf.Budgets.GetIndexer().IndexKeys(cache.NamespaceIndex, p.Namespace); err != nil || len(keys) == 0 {
+		return nil // the common case, asked at every pod update: no budget in the namespace
+	}
+	all, err := inf.budgets.GetPodPodDisruptionBudgets(p)
+	if err != nil {
+		return nil // none matches
+	}
+	out := all[:0]
+	for _, b := range all {
+		if _, disrupted := b.Status.DisruptedPods[p.Name]; !disrupted {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b *policyv1.PodDisruptionBudget) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// PodsInNamespace returns fairway's pods of a namespace. The objects are shared.
+func (inf *Informers) PodsInNamespace(namespace string) []*corev1.Pod {
+	return inf.PodsByIndex(cache.NamespaceIndex, namespace)
 }
 
 // PodsByIndex returns fairway's pods under an index value (IndexPodGroup, IndexNode,

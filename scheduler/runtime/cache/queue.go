@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
 // Kind is the kind of object an event is about.
@@ -22,6 +24,8 @@ const (
 	KindStorageClass
 	KindVolume
 	KindClaim
+	// KindBudget is a PodDisruptionBudget; applied before pods, which name them.
+	KindBudget
 	KindPod
 )
 
@@ -44,6 +48,8 @@ func (k Kind) String() string {
 		return "PersistentVolume"
 	case KindClaim:
 		return "PersistentVolumeClaim"
+	case KindBudget:
+		return "PodDisruptionBudget"
 	case KindPod:
 		return "Pod"
 	}
@@ -84,6 +90,10 @@ const (
 	// EvictionFailed: an eviction the engine decided was not applied; the loop cancels it
 	// (Snapshot.CancelEviction).
 	EvictionFailed
+	// EvictionBlocked: the API server refused an eviction for a PodDisruptionBudget
+	// (Outcome.Budget, when known); the loop cancels it and blocks the budget for a while
+	// (Snapshot.BlockBudget), backing off.
+	EvictionBlocked
 )
 
 // Outcome is a worker's report about one pod.
@@ -93,6 +103,12 @@ type Outcome struct {
 	// UID is the pod the decision was for; a report about an older pod of the same name is
 	// ignored.
 	UID types.UID
+	// Budget is the PodDisruptionBudget of an EvictionBlocked pod as the snapshot knew it (the
+	// Eviction API evicts pods of at most one budget); empty when the snapshot knew none.
+	Budget types.NamespacedName
+	// Beneficiary is the gang an EvictionFailed or EvictionBlocked eviction was for (empty
+	// Name for none): the capacity held for it counted on the pod leaving.
+	Beneficiary snapshot.GangKey
 }
 
 // Queue coalesces informer events per object and carries workers' outcomes back to the loop

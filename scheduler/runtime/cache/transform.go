@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,7 +95,7 @@ func TrimPod(p *corev1.Pod) *corev1.Pod {
 		PriorityClassName: s.PriorityClassName, NodeSelector: s.NodeSelector, Affinity: s.Affinity,
 		Tolerations: s.Tolerations, SchedulingGates: s.SchedulingGates,
 		TopologySpreadConstraints: s.TopologySpreadConstraints, ResourceClaims: s.ResourceClaims,
-		Overhead: s.Overhead, Resources: s.Resources,
+		Overhead: s.Overhead, Resources: s.Resources, TerminationGracePeriodSeconds: s.TerminationGracePeriodSeconds,
 		Containers: trimContainers(s.Containers), InitContainers: trimContainers(s.InitContainers),
 	}
 	for _, v := range s.Volumes {
@@ -158,6 +159,16 @@ func TrimNamespace(ns *corev1.Namespace) *corev1.Namespace {
 func TrimPodGroup(pg *v1alpha1.PodGroup) *v1alpha1.PodGroup {
 	pg.ManagedFields = nil
 	return pg
+}
+
+// TrimBudget keeps what fairway reads of a PodDisruptionBudget: its selector, the disruptions it
+// allows and the pods it counts as disrupted.
+func TrimBudget(b *policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: trimMeta(&b.ObjectMeta, false, nil, false),
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: b.Spec.Selector},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: b.Status.DisruptionsAllowed, DisruptedPods: b.Status.DisruptedPods},
+	}
 }
 
 // TrimPriorityClass keeps a class's name and value.

@@ -25,6 +25,7 @@ func richPod() *corev1.Pod {
 		Annotation("kubectl.kubernetes.io/last-applied-configuration", string(make([]byte, 2000))).Obj()
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: metav1.NewFieldsV1(strings.Repeat("f", 3000))}}
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "j1", Controller: ptr.To(true)}}
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](600) // its evictions' grace period
 	c := &p.Spec.Containers[0]
 	c.Image = "ghcr.io/example/trainer:v1"
 	c.Command = []string{"python", "train.py", "--epochs", "100"}

@@ -1,17 +1,28 @@
 // Package evictor applies the engine's evictions (reclaim, preemption, consolidation, stale
-// gangs) and deletes fairway's pods left on deleted nodes. For each pod, in this order, it:
+// gangs; loan returns, which are deletions) and deletes fairway's pods left on deleted nodes. For each pod, in this
+// order, it:
 //
-//  1. adds the DisruptionTarget condition (status subresource) with a reason per cause
+//  1. for a pod a PodDisruptionBudget covers, evicts it as a dry run, so that a refusal leaves
+//     the pod untouched;
+//  2. adds the DisruptionTarget condition (status subresource) with a reason per cause
 //     (FairwayReclaim, FairwayPreempt, FairwayConsolidate, FairwayStaleGang, FairwayLoanReturn,
 //     FairwayNodeDeleted)
 //     and the engine's message, so the pod's owner and its users see why it goes;
-//  2. deletes the pod with the grace period the engine gave (the time to checkpoint), guarded
-//     by the pod's UID;
-//  3. records events: on the victim ("Preempted by team-a/train because ...") and on the
+//  3. evicts the pod through the Eviction API (policy/v1), so that the API server enforces
+//     PodDisruptionBudgets, with the grace period the engine gave (the pod's own, capped by its
+//     queue), guarded by the pod's UID; a pod of a deleted node and a returned loan are
+//     deleted instead (see Evict);
+//  4. sets the condition again: the API server's eviction replaces its reason with
+//     EvictionByEvictionAPI, and fairway's says why;
+//  5. records events: on the victim ("Preempted by team-a/train because ...") and on the
 //     beneficiary's PodGroup, or on the beneficiary pod when it has none.
 //
-// A failure (other than the pod being gone already) is reported to the loop, which cancels the
-// eviction in the snapshot so the pod counts as bound again.
+// A refusal by a budget (429 with the DisruptionBudget cause) is not retried: it is reported to
+// the loop (EvictionBlocked), which cancels the eviction in the snapshot and blocks the budget
+// for a while; if the condition was set already it is set back to False. Any other failure
+// (other than the pod being gone already) is reported too (EvictionFailed), and the eviction is
+// cancelled so the pod counts as bound again. Transient errors are retried with
+// retry.OnError.
 package evictor
 
 import (
@@ -24,11 +35,13 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -44,6 +57,10 @@ const ReasonNodeDeleted engine.EvictionReason = "NodeDeleted"
 // ConditionReason is the DisruptionTarget condition's reason for an eviction reason.
 func ConditionReason(r engine.EvictionReason) string { return "Fairway" + string(r) }
 
+// ConditionEvictionRefused is the reason of a DisruptionTarget condition set back to False
+// because a PodDisruptionBudget refused the eviction it announced.
+const ConditionEvictionRefused = "FairwayEvictionRefusedByBudget"
+
 // Request is one pod to evict.
 type Request struct {
 	engine.Eviction
@@ -54,6 +71,9 @@ type Request struct {
 	// FromEngine is true for the engine's evictions: a failure is reported to the loop
 	// (Snapshot.CancelEviction). False for pods on deleted nodes.
 	FromEngine bool
+	// Budgets are the PodDisruptionBudgets the snapshot counts the pod under; when there are
+	// any, a dry-run eviction asks the API server first (see Evict).
+	Budgets []types.NamespacedName
 	// WokeAt is, for a LoanReturn, when the gpu-agent observed a lender of the GPU do GPU work
 	// again (zero when unknown): the start of the activity-to-return latency.
 	WokeAt time.Time
@@ -142,32 +162,148 @@ func (e *Evictor) done(r *Request, err error) {
 		}
 	case errors.Is(err, errGone):
 		log.V(2).Info("Pod already gone")
+	case isBudgetErr(err):
+		log.V(1).Info("Eviction refused by a PodDisruptionBudget; the engine tries again later", "budgets", r.Budgets)
+		if e.opts.Observer != nil {
+			e.opts.Observer.EvictionFailed(r, err)
+		}
+		if r.FromEngine {
+			o := cache.Outcome{Kind: cache.EvictionBlocked, Pod: r.Pod, UID: r.UID}
+			if len(r.Budgets) > 0 {
+				o.Budget = r.Budgets[0]
+			}
+			if r.Beneficiary != nil {
+				o.Beneficiary = *r.Beneficiary
+			}
+			e.report(o)
+		}
 	default:
 		log.Error(err, "Eviction failed")
 		if e.opts.Observer != nil {
 			e.opts.Observer.EvictionFailed(r, err)
 		}
 		if r.FromEngine {
-			e.report(cache.Outcome{Kind: cache.EvictionFailed, Pod: r.Pod, UID: r.UID})
+			o := cache.Outcome{Kind: cache.EvictionFailed, Pod: r.Pod, UID: r.UID}
+			if r.Beneficiary != nil {
+				o.Beneficiary = *r.Beneficiary
+			}
+			e.report(o)
 		}
 	}
 }
 
 var errGone = errors.New("pod is gone")
 
-// Evict evicts one pod: DisruptionTarget condition, deletion, events.
+// BudgetError is an eviction the API server refused because of a PodDisruptionBudget (429, or
+// 403 for a budget that allows fewer than none, both with the DisruptionBudget cause). It is not
+// retried here: the loop cancels the eviction in the snapshot and blocks the budget for a while.
+type BudgetError struct{ Err error }
+
+func (e *BudgetError) Error() string {
+	return "refused by a PodDisruptionBudget: " + e.Err.Error()
+}
+
+func (e *BudgetError) Unwrap() error { return e.Err }
+
+// isBudgetRefusal reports whether the API server refused an eviction for a PodDisruptionBudget,
+// from the status cause it sets (never from the message).
+func isBudgetRefusal(err error) bool {
+	return (apierrors.IsTooManyRequests(err) || apierrors.IsForbidden(err)) &&
+		apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause)
+}
+
+func isBudgetErr(err error) bool {
+	_, ok := errors.AsType[*BudgetError](err)
+	return ok
+}
+
+// Evict evicts one pod: DisruptionTarget condition, eviction (the Eviction API, so that the
+// API server enforces PodDisruptionBudgets), the condition again, events.
+//
+// A pod the snapshot knows to be covered by a budget is first evicted as a dry run: if the
+// budget refuses, nothing has been said to the pod. If the real eviction is refused all the
+// same (the budget changed meanwhile), the condition is set back to False, so the workload
+// does not checkpoint and stop for an eviction that does not come.
+//
+// The API server's eviction sets DisruptionTarget itself, with the reason
+// EvictionByEvictionAPI, replacing fairway's; fairway's reason (why: reclaim, preemption, ...)
+// is what the workload and its users need, so it is set once more after the eviction. The
+// pod is terminating by then and its kubelet has been told; workloads that watch for the
+// condition see fairway's reason before and after the signal.
+//
+// Two kinds are deleted, not evicted: pods of deleted nodes (nothing runs them any more) and
+// loans returned to the idle notebooks that lent their GPU (a loan never had a claim to the
+// GPU, which goes back to its owner at once whatever budget covers the borrower, as the
+// kubelet's node-pressure evictions ignore budgets; and the owner waits for it).
 func (e *Evictor) Evict(ctx context.Context, r *Request) error {
-	pods := e.client.CoreV1().Pods(r.Pod.Namespace)
+	if r.Reason == ReasonNodeDeleted || r.Reason == engine.EvictLoanReturn {
+		return e.deletePod(ctx, r)
+	}
+	if len(r.Budgets) > 0 {
+		if err := e.evict(ctx, r, true); err != nil {
+			return e.evictionError(err)
+		}
+	}
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
+		return err
+	}
+	if err := e.evict(ctx, r, false); err != nil {
+		err = e.evictionError(err)
+		if _, refused := errors.AsType[*BudgetError](err); refused {
+			if cerr := e.setCondition(ctx, r, corev1.ConditionFalse, ConditionEvictionRefused,
+				"fairway's eviction was refused by a PodDisruptionBudget; it will be tried again later"); cerr != nil && !errors.Is(cerr, errGone) {
+				e.opts.Log.Error(cerr, "Setting the DisruptionTarget condition back to False", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name))
+			}
+		}
+		return err
+	}
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil && !errors.Is(err, errGone) {
+		// The pod is evicted; only the condition's reason is the API server's.
+		e.opts.Log.V(1).Info("Could not restore fairway's DisruptionTarget reason after the eviction", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "err", err.Error())
+	}
+	e.record(r)
+	return nil
+}
+
+// evictionError classifies an error of the Eviction API.
+func (e *Evictor) evictionError(err error) error {
+	switch {
+	case isBudgetRefusal(err):
+		return &BudgetError{Err: err}
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return errGone // deleted, or a new pod with the name (the UID precondition)
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The API server creates nothing in a namespace being deleted, evictions included; the
+		// namespace controller deletes the pod anyway.
+		return errGone
+	}
+	return fmt.Errorf("evicting: %w", err)
+}
+
+// evict calls the Eviction API with the engine's grace period, guarded by the pod's UID.
+func (e *Evictor) evict(ctx context.Context, r *Request, dryRun bool) error {
+	grace := int64(r.GracePeriod / time.Second)
+	opts := &metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace), Preconditions: &metav1.Preconditions{UID: &r.UID}}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name}, DeleteOptions: opts}
+	return e.retry(ctx, func() error { return e.client.PolicyV1().Evictions(r.Pod.Namespace).Evict(ctx, ev) })
+}
+
+// setCondition patches the pod's DisruptionTarget condition (status subresource), guarded by
+// its UID.
+func (e *Evictor) setCondition(ctx context.Context, r *Request, status corev1.ConditionStatus, reason, message string) error {
 	cond, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": r.UID},
 		"status": map[string]any{"conditions": []corev1.PodCondition{{
-			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: ConditionReason(r.Reason),
-			Message: conditionMessage(r), LastTransitionTime: metav1.Now(),
+			Type: corev1.DisruptionTarget, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.Now(),
 		}}},
 	})
 	if err != nil {
 		return err
 	}
+	pods := e.client.CoreV1().Pods(r.Pod.Namespace)
 	if err := e.retry(ctx, func() error {
 		_, err := pods.Patch(ctx, r.Pod.Name, types.StrategicMergePatchType, cond, metav1.PatchOptions{}, "status")
 		return err
@@ -177,7 +313,17 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 		}
 		return fmt.Errorf("setting the DisruptionTarget condition: %w", err)
 	}
+	return nil
+}
+
+// deletePod deletes a pod (one whose node is gone, or a returned loan), after its condition,
+// guarded by its UID.
+func (e *Evictor) deletePod(ctx context.Context, r *Request) error {
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
+		return err
+	}
 	grace := int64(r.GracePeriod / time.Second)
+	pods := e.client.CoreV1().Pods(r.Pod.Namespace)
 	if err := e.retry(ctx, func() error {
 		return pods.Delete(ctx, r.Pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace), Preconditions: &metav1.Preconditions{UID: &r.UID}})
 	}); err != nil {
@@ -190,19 +336,12 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 	return nil
 }
 
+// retry runs f until it succeeds or fails with an error that is not transient (a budget's
+// refusal never is), with the evictor's backoff.
 func (e *Evictor) retry(ctx context.Context, f func() error) error {
-	b := e.opts.Backoff
-	for {
-		err := f()
-		if err == nil || !e.opts.Transient(err) || b.Steps <= 1 || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(b.Step()):
-		}
-	}
+	return retry.OnError(e.opts.Backoff, func(err error) bool {
+		return ctx.Err() == nil && !isBudgetRefusal(err) && e.opts.Transient(err)
+	}, f)
 }
 
 // conditionMessage is the DisruptionTarget message: who benefits and why.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,35 +44,53 @@ func reclaim() *Request {
 		Beneficiary: &b, GracePeriod: 30 * time.Second}, UID: "v-uid", Queue: "team-b", FromEngine: true}
 }
 
-// The condition comes first, then the deletion with the engine's grace period, then the events.
-func TestEvictOrderConditionDeleteEvents(t *testing.T) {
+// actions lists the fake's calls as verb/subresource, with dry-run evictions marked.
+func actions(cs *fake.Clientset) string {
+	var verbs []string
+	for _, a := range cs.Actions() {
+		v := a.GetVerb() + "/" + a.GetSubresource()
+		if c, ok := a.(k8stesting.CreateAction); ok {
+			if ev, ok := c.GetObject().(*policyv1.Eviction); ok && ev.DeleteOptions != nil && len(ev.DeleteOptions.DryRun) > 0 {
+				v += "(dry-run)"
+			}
+		}
+		verbs = append(verbs, v)
+	}
+	return strings.Join(verbs, ",")
+}
+
+func condition(t *testing.T, a k8stesting.Action) corev1.PodCondition {
+	t.Helper()
+	var body struct {
+		Status struct{ Conditions []corev1.PodCondition } `json:"status"`
+	}
+	if err := json.Unmarshal(a.(k8stesting.PatchAction).GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Status.Conditions[0]
+}
+
+// The condition comes first, then the eviction (Eviction API) with the engine's grace period,
+// then the condition again (the API server's eviction replaces its reason), then the events.
+func TestEvictOrderConditionEvictionEvents(t *testing.T) {
 	cs := fake.NewClientset(victim())
 	ev := &events{}
 	e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{Events: ev})
 	if err := e.Evict(context.Background(), reclaim()); err != nil {
 		t.Fatal(err)
 	}
-	var verbs []string
-	for _, a := range cs.Actions() {
-		verbs = append(verbs, a.GetVerb()+"/"+a.GetSubresource())
+	if got := actions(cs); got != "patch/status,create/eviction,patch/status" {
+		t.Fatalf("API calls %v, want the status patch, the eviction, the status patch", got)
 	}
-	if strings.Join(verbs, ",") != "patch/status,delete/" {
-		t.Fatalf("API calls %v, want the status patch then the deletion", verbs)
+	for _, i := range []int{0, 2} {
+		c := condition(t, cs.Actions()[i])
+		if c.Type != corev1.DisruptionTarget || c.Status != corev1.ConditionTrue || c.Reason != "FairwayReclaim" || !strings.HasPrefix(c.Message, "Reclaimed by team-a/train: reclaimed for gang") {
+			t.Errorf("condition %d: %+v", i, c)
+		}
 	}
-	patch := cs.Actions()[0].(k8stesting.PatchAction)
-	var body struct {
-		Status struct{ Conditions []corev1.PodCondition } `json:"status"`
-	}
-	if err := json.Unmarshal(patch.GetPatch(), &body); err != nil {
-		t.Fatal(err)
-	}
-	c := body.Status.Conditions[0]
-	if c.Type != corev1.DisruptionTarget || c.Reason != "FairwayReclaim" || !strings.HasPrefix(c.Message, "Reclaimed by team-a/train: reclaimed for gang") {
-		t.Errorf("condition %+v", c)
-	}
-	del := cs.Actions()[1].(k8stesting.DeleteAction).GetDeleteOptions()
-	if *del.GracePeriodSeconds != 30 || *del.Preconditions.UID != "v-uid" {
-		t.Errorf("delete options %+v", del)
+	evic := cs.Actions()[1].(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+	if o := evic.DeleteOptions; *o.GracePeriodSeconds != 30 || *o.Preconditions.UID != "v-uid" || len(o.DryRun) != 0 || evic.Name != "train-b-1" {
+		t.Errorf("eviction %+v", evic)
 	}
 	if len(ev.victim) != 1 || !strings.Contains(ev.victim[0], "Reclaimed by team-a/train because reclaimed for gang") ||
 		len(ev.beneficiary) != 1 || !strings.Contains(ev.beneficiary[0], "Evicting team-b/train-b-1 on node n1") {
@@ -79,18 +98,74 @@ func TestEvictOrderConditionDeleteEvents(t *testing.T) {
 	}
 }
 
+func budgetRefusal() error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause}}
+	return err
+}
+
+// A pod under a budget is asked for with a dry run first: a refusal then leaves it untouched
+// and is reported as blocked, not retried.
+func TestBudgetRefusalOnDryRunTouchesNothing(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, budgetRefusal() })
+	var got []cache.Outcome
+	e := New(cs, func(o cache.Outcome) { got = append(got, o) }, Options{Transient: func(error) bool { return true }})
+	r := reclaim()
+	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "web-pdb"}}
+	e.done(r, e.Evict(context.Background(), r))
+	if a := actions(cs); a != "create/eviction(dry-run)" {
+		t.Errorf("API calls %v, want one dry-run eviction (a budget's refusal is not retried)", a)
+	}
+	if len(got) != 1 || got[0].Kind != cache.EvictionBlocked || got[0].Budget != r.Budgets[0] || got[0].UID != "v-uid" {
+		t.Errorf("outcomes %+v", got)
+	}
+}
+
+// A refusal of the real eviction (the budget changed after the dry run) sets the condition back
+// to False.
+func TestBudgetRefusalRevertsCondition(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction); len(ev.DeleteOptions.DryRun) > 0 {
+			return true, nil, nil
+		}
+		return true, nil, budgetRefusal()
+	})
+	var got []cache.Outcome
+	e := New(cs, func(o cache.Outcome) { got = append(got, o) }, Options{})
+	r := reclaim()
+	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "web-pdb"}}
+	e.done(r, e.Evict(context.Background(), r))
+	if a := actions(cs); a != "create/eviction(dry-run),patch/status,create/eviction,patch/status" {
+		t.Fatalf("API calls %v", a)
+	}
+	if c := condition(t, cs.Actions()[3]); c.Status != corev1.ConditionFalse || c.Reason != ConditionEvictionRefused {
+		t.Errorf("condition after the refusal %+v", c)
+	}
+	if len(got) != 1 || got[0].Kind != cache.EvictionBlocked {
+		t.Errorf("outcomes %+v", got)
+	}
+}
+
 func TestEvictionFailureIsReported(t *testing.T) {
 	cases := map[string]struct {
-		deleteErr error
-		report    bool
+		evictErr error
+		report   bool
 	}{
 		"server error": {apierrors.NewInternalError(errFake), true},
 		"pod gone":     {apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "train-b-1"), false},
+		"new pod":      {apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "train-b-1", errFake), false},
+		"namespace terminating": {func() error {
+			err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "train-b-1", errFake)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+			return err
+		}(), false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cs := fake.NewClientset(victim())
-			cs.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.deleteErr })
+			cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.evictErr })
 			var got []cache.Outcome
 			e := New(cs, func(o cache.Outcome) { got = append(got, o) }, Options{Backoff: wait.Backoff{Steps: 1}})
 			r := reclaim()
@@ -126,5 +201,27 @@ func TestSubmitOrderAndDedup(t *testing.T) {
 	third, left := e.queue.Next(short)
 	if first.Pod.Name != "train-b-1" || second.Pod.Name != "train-b-2" || left {
 		t.Errorf("order %s, %s; then %q left (the duplicate of train-b-1 must be dropped)", first.Pod.Name, second.Pod.Name, third.Pod.Name)
+	}
+}
+
+// A loan goes back to the notebook that lent its GPU by deletion: no budget may keep the GPU
+// from its owner.
+func TestLoanReturnIsADeletion(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{})
+	r := reclaim()
+	r.Reason, r.Beneficiary, r.GracePeriod = engine.EvictLoanReturn, nil, 5*time.Second
+	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "web-pdb"}}
+	if err := e.Evict(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(cs); got != "patch/status,delete/" {
+		t.Fatalf("API calls %v, want the condition then the deletion", got)
+	}
+	if c := condition(t, cs.Actions()[0]); c.Reason != "FairwayLoanReturn" {
+		t.Errorf("condition %+v", c)
+	}
+	if o := cs.Actions()[1].(k8stesting.DeleteAction).GetDeleteOptions(); *o.GracePeriodSeconds != 5 || *o.Preconditions.UID != "v-uid" {
+		t.Errorf("delete options %+v", o)
 	}
 }

@@ -1,0 +1,100 @@
+package engine
+
+// PodDisruptionBudgets, as kube-scheduler's default preemption reads them
+// (filterPodsWithPDBViolation, SelectVictimsOnNode, pickOneNodeForPreemption): a victim
+// violates a budget when the budget allows no more disruptions, counting the victims taken
+// before it on the node and, unlike kube-scheduler, which deletes its victims at once, the
+// engine's evictions the budget does not count yet (Budget.Left: decided this cycle, or in
+// flight); victims that violate none are taken first, and the node with the fewest violations
+// wins. Evictions go through the Eviction API, so a violating one is
+// refused (429); the runtime then cancels it and blocks the budget for a while (refuseBudget).
+
+import (
+	"slices"
+	"time"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// whyCode is the reason code of a gang the latest makeRoom could not place: it waits for a
+// PodDisruptionBudget when pods that budget protects were refused, otherwise no node fits.
+func whyCode(p *victimPolicy) ReasonCode {
+	if p != nil {
+		for r := range p.refused {
+			if r.kind == refuseBudget {
+				return ReasonWaitingForBudget
+			}
+		}
+	}
+	return ReasonNoNodeFits
+}
+
+// waitForBudget makes the reason of a gang that found no capacity say that it waits for a
+// PodDisruptionBudget, when the what-if that failed had to leave pods of a blocked budget alone.
+func (c *cycle) waitForBudget(g *snapshot.Gang, p *victimPolicy) {
+	if r, ok := c.reasons[g]; ok && r.Code == ReasonNoNodeFits && whyCode(p) == ReasonWaitingForBudget {
+		r.Code = ReasonWaitingForBudget
+		c.reasons[g] = r
+	}
+}
+
+// blockedBudget returns a budget of the pod the API server refused an eviction for lately, or
+// nil.
+func blockedBudget(t *snapshot.Task, now time.Time) *snapshot.Budget {
+	for _, b := range t.Budgets {
+		if b.BlockedAt(now) {
+			return b
+		}
+	}
+	return nil
+}
+
+// violatesBudget reports whether evicting the pod exceeds one of its budgets' allowed
+// disruptions, given what the victims taken before it on the node use of them (used; nil for
+// none). The snapshot already counts the evictions decided earlier (in this cycle, or in flight
+// and not yet counted by the API server: Budget.Left).
+func violatesBudget(t *snapshot.Task, used []budgetUse) bool {
+	for _, b := range t.Budgets {
+		if !b.Gone() && b.Left()-useOf(used, b) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// budgetUse counts the victims of one node evaluation under a budget.
+type budgetUse struct {
+	b *snapshot.Budget
+	n int32
+}
+
+func useOf(used []budgetUse, b *snapshot.Budget) int32 {
+	for _, u := range used {
+		if u.b == b {
+			return u.n
+		}
+	}
+	return 0
+}
+
+// takeBudgets charges a unit to its budgets and returns how many of its pods violate one.
+func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
+	violations := 0
+	for _, t := range unit {
+		if len(t.Budgets) == 0 {
+			continue
+		}
+		if violatesBudget(t, used) {
+			violations++
+		}
+		for _, b := range t.Budgets {
+			i := slices.IndexFunc(used, func(u budgetUse) bool { return u.b == b })
+			if i < 0 {
+				used = append(used, budgetUse{b: b})
+				i = len(used) - 1
+			}
+			used[i].n++
+		}
+	}
+	return used, violations
+}

@@ -1,0 +1,373 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/test/cluster"
+)
+
+// evictionAuditPolicy records every eviction and every pod deletion with its request body.
+const evictionAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: RequestResponse
+  verbs: ["create"]
+  resources:
+  - group: ""
+    resources: ["pods/eviction"]
+- level: Request
+  verbs: ["delete"]
+  resources:
+  - group: ""
+    resources: ["pods"]
+- level: None
+`
+
+// TestEvictions proves the eviction contract on a real API server: fairway evicts through the
+// Eviction API with the pod's own grace period, announces it with its DisruptionTarget reason
+// first, and never takes a PodDisruptionBudget below what it allows.
+func TestEvictions(t *testing.T) {
+	ctrllog.SetLogger(testr.New(t))
+	bin := buildFairway(t)
+	dir := t.TempDir()
+	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(evictionAuditPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startSchedCluster(t, cluster.Config{
+		NodePools:      []cluster.NodePool{cluster.H100Pool(2)},
+		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
+	})
+	ensureSchedFixtures(t, c)
+	startSched(t, c, bin, "fairway-scheduler", true)
+
+	t.Run("OwnGracePeriod", func(t *testing.T) { testOwnGrace(t, c, auditLog) })
+	t.Run("PodDisruptionBudget", func(t *testing.T) { testBudget(t, c) })
+}
+
+// testOwnGrace: a borrower's pods have terminationGracePeriodSeconds 120; a claimant reclaims
+// one GPU. The API server's audit log shows the eviction request (pods/eviction, not a delete)
+// with a grace period of 120 s, and the victim saw fairway's DisruptionTarget reason before it
+// was told to stop (kwok deletes a terminating pod at once, so nothing waits the 120 s).
+func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
+	ctx := t.Context()
+	newNamespace(t, c, "grace-a")
+	newNamespace(t, c, "grace-b")
+	schedQueue(t, c, "grace-a", "2", "grace-a")
+	schedQueue(t, c, "grace-b", "", "grace-b")
+	defer deleteNamespace(t, c, "grace-a", "grace-a")
+	defer deleteNamespace(t, c, "grace-b", "grace-b")
+	node := "h100-0"
+
+	long := schedPod("grace-b", "long", "grace-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node)
+	long.Spec.TerminationGracePeriodSeconds = ptr.To[int64](120)
+	mustCreate(t, c, replicaSet(long, 8))
+	eventually(t, 30*time.Second, "the borrower's 8 pods bound", func(ctx context.Context) (bool, error) {
+		return len(bound(podsIn(t, c, ctx, "grace-b", nil))) == 8, nil
+	})
+
+	// Watch the borrower's pods as a workload would: the first DisruptionTarget condition each
+	// one shows, and whether it was already terminating then.
+	type seen struct {
+		reason      string
+		terminating bool
+	}
+	var mu sync.Mutex
+	first := map[string]seen{}
+	w, err := c.Clientset().CoreV1().Pods("grace-b").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue {
+					mu.Lock()
+					if _, ok := first[p.Name]; !ok {
+						first[p.Name] = seen{reason: cond.Reason, terminating: p.DeletionTimestamp != nil}
+					}
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+
+	mustCreate(t, c, schedPod("grace-a", "claim", "grace-a").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
+	eventually(t, 30*time.Second, "the claimant bound", func(ctx context.Context) (bool, error) {
+		return len(bound(podsIn(t, c, ctx, "grace-a", nil))) == 1, nil
+	})
+
+	var evictions []auditEviction
+	eventually(t, 10*time.Second, "the eviction in the audit log", func(context.Context) (bool, error) {
+		evictions = readEvictions(t, auditLog, "grace-b")
+		return len(evictions) >= 1, nil
+	})
+	if len(evictions) != 1 {
+		t.Fatalf("want exactly one eviction of the borrower's pods, got %+v", evictions)
+	}
+	e := evictions[0]
+	if (e.code != 200 && e.code != 201) || e.grace == nil || *e.grace != 120 || e.dryRun {
+		t.Errorf("eviction of %s: response %d, gracePeriodSeconds %v, dry run %v; want success with the pod's own 120 s", e.pod, e.code, ptr.Deref(e.grace, -1), e.dryRun)
+	}
+	t.Logf("the API server received the eviction of %s with gracePeriodSeconds %d", e.pod, *e.grace)
+	// kwok deletes a terminating pod (it plays the kubelet); nothing deletes the victim before
+	// its eviction.
+	for _, d := range readDeletes(t, auditLog, "grace-b") {
+		if d.pod == e.pod && d.line < e.line {
+			t.Errorf("pod %s was deleted (by %s) before its eviction", d.pod, d.user)
+		}
+	}
+	mu.Lock()
+	s, ok := first[e.pod]
+	mu.Unlock()
+	if !ok {
+		t.Fatalf("the victim %s never showed a DisruptionTarget condition", e.pod)
+	}
+	if s.reason != "Fairway"+string(engine.EvictReclaim) || s.terminating {
+		t.Errorf("the victim first saw DisruptionTarget reason %q (terminating %v); want fairway's FairwayReclaim before the signal", s.reason, s.terminating)
+	}
+
+	// The borrower's queue now caps the grace of its evicted pods at 45 s: the next victim gets
+	// 45 s, not its own 120.
+	var q fairwayv1.Queue
+	if err := c.Client().Get(ctx, client.ObjectKey{Name: "grace-b"}, &q); err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: 45 * time.Second}
+	if err := c.Client().Update(ctx, &q); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the scheduler's Queue informer
+	mustCreate(t, c, schedPod("grace-a", "claim-2", "grace-a").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
+	eventually(t, 30*time.Second, "the second eviction in the audit log", func(context.Context) (bool, error) {
+		evictions = readEvictions(t, auditLog, "grace-b")
+		return len(evictions) >= 2, nil
+	})
+	if e := evictions[1]; len(evictions) != 2 || e.grace == nil || *e.grace != 45 {
+		t.Errorf("evictions after the cap: %+v; want a second one with gracePeriodSeconds 45", evictions)
+	} else {
+		t.Logf("with maxEvictionGracePeriod 45s the API server received the eviction of %s with gracePeriodSeconds %d", e.pod, *e.grace)
+	}
+}
+
+// testBudget: an inference Deployment of four GPUs with a PodDisruptionBudget of maxUnavailable
+// 1 and four batch pods borrow a node; a claimant entitled to six GPUs of it asks for them.
+// Fairway takes the batch pods first, then the one web pod the budget allows; the sixth GPU
+// would take the budget beyond it, so the API server refuses and the claimant's last pod waits,
+// its reason naming the budget. At no time are more than one of web's pods unavailable.
+func testBudget(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	newNamespace(t, c, "pdb-a")
+	newNamespace(t, c, "pdb-b")
+	schedQueue(t, c, "pdb-a", "6", "pdb-a")
+	schedQueue(t, c, "pdb-b", "", "pdb-b")
+	defer deleteNamespace(t, c, "pdb-a", "pdb-a")
+	defer deleteNamespace(t, c, "pdb-b", "pdb-b")
+	node := "h100-1"
+
+	// Batch first, web a little later: the most recently started pods are the preferred
+	// victims, so without its budget web's pods would all go before batch's.
+	batchSel, webSel := map[string]string{"app": "batch"}, map[string]string{"app": "web"}
+	mustCreate(t, c, replicaSet(schedPod("pdb-b", "batch", "pdb-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node), 4))
+	eventually(t, 60*time.Second, "batch's 4 pods bound", func(ctx context.Context) (bool, error) {
+		return available(podsIn(t, c, ctx, "pdb-b", batchSel)) == 4, nil
+	})
+	time.Sleep(1100 * time.Millisecond) // start times have a resolution of a second
+	web := schedPod("pdb-b", "web", "pdb-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Label("app", "web")
+	mustCreate(t, c, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "pdb-b"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: webSel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: web.Labels, Annotations: web.Annotations}, Spec: web.Spec}},
+	})
+	mustCreate(t, c, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "pdb-b"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: webSel}},
+	})
+	eventually(t, 60*time.Second, "web's 4 pods ready, the budget allowing 1", func(ctx context.Context) (bool, error) {
+		var pdb policyv1.PodDisruptionBudget
+		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: "pdb-b", Name: "web-pdb"}, &pdb); err != nil {
+			return false, err
+		}
+		return available(podsIn(t, c, ctx, "pdb-b", webSel)) == 4 && pdb.Status.DisruptionsAllowed == 1, fmt.Errorf("budget allows %d", pdb.Status.DisruptionsAllowed)
+	})
+
+	// Poll web's pods while the claimant reclaims: never more than one unavailable.
+	stop := make(chan struct{})
+	worst := make(chan int, 1)
+	go func() {
+		w := 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				worst <- w
+				return
+			case <-tick.C:
+				var list corev1.PodList
+				if err := c.Client().List(ctx, &list, client.InNamespace("pdb-b"), client.MatchingLabels(webSel)); err == nil {
+					w = max(w, 4-available(list.Items))
+				}
+			}
+		}
+	}()
+	for i := range 6 {
+		mustCreate(t, c, schedPod("pdb-a", fmt.Sprintf("claim-%d", i), "pdb-a").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
+	}
+	var reason string
+	eventually(t, 60*time.Second, "5 claimant pods bound, the 6th waiting for the budget", func(ctx context.Context) (bool, error) {
+		var list corev1.PodList
+		if err := c.Client().List(ctx, &list, client.InNamespace("pdb-a")); err != nil {
+			return false, err
+		}
+		pods := list.Items
+		waiting := pendingPods(pods)
+		if len(bound(pods)) != 5 || len(waiting) != 1 {
+			return false, fmt.Errorf("%d bound, %d waiting", len(bound(pods)), len(waiting))
+		}
+		reason = reasonOf(&waiting[0])
+		return strings.Contains(reason, "PodDisruptionBudget pdb-b/web-pdb"), fmt.Errorf("reason %q", reason)
+	})
+	t.Logf("the waiting pod's reason: %s", reason)
+	time.Sleep(5 * time.Second) // later cycles try again; the budget still allows nothing
+	close(stop)
+	if w := <-worst; w > 1 {
+		t.Errorf("up to %d of web's pods were unavailable at once; the budget allows 1", w)
+	}
+	pods := podsIn(t, c, ctx, "pdb-b", nil)
+	if n := len(bound(podsIn(t, c, ctx, "pdb-b", batchSel))); n != 0 {
+		t.Errorf("%d batch pods still run: victims no budget protects go first", n)
+	}
+	if n := available(podsIn(t, c, ctx, "pdb-b", webSel)); n != 3 {
+		t.Errorf("%d of web's pods available, want 3 (%d pods in pdb-b)", n, len(pods))
+	}
+}
+
+// available counts pods that run, are ready and are not terminating: what a budget counts as
+// healthy.
+func available(pods []corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// auditEviction is one pods/eviction request in the audit log.
+type auditEviction struct {
+	pod, user string
+	line      int
+	code      int
+	grace     *int64
+	dryRun    bool
+}
+
+type auditDelete struct {
+	pod, user string
+	line      int
+}
+
+type auditEvent struct {
+	Stage string `json:"stage"`
+	Verb  string `json:"verb"`
+	User  struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject json.RawMessage `json:"requestObject"`
+}
+
+func readAudit(t *testing.T, path string, f func(line int, ev *auditEvent)) {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("reading the audit log: %v", err)
+	}
+	defer fh.Close()
+	s := bufio.NewScanner(fh)
+	s.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 0; s.Scan(); line++ {
+		var ev auditEvent
+		if err := json.Unmarshal(s.Bytes(), &ev); err != nil || ev.Stage != "ResponseComplete" {
+			continue
+		}
+		f(line, &ev)
+	}
+}
+
+// readEvictions returns the evictions of a namespace's pods, as the API server received them.
+func readEvictions(t *testing.T, path, namespace string) []auditEviction {
+	var out []auditEviction
+	readAudit(t, path, func(line int, ev *auditEvent) {
+		if ev.ObjectRef.Namespace != namespace || ev.ObjectRef.Subresource != "eviction" {
+			return
+		}
+		var body policyv1.Eviction
+		if err := json.Unmarshal(ev.RequestObject, &body); err != nil {
+			t.Errorf("eviction request body: %v", err)
+			return
+		}
+		e := auditEviction{pod: ev.ObjectRef.Name, user: ev.User.Username, code: ev.ResponseStatus.Code, line: line}
+		if o := body.DeleteOptions; o != nil {
+			e.grace, e.dryRun = o.GracePeriodSeconds, len(o.DryRun) > 0
+		}
+		out = append(out, e)
+	})
+	return out
+}
+
+// readDeletes returns the deletions of a namespace's pods.
+func readDeletes(t *testing.T, path, namespace string) []auditDelete {
+	var out []auditDelete
+	readAudit(t, path, func(line int, ev *auditEvent) {
+		if ev.ObjectRef.Namespace == namespace && ev.Verb == "delete" && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "" {
+			out = append(out, auditDelete{pod: ev.ObjectRef.Name, user: ev.User.Username, line: line})
+		}
+	})
+	return out
+}

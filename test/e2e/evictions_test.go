@@ -58,7 +58,7 @@ func TestEvictions(t *testing.T) {
 	if err := os.WriteFile(policy, []byte(evictionAuditPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := startSchedCluster(t, cluster.Config{
+	c := cluster.StartT(t, cluster.Config{
 		NodePools:      []cluster.NodePool{cluster.H100Pool(2)},
 		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
 	})

@@ -20,6 +20,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -158,12 +159,15 @@ func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
 
 	// The borrower's queue now caps the grace of its evicted pods at 45 s: the next victim gets
 	// 45 s, not its own 120.
-	var q fairwayv1.Queue
-	if err := c.Client().Get(ctx, client.ObjectKey{Name: "grace-b"}, &q); err != nil {
-		t.Fatal(err)
-	}
-	q.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: 45 * time.Second}
-	if err := c.Client().Update(ctx, &q); err != nil {
+	// The scheduler writes the Queue's status meanwhile: read and update until no write raced.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var q fairwayv1.Queue
+		if err := c.Client().Get(ctx, client.ObjectKey{Name: "grace-b"}, &q); err != nil {
+			return err
+		}
+		q.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: 45 * time.Second}
+		return c.Client().Update(ctx, &q)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the scheduler's Queue informer

@@ -117,29 +117,31 @@ func PodRole(pod *corev1.Pod) Role {
 // isDriverCommand: the driver's main container runs `driver --type CONTAINER|ROOT_DAG|DAG ...`
 // from the kfp-driver image.
 func isDriverCommand(pod *corev1.Pod) bool {
-	for _, c := range pod.Spec.Containers {
-		if c.Name != argo.MainContainer {
-			continue
-		}
-		if strings.Contains(c.Image, "kfp-driver") || (len(c.Command) > 0 && c.Command[0] == "driver") {
-			return true
+	c := mainContainer(pod)
+	return c != nil && (strings.Contains(c.Image, "kfp-driver") || (len(c.Command) > 0 && c.Command[0] == "driver"))
+}
+
+// mainContainer is the pod's Argo main container, nil when it has none.
+func mainContainer(pod *corev1.Pod) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == argo.MainContainer {
+			return &pod.Spec.Containers[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // isImporterCommand: the importer's main container runs the launcher with --executor_type
 // importer.
 func isImporterCommand(pod *corev1.Pod) bool {
-	for _, c := range pod.Spec.Containers {
-		if c.Name != argo.MainContainer {
-			continue
-		}
-		args := append(slices.Clone(c.Command), c.Args...)
-		for i, a := range args {
-			if a == "--executor_type=importer" || (a == "--executor_type" && i+1 < len(args) && args[i+1] == "importer") {
-				return true
-			}
+	c := mainContainer(pod)
+	if c == nil {
+		return false
+	}
+	args := append(slices.Clone(c.Command), c.Args...)
+	for i, a := range args {
+		if a == "--executor_type=importer" || (a == "--executor_type" && i+1 < len(args) && args[i+1] == "importer") {
+			return true
 		}
 	}
 	return false

@@ -16,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -43,14 +42,10 @@ metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := setupLogging(&zapOpts)
-			if kubeconfig == "" {
-				kubeconfig = os.Getenv("KUBECONFIG")
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			cfg, err := restConfig(kubeconfig, "fairway-gpu-agent")
 			if err != nil {
-				return fmt.Errorf("loading kubeconfig: %w", err)
+				return err
 			}
-			cfg.UserAgent = "fairway-gpu-agent"
 			return agent.Run(ctrl.SetupSignalHandler(), cfg, opts, log.WithName("gpu-agent"))
 		},
 	}

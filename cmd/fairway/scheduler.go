@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,15 +121,10 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 	default:
 		f.opts.Engine.LoanReturnGracePeriod = f.loanGrace
 	}
-	kubeconfig := f.kubeconfig
-	if kubeconfig == "" {
-		kubeconfig = os.Getenv("KUBECONFIG")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := restConfig(f.kubeconfig, "fairway-scheduler")
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
-	cfg.UserAgent = "fairway-scheduler"
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	// Built-in types travel as protobuf, as kube-scheduler's do; fairway's CRDs as JSON.
 	proto := rest.CopyConfig(cfg)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/textlogger"
 
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
@@ -152,11 +151,9 @@ func runWebhook(cmd *cobra.Command, f *webhookFlags) error {
 }
 
 func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := restConfig(kubeconfig, "")
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, err
 	}
 	// Admission reads come from informers; only start-up, certificates and the configuration use
 	// the API directly.

@@ -177,14 +177,19 @@ func (c *cycle) domainFree(doms *snapshot.Domains, d int, cls *snapshot.FilterCl
 	nodes := c.snap.Nodes()
 	set := c.snap.ClassNodes(cls)
 	for id := bitset.NextAnd(doms.Nodes[d], set, nil, 0); id >= 0; id = bitset.NextAnd(doms.Nodes[d], set, nil, id+1) {
-		n := nodes[id]
-		used := n.UsedMilliGPU
-		if afterRelease {
-			used -= n.RelMilliGPU
-		}
-		free += int64(len(n.Slots))*snapshot.MilliPerGPU - used - n.HeldWhole*snapshot.MilliPerGPU
+		free += freeMilliGPU(nodes[id], afterRelease)
 	}
 	return free
+}
+
+// freeMilliGPU is the GPU capacity of a node that no pod uses and no hold keeps, counting what
+// releasing pods free when afterRelease is set (the what-ifs of reclaim and preemption).
+func freeMilliGPU(n *snapshot.Node, afterRelease bool) int64 {
+	used := n.UsedMilliGPU
+	if afterRelease {
+		used -= n.RelMilliGPU
+	}
+	return int64(len(n.Slots))*snapshot.MilliPerGPU - used - n.HeldWhole*snapshot.MilliPerGPU
 }
 
 // naturalCompare orders names with numbers in numeric order: worker-2 before worker-10.

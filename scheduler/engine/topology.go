@@ -23,12 +23,7 @@ func TightestDomains(snap *snapshot.Snapshot, doms *snapshot.Domains, cls bitset
 	for i := range doms.Values {
 		var free int64
 		for id := bitset.NextAnd(doms.Nodes[i], cls, nil, 0); id >= 0; id = bitset.NextAnd(doms.Nodes[i], cls, nil, id+1) {
-			n := nodes[id]
-			used := n.UsedMilliGPU
-			if afterRelease {
-				used -= n.RelMilliGPU
-			}
-			free += int64(len(n.Slots))*snapshot.MilliPerGPU - used - n.HeldWhole*snapshot.MilliPerGPU
+			free += freeMilliGPU(nodes[id], afterRelease)
 		}
 		if free >= needMilliGPU {
 			cands = append(cands, cand{i, free})

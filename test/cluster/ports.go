@@ -27,6 +27,11 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// FreePorts returns n distinct free TCP ports on 127.0.0.1, for a process started with
+// StartProcess that needs several (metrics and health probes). Two FreePort calls in a row may
+// return the same port: the kernel hands out a port just released again.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
+
 // FreePort returns a free TCP port on 127.0.0.1, for processes started with StartProcess that
 // need one (metrics, health probes, webhooks).
 func FreePort() (int, error) {

@@ -85,14 +85,11 @@ const ConfigurationName = "fairway-webhook"
 // itself (see mutating-webhook/certs.go) and copies to its certificate directory. It returns once the API
 // server sends pods of the probe namespace through it.
 func StartWebhook(ctx context.Context, c *cluster.Cluster, o WebhookOptions) (*Webhook, error) {
-	port, err := cluster.FreePort()
+	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	probe, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	port, probe := ports[0], ports[1]
 	url := "https://localhost:" + strconv.Itoa(port)
 	args := append([]string{
 		"webhook",

@@ -62,14 +62,11 @@ func StartScheduler(ctx context.Context, c *cluster.Cluster, o SchedulerOptions)
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
-	metrics, err := cluster.FreePort()
+	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	probe, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	metrics, probe := ports[0], ports[1]
 	args := []string{"scheduler", "--kubeconfig=" + c.Kubeconfig(), "--namespace=" + o.Namespace,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe)}

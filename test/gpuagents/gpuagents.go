@@ -156,12 +156,10 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Fleet, error
 
 	for _, n := range opts.Nodes {
 		a := f.agents[n.Name]
-		ports := make([]int, 3)
-		for i := range ports {
-			if ports[i], err = cluster.FreePort(); err != nil {
-				f.Stop()
-				return nil, err
-			}
+		ports, err := cluster.FreePorts(3)
+		if err != nil {
+			f.Stop()
+			return nil, err
 		}
 		addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 		a.MetricsURL = "http://" + addr(ports[0]) + "/metrics"

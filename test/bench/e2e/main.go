@@ -208,8 +208,11 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	var err error
 	name := fmt.Sprintf("%s-%d", sched, run)
 	if sched == "fairway" {
-		port, _ := cluster.FreePort()
-		mport, _ := cluster.FreePort()
+		ports, perr := cluster.FreePorts(2)
+		if perr != nil {
+			return result{}, perr
+		}
+		port, mport := ports[0], ports[1]
 		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: b.bin, Args: []string{"scheduler",
 			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +16,11 @@ import (
 	"github.com/go-logr/logr/testr"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +28,7 @@ import (
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
+	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/gpuagents"
 )
@@ -53,7 +58,15 @@ func TestIdleLending(t *testing.T) {
 	ctrllog.SetLogger(testr.New(t))
 	ctx := t.Context()
 	bin := buildFairway(t)
-	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})
+	dir := t.TempDir()
+	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(evictionAuditPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.StartT(t, cluster.Config{
+		NodePools:      []cluster.NodePool{cluster.H100Pool(1)},
+		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
+	})
 	ensureSchedFixtures(t, c)
 	nodes, err := gpuagents.GPUNodes(ctx, c)
 	if err != nil {
@@ -121,6 +134,15 @@ func TestIdleLending(t *testing.T) {
 	var took []time.Duration
 	for round := range lendingRounds {
 		name := fmt.Sprintf("train-%02d", round)
+		if round == lendingRounds-1 {
+			// The last borrower is covered by a budget that allows no disruption: the loan goes
+			// back all the same (a budget cannot keep a lent GPU from its owner), and says so.
+			mustCreate(t, c, &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: "training-pdb", Namespace: "training"},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{fairwayv1.QueueLabel: "training"}}},
+			})
+		}
 		train := schedPod("training", name, "training").Fraction("0.6").Priority(fairwayv1.PriorityClassTraining).
 			Annotate(fairwayv1.BorrowIdleGPUAnnotation, "true").Obj()
 		mustCreate(t, c, train)
@@ -165,6 +187,30 @@ func TestIdleLending(t *testing.T) {
 		}
 		work(0) // idle again for the next round
 	}
+	// Every loan went back through the Eviction API, with the loan's grace; the last one, which
+	// its budget refused, was then deleted, with an event saying why.
+	evictions := readEvictions(t, auditLog, "training")
+	evicted := map[string]bool{}
+	for _, e := range evictions {
+		if e.dryRun || e.grace == nil || *e.grace != 1 {
+			t.Errorf("eviction of %s: dry run %v, gracePeriodSeconds %v; want a real eviction with the loan's 1 s", e.pod, e.dryRun, ptr.Deref(e.grace, -1))
+		}
+		evicted[e.pod] = true
+	}
+	if len(evicted) != lendingRounds {
+		t.Errorf("the audit log shows evictions of %d training pods, want all %d loans returned through the Eviction API", len(evicted), lendingRounds)
+	}
+	last := fmt.Sprintf("train-%02d", lendingRounds-1)
+	for _, e := range evictions {
+		if e.pod == last && e.code != 429 {
+			t.Errorf("the eviction of %s under a budget allowing none got %d, want 429", last, e.code)
+		}
+	}
+	if got := eventsFor(t, c, ctx, "training", evictor.ReasonLoanReturnedPastBudget); len(got) != 1 {
+		t.Errorf("%s events %q, want one on %s", evictor.ReasonLoanReturnedPastBudget, got, last)
+	}
+	t.Logf("loan returns through the Eviction API: %d pods, the last refused by its budget (429) and deleted", len(evicted))
+
 	sorted := slices.Clone(took)
 	slices.Sort(sorted)
 	p50, p95 := percentile(sorted, 0.5), percentile(sorted, 0.95)
@@ -210,26 +256,34 @@ func checkLoanShows(t *testing.T, c *cluster.Cluster, sched *schedProc) {
 	})
 }
 
-// waitDeletion returns when the watched pod got its deletionTimestamp (or was deleted).
+// waitDeletion returns when the watched pod got its deletionTimestamp (or was deleted). The loan
+// goes back through the Eviction API, which overwrites the DisruptionTarget condition with its
+// own reason (EvictionByEvictionAPI) in the request that sets deletionTimestamp; what the pod
+// must have seen is fairway's reason first, before the signal (as TestEvictions checks for
+// reclaim).
 func waitDeletion(t *testing.T, w watch.Interface, timeout time.Duration) time.Time {
 	t.Helper()
 	deadline := time.After(timeout)
+	first := ""
 	for {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				t.Fatal("the pod watch ended")
 			}
-			if p, isPod := ev.Object.(*corev1.Pod); isPod && (ev.Type == watch.Deleted || p.DeletionTimestamp != nil) {
-				at := time.Now()
-				reason := ""
-				for _, c := range p.Status.Conditions {
-					if c.Type == corev1.DisruptionTarget {
-						reason = c.Reason + ": " + c.Message
-					}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && first == "" {
+					first = c.Reason + ": " + c.Message
 				}
-				if !strings.HasPrefix(reason, "FairwayLoanReturn: ") || !strings.Contains(reason, "does GPU work") {
-					t.Errorf("pod %s evicted with %q, want a LoanReturn because the notebook works", p.Name, reason)
+			}
+			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
+				at := time.Now()
+				if !strings.HasPrefix(first, "FairwayLoanReturn: ") || !strings.Contains(first, "does GPU work") {
+					t.Errorf("pod %s first saw DisruptionTarget %q, want a LoanReturn because the notebook works, before the signal", p.Name, first)
 				}
 				return at
 			}

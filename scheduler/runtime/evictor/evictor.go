@@ -1,5 +1,5 @@
 // Package evictor applies the engine's evictions (reclaim, preemption, consolidation, stale
-// gangs; loan returns, which are deletions) and deletes fairway's pods left on deleted nodes. For each pod, in this
+// gangs, loan returns) and deletes fairway's pods left on deleted nodes. For each pod, in this
 // order, it:
 //
 //  1. for a pod a PodDisruptionBudget covers, evicts it as a dry run, so that a refusal leaves
@@ -10,8 +10,8 @@
 //     and the engine's message, so the pod's owner and its users see why it goes;
 //  3. evicts the pod through the Eviction API (policy/v1), so that the API server enforces
 //     PodDisruptionBudgets, with the grace period the engine gave (the pod's own, capped by its
-//     queue), guarded by the pod's UID; a pod of a deleted node and a returned loan are
-//     deleted instead (see Evict);
+//     queue), guarded by the pod's UID; a pod of a deleted node is deleted instead, and a
+//     returned loan is deleted when a budget refuses (see Evict);
 //  4. sets the condition again: the API server's eviction replaces its reason with
 //     EvictionByEvictionAPI, and fairway's says why;
 //  5. records events: on the victim ("Preempted by team-a/train because ...") and on the
@@ -231,13 +231,18 @@ func isBudgetErr(err error) bool {
 // pod is terminating by then and its kubelet has been told; workloads that watch for the
 // condition see fairway's reason before and after the signal.
 //
-// Two kinds are deleted, not evicted: pods of deleted nodes (nothing runs them any more) and
-// loans returned to the idle notebooks that lent their GPU (a loan never had a claim to the
-// GPU, which goes back to its owner at once whatever budget covers the borrower, as the
-// kubelet's node-pressure evictions ignore budgets; and the owner waits for it).
+// Pods of deleted nodes are deleted, not evicted: nothing runs them any more. Loans returned to
+// the idle notebooks that lent their GPU are evicted too, so that the API server counts the
+// disruption against the borrower's budgets and audits it as an eviction, but a budget cannot
+// keep the GPU from its owner: a loan never had a claim to the GPU, the notebook's user is
+// waiting for it, and waiting for a budget would break idle lending's one promise (see
+// returnLoan).
 func (e *Evictor) Evict(ctx context.Context, r *Request) error {
-	if r.Reason == ReasonNodeDeleted || r.Reason == engine.EvictLoanReturn {
+	switch r.Reason {
+	case ReasonNodeDeleted:
 		return e.deletePod(ctx, r)
+	case engine.EvictLoanReturn:
+		return e.returnLoan(ctx, r)
 	}
 	if len(r.Budgets) > 0 {
 		if err := e.evict(ctx, r, true); err != nil {
@@ -316,12 +321,54 @@ func (e *Evictor) setCondition(ctx context.Context, r *Request, status corev1.Co
 	return nil
 }
 
-// deletePod deletes a pod (one whose node is gone, or a returned loan), after its condition,
-// guarded by its UID.
+// returnLoan evicts a pod on loan with the loan's short grace, after its DisruptionTarget
+// condition, and deletes it when a PodDisruptionBudget refuses: the budget is asked (and, when it
+// allows the eviction, charged), but it cannot keep a lent GPU from the notebook that lent it,
+// as the kubelet's node-pressure evictions ignore budgets. No dry run comes first, since the
+// pod goes either way. The override is an event on the pod (LoanReturnedPastBudget) and a log
+// line, so the budget's owner sees why the budget was not honoured.
+func (e *Evictor) returnLoan(ctx context.Context, r *Request) error {
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
+		return err
+	}
+	err := e.evict(ctx, r, false)
+	if err != nil {
+		err = e.evictionError(err)
+	}
+	if _, refused := errors.AsType[*BudgetError](err); refused {
+		e.opts.Log.Info("A PodDisruptionBudget refused a loan return; deleting the pod on loan anyway",
+			"pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "budgets", r.Budgets, "err", err.Error())
+		if e.opts.Events != nil {
+			e.opts.Events.Victim(r.Pod, r.UID, ReasonLoanReturnedPastBudget,
+				"A PodDisruptionBudget refused the eviction, but the GPU was only lent while its owner was idle and goes back to it: deleted with the loan's grace period")
+		}
+		return e.deleteOnly(ctx, r)
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil && !errors.Is(err, errGone) {
+		e.opts.Log.V(1).Info("Could not restore fairway's DisruptionTarget reason after the eviction", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "err", err.Error())
+	}
+	e.record(r)
+	return nil
+}
+
+// ReasonLoanReturnedPastBudget is the event reason on a pod on loan deleted although a
+// PodDisruptionBudget refused its eviction.
+const ReasonLoanReturnedPastBudget = "LoanReturnedPastBudget"
+
+// deletePod deletes a pod whose node is gone, after its condition, guarded by its UID.
 func (e *Evictor) deletePod(ctx context.Context, r *Request) error {
 	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
 		return err
 	}
+	return e.deleteOnly(ctx, r)
+}
+
+// deleteOnly deletes the pod with the request's grace period, guarded by its UID, and records
+// the events.
+func (e *Evictor) deleteOnly(ctx context.Context, r *Request) error {
 	grace := int64(r.GracePeriod / time.Second)
 	pods := e.client.CoreV1().Pods(r.Pod.Namespace)
 	if err := e.retry(ctx, func() error {

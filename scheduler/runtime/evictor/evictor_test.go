@@ -204,9 +204,9 @@ func TestSubmitOrderAndDedup(t *testing.T) {
 	}
 }
 
-// A loan goes back to the notebook that lent its GPU by deletion: no budget may keep the GPU
-// from its owner.
-func TestLoanReturnIsADeletion(t *testing.T) {
+// A loan goes back to the notebook that lent its GPU through the Eviction API, with the loan's
+// grace period and no dry run (the pod goes either way).
+func TestLoanReturnIsAnEviction(t *testing.T) {
 	cs := fake.NewClientset(victim())
 	e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{})
 	r := reclaim()
@@ -215,13 +215,43 @@ func TestLoanReturnIsADeletion(t *testing.T) {
 	if err := e.Evict(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	if got := actions(cs); got != "patch/status,delete/" {
-		t.Fatalf("API calls %v, want the condition then the deletion", got)
+	if got := actions(cs); got != "patch/status,create/eviction,patch/status" {
+		t.Fatalf("API calls %v, want the condition, the eviction, the condition", got)
 	}
-	if c := condition(t, cs.Actions()[0]); c.Reason != "FairwayLoanReturn" {
-		t.Errorf("condition %+v", c)
+	for _, i := range []int{0, 2} {
+		if c := condition(t, cs.Actions()[i]); c.Reason != "FairwayLoanReturn" || c.Status != corev1.ConditionTrue {
+			t.Errorf("condition %d: %+v", i, c)
+		}
 	}
-	if o := cs.Actions()[1].(k8stesting.DeleteAction).GetDeleteOptions(); *o.GracePeriodSeconds != 5 || *o.Preconditions.UID != "v-uid" {
+	evic := cs.Actions()[1].(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+	if o := evic.DeleteOptions; *o.GracePeriodSeconds != 5 || *o.Preconditions.UID != "v-uid" || len(o.DryRun) != 0 {
+		t.Errorf("eviction options %+v", o)
+	}
+}
+
+// A budget that refuses a loan return does not keep the GPU from its owner: the pod on loan is
+// deleted with the loan's grace, an event says why, and nothing is reported as blocked.
+func TestLoanReturnPastARefusingBudget(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, budgetRefusal() })
+	ev := &events{}
+	e := New(cs, func(o cache.Outcome) { t.Errorf("outcome %+v, want none", o) }, Options{Events: ev})
+	r := reclaim()
+	r.Reason, r.Beneficiary, r.GracePeriod = engine.EvictLoanReturn, nil, 5*time.Second
+	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "web-pdb"}}
+	err := e.Evict(context.Background(), r)
+	e.done(r, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(cs); got != "patch/status,create/eviction,delete/" {
+		t.Fatalf("API calls %v, want the condition, the refused eviction, the deletion", got)
+	}
+	if o := cs.Actions()[2].(k8stesting.DeleteAction).GetDeleteOptions(); *o.GracePeriodSeconds != 5 || *o.Preconditions.UID != "v-uid" {
 		t.Errorf("delete options %+v", o)
+	}
+	if len(ev.victim) != 2 || !strings.HasPrefix(ev.victim[0], "train-b-1 "+ReasonLoanReturnedPastBudget+": ") ||
+		!strings.HasPrefix(ev.victim[1], "train-b-1 LoanReturn: ") {
+		t.Errorf("victim events %q", ev.victim)
 	}
 }

@@ -77,9 +77,8 @@ const (
 	DefaultSharedWorkers = 64
 )
 
-// DefaultBackoff makes up to 5 attempts of a call, waiting 100ms, 200ms, 400ms and 800ms (±20%)
-// between them. (In wait.Backoff a step that reaches Cap is the last one.)
-var DefaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+// DefaultBackoff is the binder's retry of one API call: podqueue.CallBackoff, the evictor's too.
+var DefaultBackoff = podqueue.CallBackoff
 
 // Binder is the pool of binding workers. It implements manager.Runnable (leader only).
 type Binder struct {

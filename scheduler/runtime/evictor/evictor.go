@@ -113,7 +113,7 @@ func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Evi
 		opts.Workers = 8
 	}
 	if opts.Backoff.Steps == 0 {
-		opts.Backoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+		opts.Backoff = podqueue.CallBackoff
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()

@@ -10,9 +10,16 @@ package podqueue
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
+
+// CallBackoff is how the workers of both pools retry one API call on a transient error: up to 5
+// attempts, waiting 100ms, 200ms, 400ms and 800ms (±20%) between them. (In wait.Backoff a step
+// that reaches Cap is the last one.) A call that still fails is the engine's to ask again for.
+var CallBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
 
 // Queue is a FIFO of requests keyed by pod. The zero value is not usable; call New.
 type Queue[T any] struct {

@@ -138,6 +138,7 @@ func (l *loop) rebuild() {
 	l.mps = mpsCache{}
 	l.rejects = newRejections()
 	l.reserved = newReservedNodes(l.rt.reserve)
+	l.reserved.off = l.opts.NoNodeReservations
 	l.budgetBackoff = flowcontrol.NewBackOff(budgetBackoffInitial, budgetBackoffMax)
 	// Everything is applied now; events queued so far are applied again at the first cycle,
 	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing

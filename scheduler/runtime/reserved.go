@@ -22,6 +22,8 @@ type reservedNodes struct {
 	// next cycle.
 	want, next map[string]string
 	sync       []string
+	// off: Options.NoNodeReservations.
+	off bool
 }
 
 func newReservedNodes(r *reserve.Reserver) *reservedNodes {
@@ -40,6 +42,9 @@ func (rn *reservedNodes) observe(name string, n *corev1.Node) {
 // value is the taint value of the gang the engine holds node for ("" for none), for the
 // evictor.
 func (rn *reservedNodes) value(res *engine.Result, node string) string {
+	if rn.off {
+		return ""
+	}
 	for _, r := range res.Reserved {
 		if r.Node == node {
 			return v1alpha1.ReservedTaintValue(r.Gang.Namespace, r.Gang.Name)
@@ -53,6 +58,9 @@ func (rn *reservedNodes) value(res *engine.Result, node string) string {
 // decision; the room is the gang's only once the API server has the binding). It asks for a
 // check of the nodes whose taint differs from what they should have.
 func (rn *reservedNodes) update(res *engine.Result, snap *snapshot.Snapshot) {
+	if rn.off {
+		return
+	}
 	clear(rn.next)
 	for _, r := range res.Reserved {
 		rn.next[r.Node] = v1alpha1.ReservedTaintValue(r.Gang.Namespace, r.Gang.Name)

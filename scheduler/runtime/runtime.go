@@ -84,10 +84,14 @@ func New(c Clients, opts Options) (*Runtime, error) {
 		Waiting: sink.WaitingForVolumes,
 	})
 	r.reserve = reserve.New(c.Scheduling, r.inf.Node, log.WithName("reserve"))
-	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evictor.Options{
+	evOpts := evictor.Options{
 		Workers: opts.EvictWorkers, Events: sink, Observer: &evictObserver{m: r.metrics}, Log: log.WithName("evictor"),
 		Transient: binder.Transient, Reserve: r.reserve.Ensure,
-	})
+	}
+	if opts.NoNodeReservations {
+		evOpts.Reserve = nil
+	}
+	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evOpts)
 	if r.pgs, err = podgroups.New(c.CRD, r.inf, podgroups.Options{Log: log.WithName("podgroups")}); err != nil {
 		return nil, err
 	}

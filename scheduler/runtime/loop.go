@@ -267,6 +267,11 @@ func (l *loop) apply(k cache.Key) {
 	inf := l.rt.inf
 	switch k.Kind {
 	case cache.KindPod:
+		if fp := inf.PendingForeignPod(k.Namespace, k.Name); fp != nil {
+			l.snap.UpsertForeignPending(k.NamespacedName(), fp.Spec.SchedulerName, cache.PendingForeignGPUs(fp))
+		} else {
+			l.snap.DeleteForeignPending(k.NamespacedName())
+		}
 		p := inf.Pod(k.Namespace, k.Name)
 		if k.Namespace == l.opts.Namespace {
 			l.resv.track(k.Name, p)

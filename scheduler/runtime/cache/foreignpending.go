@@ -39,4 +39,3 @@ func PendingForeignGPUs(p *corev1.Pod) int64 {
 func (inf *Informers) PendingForeignPod(namespace, name string) *corev1.Pod {
 	return get[corev1.Pod](inf.PendingForeignPods.GetStore(), nsKey(namespace, name))
 }
-

@@ -56,8 +56,8 @@ type Informers struct {
 	ForeignPods cache.SharedIndexInformer
 	// PendingForeignPods are other schedulers' pods that wait for a node (TrimPendingForeignPod).
 	PendingForeignPods cache.SharedIndexInformer
-	Nodes       cache.SharedIndexInformer
-	Queues      cache.SharedIndexInformer
+	Nodes              cache.SharedIndexInformer
+	Queues             cache.SharedIndexInformer
 	// Namespaces keeps namespaces' names and labels, for Queue.spec.namespaceSelector.
 	Namespaces      cache.SharedIndexInformer
 	PodGroups       cache.SharedIndexInformer

@@ -54,10 +54,8 @@ const (
 type Informers struct {
 	Pods        cache.SharedIndexInformer
 	ForeignPods cache.SharedIndexInformer
-	// PendingForeignPods are other schedulers' pods that wait for a node (TrimPendingForeignPod).
-	PendingForeignPods cache.SharedIndexInformer
-	Nodes              cache.SharedIndexInformer
-	Queues             cache.SharedIndexInformer
+	Nodes       cache.SharedIndexInformer
+	Queues      cache.SharedIndexInformer
 	// Namespaces keeps namespaces' names and labels, for Queue.spec.namespaceSelector.
 	Namespaces      cache.SharedIndexInformer
 	PodGroups       cache.SharedIndexInformer
@@ -68,6 +66,9 @@ type Informers struct {
 	// Budgets are the PodDisruptionBudgets, indexed by namespace for their lister.
 	Budgets cache.SharedIndexInformer
 	budgets policylisters.PodDisruptionBudgetLister
+
+	// PendingForeignPods are other schedulers' pods that wait for a node (TrimPendingForeignPod).
+	PendingForeignPods cache.SharedIndexInformer
 
 	queue  *Queue
 	log    logr.Logger

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/keymutex"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
@@ -56,6 +57,10 @@ type Reserver struct {
 	// wrote is the state each node was last written to, and when (see cacheLag).
 	wrote map[string]written
 
+	// nodeLock serializes the syncs of one node: the evictors of several pods of a node and the
+	// worker would otherwise write it at once, all but one in conflict.
+	nodeLock keymutex.KeyMutex
+
 	writes atomic.Int64
 }
 
@@ -71,7 +76,7 @@ func New(cs kubernetes.Interface, node func(string) *corev1.Node, log logr.Logge
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	return &Reserver{client: cs, node: node, log: log, want: map[string]string{}, wrote: map[string]written{},
+	return &Reserver{client: cs, node: node, log: log, want: map[string]string{}, wrote: map[string]written{}, nodeLock: keymutex.NewHashed(0),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "reservations"})}
 }
@@ -143,6 +148,8 @@ func (r *Reserver) Start(ctx context.Context) error {
 // sync makes the node's taint what want says. It writes only when the node differs, with the
 // node's resourceVersion as precondition; on a conflict it reads the node again.
 func (r *Reserver) sync(ctx context.Context, name string) error {
+	r.nodeLock.LockKey(name)
+	defer func() { _ = r.nodeLock.UnlockKey(name) }()
 	r.mu.Lock()
 	value, reserve := r.want[name]
 	w, wrote := r.wrote[name]

@@ -2,6 +2,7 @@ package reserve
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -63,5 +64,26 @@ func TestReserver(t *testing.T) {
 	}
 	if err := r.Ensure(ctx, "gone", value); err != nil {
 		t.Errorf("reserving a node that is gone: %v", err)
+	}
+}
+
+// The evictions of several pods of one node reserve it at once: one write.
+func TestReserverConcurrentEnsure(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	var stale corev1.Node // the cache has not seen the taint yet
+	stale.Name = "n1"
+	r := New(cs, func(string) *corev1.Node { return &stale }, logr.Discard())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := r.Ensure(ctx, "n1", "team-a.train"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := r.Writes(); got != 1 {
+		t.Errorf("%d writes for 8 evictions on one node, want 1", got)
 	}
 }

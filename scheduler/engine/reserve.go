@@ -16,20 +16,23 @@ func (c *cycle) reserve() {
 	if len(held) == 0 {
 		return
 	}
-	at := make(map[string]int, len(held))
+	n := 0
+	for _, g := range held {
+		n += len(g.Holds())
+	}
+	out := make([]Reservation, 0, n)
 	for _, g := range held {
 		for _, h := range g.Holds() {
-			if i, ok := at[h.Node.Name]; ok {
-				if g.Key.Compare(c.res.Reserved[i].Gang) < 0 {
-					c.res.Reserved[i].Gang = g.Key
-				}
-				continue
-			}
-			at[h.Node.Name] = len(c.res.Reserved)
-			c.res.Reserved = append(c.res.Reserved, Reservation{Node: h.Node.Name, Gang: g.Key})
+			out = append(out, Reservation{Node: h.Node.Name, Gang: g.Key})
 		}
 	}
-	slices.SortFunc(c.res.Reserved, func(a, b Reservation) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(out, func(a, b Reservation) int {
+		if d := strings.Compare(a.Node, b.Node); d != 0 {
+			return d
+		}
+		return a.Gang.Compare(b.Gang)
+	})
+	c.res.Reserved = slices.CompactFunc(out, func(a, b Reservation) bool { return a.Node == b.Node })
 }
 
 // foreignCompetition is what a reason adds when pods of other schedulers wait for GPUs as well

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
@@ -42,6 +43,17 @@ type WhyView struct {
 	MinMember int32 `json:"minMember"`
 	// Pods are where the gang's (or the pod's) bound pods run.
 	Pods []PlacementView `json:"pods"`
+	// Competing are the pending pods of other schedulers that ask for GPUs, per scheduler, while
+	// the gang (or pod) waits for GPUs: fairway does not place them, and capacity it does not
+	// hold for a gang goes to whichever scheduler binds first (docs/coexistence.md).
+	Competing []CompetingView `json:"competing,omitempty"`
+}
+
+// CompetingView counts one other scheduler's pending pods that ask for GPUs.
+type CompetingView struct {
+	Scheduler string `json:"scheduler"`
+	Pods      int    `json:"pods"`
+	GPUs      int64  `json:"gpus"`
 }
 
 // ObjectRef names a PodGroup or a Pod.
@@ -120,6 +132,14 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	var pcs schedulingv1.PriorityClassList
 	_ = o.Client.List(ctx, &pcs) // optional, as in `fairway jobs`
 	s := &WhySnapshot{Pod: pod, PodGroup: pg, Pods: pods.Items, PriorityClasses: pcs.Items, Nodes: map[string]*corev1.Node{}, NodePods: map[string][]corev1.Pod{}}
+	// Optional too: a user who may not list pods cluster-wide does not see the competition.
+	var foreign corev1.PodList
+	if err := o.Client.List(ctx, &foreign, client.MatchingFieldsSelector{Selector: fields.AndSelectors(
+		fields.OneTermNotEqualSelector("spec.schedulerName", fairwayv1.SchedulerName),
+		fields.OneTermEqualSelector("spec.nodeName", ""),
+		fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)))}); err == nil {
+		s.ForeignPending = foreign.Items
+	}
 	for _, p := range s.members() {
 		if p.Spec.NodeName == "" || s.Nodes[p.Spec.NodeName] != nil {
 			continue
@@ -177,6 +197,8 @@ type WhySnapshot struct {
 	Nodes           map[string]*corev1.Node
 	// NodePods are the pods of the nodes where fractional members run.
 	NodePods map[string][]corev1.Pod
+	// ForeignPending are the pending pods of other schedulers (any namespace).
+	ForeignPending []corev1.Pod
 }
 
 // members are the pods explained: the pod asked about, or the PodGroup's pods.
@@ -246,7 +268,34 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 	for _, p := range s.members() {
 		v.Pods = append(v.Pods, placement(p, s))
 	}
+	if v.Waiting && slices.ContainsFunc(s.members(), func(p *corev1.Pod) bool { g := gpuOf(p); return g.Whole > 0 || g.shared() }) {
+		v.Competing = competing(s.ForeignPending)
+	}
 	return v
+}
+
+// competing counts the pending pods of other schedulers that ask for GPUs, per scheduler.
+func competing(pods []corev1.Pod) []CompetingView {
+	var out []CompetingView
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.SchedulerName == fairwayv1.SchedulerName || p.Spec.NodeName != "" || terminated(p) {
+			continue
+		}
+		n := gpuOf(p).Whole
+		if n <= 0 {
+			continue
+		}
+		j := slices.IndexFunc(out, func(c CompetingView) bool { return c.Scheduler == p.Spec.SchedulerName })
+		if j < 0 {
+			j = len(out)
+			out = append(out, CompetingView{Scheduler: p.Spec.SchedulerName})
+		}
+		out[j].Pods++
+		out[j].GPUs += n
+	}
+	slices.SortFunc(out, func(a, b CompetingView) int { return strings.Compare(a.Scheduler, b.Scheduler) })
+	return out
 }
 
 func unschedulable(pg *fairwayv1.PodGroup) *metav1.Condition {
@@ -340,6 +389,10 @@ func PrintWhy(w io.Writer, v WhyView) error {
 			line("Message", "%s", v.Message)
 		}
 		line("To unblock", "%s", v.Hint)
+		for _, c := range v.Competing {
+			line("Competing", "%d pods of scheduler %s wait for %d %s; fairway does not place them, and only the capacity it holds for a gang is kept from them",
+				c.Pods, c.Scheduler, c.GPUs, fairwayv1.ResourceGPU)
+		}
 	} else if v.Message != "" {
 		line("Note", "%s", v.Message)
 	}

@@ -93,6 +93,7 @@ and takes over when the leader goes.`,
 	fl.StringVar(&o.ReservationPriorityClass, "reservation-priority-class", d.ReservationPriorityClass, "Priority class of the GPU reservation pods.")
 	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", d.ReservationTimeout, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
 	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", d.VolumeBindTimeout, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
+	fl.BoolVar(&o.NoNodeReservations, "no-node-reservations", false, "Leave nodes untainted while capacity there is held for a gang (fairway.dev/reserved keeps other schedulers' pods off it); only where no other scheduler uses fairway's nodes.")
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", d.OrphanGrace, "How long fairway's pods bound to a deleted node are left before they are deleted.")
 	fl.StringVar(&f.placement, "placement", string(de.Placement), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
 	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", de.EvictionGracePeriod, "Grace period of an eviction of a pod whose spec sets no terminationGracePeriodSeconds (the API server always sets one); every other pod gets its own, capped by its queue's spec.maxEvictionGracePeriod.")

@@ -29,6 +29,7 @@ func (c *cycle) report() {
 				}
 			}
 			r.PendingPods = len(g.Pending)
+			r.Message += c.foreignCompetition(g, r.Code)
 			if g.Foreign != "" {
 				// The queue the gang names does not take it: reported under no queue, so that
 				// nothing counted per queue (metrics, dashboards) charges it to that queue.

@@ -24,6 +24,16 @@ type Result struct {
 	Unschedulable []GangReason
 	// Queues has the status of every queue, sorted by name.
 	Queues []QueueStatus
+	// Reserved are the nodes where capacity is held for a gang at the end of the cycle, sorted
+	// by node: the runtime keeps other schedulers' pods off them (v1alpha1.ReservedTaintKey).
+	Reserved []Reservation
+}
+
+// Reservation is a node whose capacity is held for a gang (the first held there, by key, when
+// several are).
+type Reservation struct {
+	Node string
+	Gang snapshot.GangKey
 }
 
 // Binding places one pod on a node.

@@ -60,6 +60,8 @@ type loop struct {
 	// nodes (see rejections).
 	rejects *rejections
 	expired []string
+	// reserved are the nodes tainted, or to taint, for gangs that hold capacity there.
+	reserved *reservedNodes
 
 	// budgetBackoff spaces the engine's attempts on a PodDisruptionBudget that refused an
 	// eviction, per budget.
@@ -135,6 +137,8 @@ func (l *loop) rebuild() {
 	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)
 	l.mps = mpsCache{}
 	l.rejects = newRejections()
+	l.reserved = newReservedNodes(l.rt.reserve)
+	l.reserved.off = l.opts.NoNodeReservations
 	l.budgetBackoff = flowcontrol.NewBackOff(budgetBackoffInitial, budgetBackoffMax)
 	// Everything is applied now; events queued so far are applied again at the first cycle,
 	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
@@ -173,8 +177,9 @@ func (l *loop) cycle(ctx context.Context) {
 	// 2. Schedule.
 	now := l.clock.Now()
 	res := l.eng.Schedule(l.snap, now)
-	// 3. Hand out decisions.
+	// 3. Hand out decisions; reserve the nodes held for gangs.
 	l.dispatch(&res)
+	l.reserved.update(&res, l.snap)
 	// 4. Housekeeping: reservations and pods of deleted nodes.
 	l.resv.release(l.snap, now)
 	l.orphans.sweep(ctx, now)
@@ -262,6 +267,11 @@ func (l *loop) apply(k cache.Key) {
 	inf := l.rt.inf
 	switch k.Kind {
 	case cache.KindPod:
+		if fp := inf.PendingForeignPod(k.Namespace, k.Name); fp != nil {
+			l.snap.UpsertForeignPending(k.NamespacedName(), fp.Spec.SchedulerName, cache.PendingForeignGPUs(fp))
+		} else {
+			l.snap.DeleteForeignPending(k.NamespacedName())
+		}
 		p := inf.Pod(k.Namespace, k.Name)
 		if k.Namespace == l.opts.Namespace {
 			l.resv.track(k.Name, p)
@@ -280,6 +290,7 @@ func (l *loop) apply(k cache.Key) {
 		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:
 		n := inf.Node(k.Name)
+		l.reserved.observe(k.Name, n)
 		if n == nil {
 			l.snap.DeleteNode(k.Name)
 			delete(l.mps, k.Name)
@@ -429,6 +440,8 @@ func (l *loop) dispatch(res *engine.Result) {
 			}
 			if e.Reason == engine.EvictLoanReturn {
 				r.WokeAt = lenderWokeAt(t)
+			} else if e.Beneficiary != nil {
+				r.Reserve = l.reserved.value(res, e.Node)
 			}
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()

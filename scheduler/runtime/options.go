@@ -50,6 +50,10 @@ type Options struct {
 	// them. Default 30s.
 	OrphanGrace time.Duration
 
+	// NoNodeReservations leaves nodes untainted while capacity is held on them for a gang: only
+	// for clusters where no other scheduler places pods on fairway's nodes (docs/coexistence.md).
+	NoNodeReservations bool
+
 	// Engine configures the scheduling engine; its Logger defaults to Log, and
 	// SharesNeedInventory is always set (fractional pods go only to nodes with a gpu-agent).
 	Engine engine.Options

@@ -18,6 +18,7 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
 	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
 	"github.com/fairway-sched/fairway/scheduler/runtime/podgroups"
+	"github.com/fairway-sched/fairway/scheduler/runtime/reserve"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
 	"github.com/fairway-sched/fairway/scheduler/runtime/volumebinder"
 )
@@ -47,6 +48,7 @@ type Runtime struct {
 	binder  *binder.Binder
 	volumes *volumebinder.Binder
 	evictor *evictor.Evictor
+	reserve *reserve.Reserver
 	pgs     *podgroups.Controller
 	status  *status.Writer
 	metrics *metrics.Metrics
@@ -81,10 +83,15 @@ func New(c Clients, opts Options) (*Runtime, error) {
 		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),
 		Waiting: sink.WaitingForVolumes,
 	})
-	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evictor.Options{
+	r.reserve = reserve.New(c.Scheduling, r.inf.Node, log.WithName("reserve"))
+	evOpts := evictor.Options{
 		Workers: opts.EvictWorkers, Events: sink, Observer: &evictObserver{m: r.metrics}, Log: log.WithName("evictor"),
-		Transient: binder.Transient,
-	})
+		Transient: binder.Transient, Reserve: r.reserve.Ensure,
+	}
+	if opts.NoNodeReservations {
+		evOpts.Reserve = nil
+	}
+	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evOpts)
 	if r.pgs, err = podgroups.New(c.CRD, r.inf, podgroups.Options{Log: log.WithName("podgroups")}); err != nil {
 		return nil, err
 	}
@@ -103,7 +110,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 	if err := r.metrics.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	for _, run := range []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)} {
+	for _, run := range []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)} {
 		if err := mgr.Add(run); err != nil {
 			return err
 		}

@@ -62,6 +62,9 @@ type Snapshot struct {
 
 	// budgets are the PodDisruptionBudgets the runtime reported (see Budget).
 	budgets map[types.NamespacedName]*Budget
+
+	// foreign are the pending pods of other schedulers that ask for GPUs (see ForeignPending).
+	foreignPods foreignPending
 }
 
 // New returns an empty snapshot.

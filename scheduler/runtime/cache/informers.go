@@ -48,8 +48,9 @@ const (
 //
 // Pods come from two watches that never overlap: fairway's own pods (spec.schedulerName=fairway,
 // pending or bound, reservation pods included) and every pod another scheduler bound
-// (spec.schedulerName!=fairway,spec.nodeName!=), which only take node capacity. Pending pods of
-// other schedulers are never seen.
+// (spec.schedulerName!=fairway,spec.nodeName!=), which only take node capacity. A third watch
+// has the pending pods of other schedulers, trimmed to the GPUs they ask for: they compete for
+// fairway's nodes, and waiting gangs' reasons name them.
 type Informers struct {
 	Pods        cache.SharedIndexInformer
 	ForeignPods cache.SharedIndexInformer
@@ -65,6 +66,9 @@ type Informers struct {
 	// Budgets are the PodDisruptionBudgets, indexed by namespace for their lister.
 	Budgets cache.SharedIndexInformer
 	budgets policylisters.PodDisruptionBudgetLister
+
+	// PendingForeignPods are other schedulers' pods that wait for a node (TrimPendingForeignPod).
+	PendingForeignPods cache.SharedIndexInformer
 
 	queue  *Queue
 	log    logr.Logger
@@ -101,6 +105,20 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			listOpts(foreign)(&o)
+			return core.Pods("").Watch(ctx, o)
+		}), &corev1.Pod{}, nil)
+	pendingForeign := fields.AndSelectors(
+		fields.OneTermNotEqualSelector("spec.schedulerName", v1alpha1.SchedulerName),
+		fields.OneTermEqualSelector("spec.nodeName", ""),
+		fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)),
+	).String()
+	inf.PendingForeignPods = newInformer(typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			listOpts(pendingForeign)(&o)
+			return core.Pods("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			listOpts(pendingForeign)(&o)
 			return core.Pods("").Watch(ctx, o)
 		}), &corev1.Pod{}, nil)
 	inf.Nodes = newInformer(typedLW(
@@ -167,6 +185,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 	}{
 		{inf.Pods, transform(TrimPod)},
 		{inf.ForeignPods, transform(TrimForeignPod)},
+		{inf.PendingForeignPods, transform(TrimPendingForeignPod)},
 		{inf.Nodes, transform(TrimNode)},
 		{inf.Claims, transform(TrimClaim)},
 		{inf.Volumes, transform(TrimVolume)},
@@ -188,6 +207,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 	}{
 		{inf.Pods, KindPod, podChangeRelevant},
 		{inf.ForeignPods, KindPod, podChangeRelevant},
+		{inf.PendingForeignPods, KindPod, func(old, cur any) bool { return false }}, // adds and deletes only
 		{inf.Nodes, KindNode, nodeChangeRelevant},
 		{inf.Queues, KindQueue, generationChanged},
 		{inf.Namespaces, KindNamespace, func(old, cur any) bool {
@@ -400,7 +420,7 @@ func (inf *Informers) Start(ctx context.Context) error {
 }
 
 func (inf *Informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses, inf.Budgets}
+	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.PendingForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses, inf.Budgets}
 }
 
 // Synced reports whether every informer has synced once.
@@ -421,6 +441,7 @@ func (inf *Informers) AllKeys() []Key {
 	add(KindBudget, inf.Budgets.GetStore())
 	add(KindPod, inf.Pods.GetStore())
 	add(KindPod, inf.ForeignPods.GetStore())
+	add(KindPod, inf.PendingForeignPods.GetStore())
 	slices.SortFunc(out, CompareKeys)
 	return out
 }

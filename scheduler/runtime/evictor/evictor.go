@@ -77,6 +77,10 @@ type Request struct {
 	// WokeAt is, for a LoanReturn, when the gpu-agent observed a lender of the GPU do GPU work
 	// again (zero when unknown): the start of the activity-to-return latency.
 	WokeAt time.Time
+	// Reserve is the taint value of the gang the engine holds the pod's node for ("" when it
+	// holds it for none): the node is reserved (Options.Reserve) before the pod is evicted, so
+	// that the room it frees is never open to other schedulers.
+	Reserve string
 }
 
 // Observer counts evictions; called concurrently.
@@ -96,6 +100,9 @@ type Options struct {
 	Log      logr.Logger
 	// Transient classifies errors worth retrying.
 	Transient func(error) bool
+	// Reserve taints a node for a gang and returns once the API server has the taint (package
+	// reserve); nil reserves nothing.
+	Reserve func(ctx context.Context, node, value string) error
 }
 
 // Evictor is the pool of eviction workers. It implements manager.Runnable (leader only).
@@ -243,6 +250,13 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 		return e.deletePod(ctx, r)
 	case engine.EvictLoanReturn:
 		return e.returnLoan(ctx, r)
+	}
+	if r.Reserve != "" && e.opts.Reserve != nil {
+		// Evicting without the taint is what fairway did before it had one: better than not
+		// evicting; the loop asks for the taint again after its next cycle.
+		if err := e.opts.Reserve(ctx, r.Node, r.Reserve); err != nil {
+			e.opts.Log.Error(err, "Evicting on a node not reserved for the gang", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
+		}
 	}
 	if len(r.Budgets) > 0 {
 		if err := e.evict(ctx, r, true); err != nil {

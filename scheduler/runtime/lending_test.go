@@ -7,6 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -34,12 +35,19 @@ func TestLoanReturnedWhenTheNotebookWakes(t *testing.T) {
 		Annotation(v1alpha1.LoanAnnotation, "true").Obj()
 	loan.UID, loan.Spec.SchedulerName = "train-uid", v1alpha1.SchedulerName
 	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(1, "H100").Inventory(81920).Obj(), nb, loan)
+	// The loan goes back through the Eviction API; the fake has no eviction subresource, so the
+	// reactor plays the API server: it records the grace and deletes the pod.
 	deletes := make(chan int64, 4)
-	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
-		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetName() == "train" {
-			deletes <- ptr.Deref(d.GetDeleteOptions().GracePeriodSeconds, -1)
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+		c, ok := a.(k8stesting.CreateAction)
+		if !ok || a.GetSubresource() != "eviction" {
+			return false, nil, nil
 		}
-		return false, nil, nil
+		ev := c.GetObject().(*policyv1.Eviction)
+		if ev.Name == "train" {
+			deletes <- ptr.Deref(ev.DeleteOptions.GracePeriodSeconds, -1)
+		}
+		return true, nil, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
 	})
 	research := testutil.MakeQueue("research").GPU("1", 1, "").Obj()
 	research.Spec.IdleLending = &v1alpha1.IdleLending{Lend: ptr.To(true)}
@@ -68,7 +76,7 @@ func TestLoanReturnedWhenTheNotebookWakes(t *testing.T) {
 	select {
 	case grace := <-deletes:
 		if grace != 5 {
-			t.Errorf("loan deleted with a grace period of %ds, want the default 5s", grace)
+			t.Errorf("loan evicted with a grace period of %ds, want the default 5s", grace)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loan was not evicted after the notebook woke")

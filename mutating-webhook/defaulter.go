@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/plainpod"
 	"github.com/fairway-sched/fairway/adapters/registry"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -97,9 +99,32 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	}
 	if w.Ignore != "" {
 		log.V(4).Info("Leaving framework helper pod alone", "framework", adapter.Name(), "reason", w.Ignore)
+		if asksFairway {
+			// A workflow-wide schedulerName reaches helper pods too; fairway's scheduler would
+			// never place a pod the webhook did not label, so the helper goes back to the default.
+			pod.Spec.SchedulerName = corev1.DefaultSchedulerName
+			return append(w.Warnings, fmt.Sprintf("fairway: this pod is a %s, which fairway leaves to %s: spec.schedulerName %q was replaced", w.Ignore, corev1.DefaultSchedulerName, schedulerName)), nil
+		}
 		return w.Warnings, nil
 	}
 	warnings := w.Warnings
+
+	// 2b. What the queues of the namespace let fairway take (QueueSpec.Admit), and what fairway
+	// can schedule at all. A pod that names fairway's scheduler itself is always taken.
+	if !asksFairway {
+		policy, err := d.admitPolicy(ctx, serving)
+		if err != nil {
+			return nil, err
+		}
+		if !takes(policy, pod, adapter.Name(), w) {
+			log.V(4).Info("Leaving pod to its own scheduler: the queue's admit policy does not take it", "admit", policy, "framework", adapter.Name())
+			return nil, nil
+		}
+		if what := fairwayv1.UnevaluatedConstraints(pod); len(what) > 0 {
+			log.V(2).Info("Leaving pod to its own scheduler: it uses constraints fairway does not evaluate", "constraints", what)
+			return []string{unevaluatedWarning(pod, what)}, nil
+		}
+	}
 
 	// 3. The queue.
 	queue, err := d.resolveQueue(ctx, pod, ns, w.QueueHint, serving)
@@ -116,6 +141,14 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		return warnings, err
 	}
 	warnings = append(warnings, warn...)
+	if w.Kind == adapters.KindNotebook {
+		if _, chosen := pod.Labels[fairwayv1.PreemptibilityLabel]; !chosen {
+			// Whatever class the hub gave it (z2jh's podPriority classes have value 0): a
+			// notebook holds a user's live session, which preemption would kill. The label is
+			// the user's explicit way to ask otherwise.
+			setLabel(pod, fairwayv1.PreemptibilityLabel, string(fairwayv1.NonPreemptible))
+		}
+	}
 
 	// 5. The GPU share.
 	warn, err = d.gpuShare(req, pod, w)
@@ -155,6 +188,70 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
 		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
 	return warnings, nil
+}
+
+// admitPolicy is the widest admit policy of the queues serving the namespace.
+func (d *PodDefaulter) admitPolicy(ctx context.Context, serving []string) (fairwayv1.AdmitPolicy, error) {
+	policies := make([]fairwayv1.AdmitPolicy, 0, len(serving))
+	for _, q := range serving {
+		p, err := d.state.QueueAdmit(ctx, q)
+		if err != nil {
+			return "", fmt.Errorf("reading the admit policy of queue %s: %w", q, err)
+		}
+		policies = append(policies, p)
+	}
+	return fairwayv1.Widest(policies...), nil
+}
+
+// takes reports whether the admit policy hands the pod to fairway (see QueueSpec.Admit). Pods of
+// a known framework are recognised by their adapter; the plain-pod fallback claims the rest.
+func takes(policy fairwayv1.AdmitPolicy, pod *corev1.Pod, framework string, w adapters.Workload) bool {
+	if policy == fairwayv1.AdmitAll || asksForGPU(pod) || asksForFairway(pod) || w.QueueHint != "" {
+		return true
+	}
+	known := framework != plainpod.Name
+	if policy == fairwayv1.AdmitGPU {
+		// A gang is placed whole or not at all: its pods without a GPU (a Ray head) go with it.
+		return known && w.MinMember > 1
+	}
+	return known
+}
+
+// asksForGPU: a container asks for whole GPUs, or the pod for a GPU share (a malformed share
+// counts, so that the pod is refused with the annotation's error rather than left alone).
+func asksForGPU(pod *corev1.Pod) bool {
+	if c, _ := wholeGPUs(pod); c != "" {
+		return true
+	}
+	share, err := gpurequest.Parse(pod.Annotations)
+	return err != nil || !share.IsZero()
+}
+
+// asksForFairway: the pod carries a fairway.dev/ label or annotation, or a queue label fairway
+// reads (fairway's, Run:ai's, KAI's).
+func asksForFairway(pod *corev1.Pod) bool {
+	if key, _, err := fairwayv1.QueueOf(pod.Labels); key != "" || err != nil {
+		return true
+	}
+	for _, m := range []map[string]string{pod.Labels, pod.Annotations} {
+		for k := range m {
+			if strings.HasPrefix(k, fairwayv1.Prefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unevaluatedWarning is what the creator of a pod left to kube-scheduler for its constraints
+// reads.
+func unevaluatedWarning(pod *corev1.Pod, what []string) string {
+	name := pod.Spec.SchedulerName
+	if name == "" {
+		name = corev1.DefaultSchedulerName
+	}
+	return fmt.Sprintf("fairway: pod uses %s, which fairway does not evaluate, so it is left to scheduler %s: it gets no fairway queue, quota, gang or GPU share; "+
+		"to have fairway schedule it, use a node selector, node affinity or a fairway topology annotation instead", strings.Join(what, ", "), name)
 }
 
 func notServed(ns string) error {

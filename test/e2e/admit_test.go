@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +16,11 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/jupyterhub"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -210,4 +213,18 @@ func checkLeftToKubeScheduler(t *testing.T, p *corev1.Pod) {
 			t.Errorf("pod %s left to kube-scheduler carries annotation %s", p.Name, k)
 		}
 	}
+}
+
+// loadUnstructured reads the one object of a repository file.
+func loadUnstructured(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := adaptertest.LoadObjects(t, filepath.Join(root, path))
+	if len(objs) != 1 {
+		t.Fatalf("%s: want one object, got %d", path, len(objs))
+	}
+	return objs[0]
 }

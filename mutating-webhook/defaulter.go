@@ -52,7 +52,9 @@ func NewPodDefaulter(list []adapters.Adapter, state ClusterState, objects adapte
 // The steps, in order:
 //  1. Leave alone what is not fairway's: protected namespaces, opted-out pods, pods already bound
 //     to a node, pods that chose another scheduler, namespaces no queue serves.
-//  2. Ask the adapters which framework made the pod and what its workload is.
+//  2. Ask the adapters which framework made the pod and what its workload is; leave framework
+//     helpers alone, and, unless the pod names fairway's scheduler, what the queues' spec.admit
+//     does not take and pods whose requirements fairway does not evaluate (with a warning).
 //  3. Resolve the queue and check the namespace may use it.
 //  4. Default the priority class for the workload kind.
 //  5. Normalize the GPU share and wire the GPU environment into the GPU container.

@@ -197,15 +197,17 @@ func ptrTo[T any](v T) *T { return &v }
 
 // TestNotebooksStayNonPreemptible: z2jh's scheduling.podPriority gives notebooks its own class,
 // of value 0 (preemptible by priority); the notebook is marked non-preemptible all the same,
-// unless its pod says otherwise with the preemptibility label.
+// unless its creator chose otherwise: the preemptibility label, or a class of their own.
 func TestNotebooksStayNonPreemptible(t *testing.T) {
 	for name, tc := range map[string]struct {
 		class, label, want string
 	}{
 		"no class":                       {want: "non-preemptible"},
 		"z2jh podPriority class":         {class: "jhub-default-priority", want: "non-preemptible"},
-		"fairway-training class":         {class: fairwayv1.PriorityClassTraining, want: "non-preemptible"},
+		"the cluster's global default":   {class: "cluster-default", want: "non-preemptible"},
 		"user asks preemptible by label": {class: "jhub-default-priority", label: "preemptible", want: "preemptible"},
+		// A profile's priority_class_name is the user's choice: its value decides, as for any pod.
+		"user's own class": {class: fairwayv1.PriorityClassTraining, want: ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := adaptertest.LoadPod(t, "../adapters/jupyterhub/testdata/z2jh-notebook.yaml")
@@ -217,14 +219,19 @@ func TestNotebooksStayNonPreemptible(t *testing.T) {
 				pod.Labels[fairwayv1.PreemptibilityLabel] = tc.label
 			}
 			state := defaultState()
-			state.priorityClasses = append(state.priorityClasses, "jhub-default-priority")
+			state.priorityClasses = append(state.priorityClasses, "jhub-default-priority", "cluster-default")
+			state.globalDefault = "cluster-default"
 			req := createRequest(t, pod, pod.Namespace)
 			resp := newHandler(state, nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
 			got := applyPatch(t, req, resp)
 			if got.Labels[fairwayv1.PreemptibilityLabel] != tc.want {
 				t.Errorf("preemptibility %q, want %q", got.Labels[fairwayv1.PreemptibilityLabel], tc.want)
 			}
-			if tc.class != "" && got.Spec.PriorityClassName != tc.class {
+			if wantClass := tc.class; wantClass == "cluster-default" {
+				if got.Spec.PriorityClassName != fairwayv1.PriorityClassInteractive {
+					t.Errorf("the global default class was kept: %q", got.Spec.PriorityClassName)
+				}
+			} else if tc.class != "" && got.Spec.PriorityClassName != tc.class {
 				t.Errorf("the class chosen for the pod changed: %q", got.Spec.PriorityClassName)
 			}
 		})

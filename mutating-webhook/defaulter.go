@@ -144,10 +144,11 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	}
 	warnings = append(warnings, warn...)
 	if w.Kind == adapters.KindNotebook {
-		if _, chosen := pod.Labels[fairwayv1.PreemptibilityLabel]; !chosen {
-			// Whatever class the hub gave it (z2jh's podPriority classes have value 0): a
-			// notebook holds a user's live session, which preemption would kill. The label is
-			// the user's explicit way to ask otherwise.
+		chosen, err := d.choosesPreemptibility(ctx, pod)
+		if err != nil {
+			return warnings, err
+		}
+		if !chosen {
 			setLabel(pod, fairwayv1.PreemptibilityLabel, string(fairwayv1.NonPreemptible))
 		}
 	}
@@ -333,6 +334,31 @@ func (d *PodDefaulter) defaultPriority(ctx context.Context, pod *corev1.Pod, cla
 	pod.Spec.Priority = nil
 	pod.Spec.PreemptionPolicy = nil
 	return nil, nil
+}
+
+// z2jhPriorityClassSuffix ends the name of the class zero-to-jupyterhub's
+// scheduling.podPriority gives every notebook (<release>-default-priority, value 0).
+const z2jhPriorityClassSuffix = "-default-priority"
+
+// choosesPreemptibility reports whether a notebook's creator chose its preemptibility: with the
+// fairway.dev/preemptibility label, or with a priority class of their own (a profile's
+// priority_class_name: fairway-training). Otherwise the notebook is made non-preemptible, whatever
+// class the hub gave it: it holds a user's live session, which preemption would kill, and
+// z2jh's podPriority class (value 0) would make it preemptible by priority alone. Runs after
+// defaultPriority, so an unchosen class has become fairway-interactive by now.
+func (d *PodDefaulter) choosesPreemptibility(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if _, ok := pod.Labels[fairwayv1.PreemptibilityLabel]; ok {
+		return true, nil
+	}
+	class := pod.Spec.PriorityClassName
+	if class == "" || class == fairwayv1.PriorityClassInteractive || strings.HasSuffix(class, z2jhPriorityClassSuffix) {
+		return false, nil
+	}
+	globalDefault, err := d.state.GlobalDefaultPriorityClass(ctx)
+	if err != nil {
+		return false, fmt.Errorf("looking up the global default priority class: %w", err)
+	}
+	return class != globalDefault, nil
 }
 
 // unnamedGroup names the gang of a pod that is a gang of its own: after the pod's name, or, for a

@@ -205,8 +205,8 @@ func gpuLimit(pod *corev1.Pod) int64 {
 
 // TestRealKubeSpawnerPods: every pod KubeSpawner's own tests expect make_pod() to build is known
 // for a notebook, by its shape (the expected objects carry only the labels each test passed in),
-// and is admitted as one: an interactive gang of its own, non-preemptible, its GPU on the
-// notebook container. The one that names its own scheduler keeps it.
+// and is admitted as one: an interactive gang of its own, non-preemptible unless it names its
+// own priority class, its GPU on the notebook container. The one that names its own scheduler keeps it.
 func TestRealKubeSpawnerPods(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(realworld, "kubespawner", "*.json"))
 	if err != nil || len(files) != 25 {
@@ -234,8 +234,14 @@ func TestRealKubeSpawnerPods(t *testing.T) {
 				got.Annotations[fairwayv1.WorkloadKindAnnotation] != string(adapters.KindNotebook) {
 				t.Errorf("not admitted as a notebook: scheduler %q, labels %v, annotations %v", got.Spec.SchedulerName, got.Labels, got.Annotations)
 			}
-			if got.Labels[fairwayv1.PreemptibilityLabel] != string(fairwayv1.NonPreemptible) {
-				t.Errorf("preemptibility %q, want non-preemptible", got.Labels[fairwayv1.PreemptibilityLabel])
+			// A class the spawner was configured with (priority_class_name) is the user's
+			// choice, and its value decides; otherwise the notebook is non-preemptible.
+			wantPreempt := string(fairwayv1.NonPreemptible)
+			if pod.Spec.PriorityClassName != "" {
+				wantPreempt = ""
+			}
+			if got.Labels[fairwayv1.PreemptibilityLabel] != wantPreempt {
+				t.Errorf("preemptibility %q, want %q", got.Labels[fairwayv1.PreemptibilityLabel], wantPreempt)
 			}
 			if got.Annotations[fairwayv1.PodGroupAnnotation] != "nb-"+pod.Name || got.Annotations[fairwayv1.MinMemberAnnotation] != "1" {
 				t.Errorf("gang %q of %q", got.Annotations[fairwayv1.PodGroupAnnotation], got.Annotations[fairwayv1.MinMemberAnnotation])

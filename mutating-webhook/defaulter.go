@@ -105,7 +105,7 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 			// A workflow-wide schedulerName reaches helper pods too; fairway's scheduler would
 			// never place a pod the webhook did not label, so the helper goes back to the default.
 			pod.Spec.SchedulerName = corev1.DefaultSchedulerName
-			return append(w.Warnings, fmt.Sprintf("fairway: this pod is a %s, which fairway leaves to %s: spec.schedulerName %q was replaced", w.Ignore, corev1.DefaultSchedulerName, schedulerName)), nil
+			return append(w.Warnings, fmt.Sprintf("fairway: this pod (%s) is a helper fairway leaves to %s: spec.schedulerName %q was replaced", w.Ignore, corev1.DefaultSchedulerName, schedulerName)), nil
 		}
 		return w.Warnings, nil
 	}

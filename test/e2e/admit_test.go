@@ -14,9 +14,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,7 +88,7 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	warnings := &warningCollector{}
 	cfg := c.RESTConfig()
 	cfg.WarningHandler = warnings
-	wc, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
+	wc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	spread.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
 	spread.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 		TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
-	if err := wc.Create(ctx, spread); err != nil {
+	if spread, err = wc.CoreV1().Pods(spread.Namespace).Create(ctx, spread, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want := "fairway: pod uses required inter-pod anti-affinity, which fairway does not evaluate, so it is left to scheduler default-scheduler: "
@@ -159,7 +161,9 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	mustCreate(t, c, serve)
 	time.Sleep(10 * time.Second)
 	var after corev1.Pod
-	if err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), &after); err != nil {
+	if err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), &after); apierrors.IsNotFound(err) {
+		t.Fatalf("the notebook was evicted for the inference pod: %v", eventsFor(t, c, ctx, "jhub", "Preempt"))
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	if after.UID != running.UID || after.DeletionTimestamp != nil || after.Status.Phase != corev1.PodRunning {

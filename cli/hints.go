@@ -20,7 +20,8 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 	fairwayv1.ReasonInvalidRequest: "A pod's fairway annotations or labels are malformed (the message names them). Fix them in the " +
 		"workload and recreate the pods.",
 	fairwayv1.ReasonUnsupported: "A pod uses a scheduling constraint fairway does not evaluate (the message names it). " +
-		"Remove it from the pod template, or express it with node affinity.",
+		"Remove it from the pod template, express it with node affinity, or drop spec.schedulerName: fairway: the webhook " +
+		"then leaves such a pod to kube-scheduler.",
 	fairwayv1.ReasonVolume: "A PersistentVolumeClaim of a pod cannot be used now (the message names it and says why): it does " +
 		"not exist yet, waits for its volume (Immediate class, or a provisioner that has not finished), or can never be " +
 		"satisfied (no such StorageClass, no matching PersistentVolume and no provisioner, allowedTopologies matching no " +

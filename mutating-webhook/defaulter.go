@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/plainpod"
 	"github.com/fairway-sched/fairway/adapters/registry"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -50,7 +52,9 @@ func NewPodDefaulter(list []adapters.Adapter, state ClusterState, objects adapte
 // The steps, in order:
 //  1. Leave alone what is not fairway's: protected namespaces, opted-out pods, pods already bound
 //     to a node, pods that chose another scheduler, namespaces no queue serves.
-//  2. Ask the adapters which framework made the pod and what its workload is.
+//  2. Ask the adapters which framework made the pod and what its workload is; leave framework
+//     helpers alone, and, unless the pod names fairway's scheduler, what the queues' spec.admit
+//     does not take and pods whose requirements fairway does not evaluate (with a warning).
 //  3. Resolve the queue and check the namespace may use it.
 //  4. Default the priority class for the workload kind.
 //  5. Normalize the GPU share and wire the GPU environment into the GPU container.
@@ -97,9 +101,32 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	}
 	if w.Ignore != "" {
 		log.V(4).Info("Leaving framework helper pod alone", "framework", adapter.Name(), "reason", w.Ignore)
+		if asksFairway {
+			// A workflow-wide schedulerName reaches helper pods too; fairway's scheduler would
+			// never place a pod the webhook did not label, so the helper goes back to the default.
+			pod.Spec.SchedulerName = corev1.DefaultSchedulerName
+			return append(w.Warnings, fmt.Sprintf("fairway: this pod (%s) is a helper fairway leaves to %s: spec.schedulerName %q was replaced", w.Ignore, corev1.DefaultSchedulerName, schedulerName)), nil
+		}
 		return w.Warnings, nil
 	}
 	warnings := w.Warnings
+
+	// 2b. What the queues of the namespace let fairway take (QueueSpec.Admit), and what fairway
+	// can schedule at all. A pod that names fairway's scheduler itself is always taken.
+	if !asksFairway {
+		policy, err := d.admitPolicy(ctx, serving)
+		if err != nil {
+			return nil, err
+		}
+		if !takes(policy, pod, adapter.Name(), w) {
+			log.V(4).Info("Leaving pod to its own scheduler: the queue's admit policy does not take it", "admit", policy, "framework", adapter.Name())
+			return nil, nil
+		}
+		if what := fairwayv1.UnevaluatedConstraints(pod); len(what) > 0 {
+			log.V(2).Info("Leaving pod to its own scheduler: it uses constraints fairway does not evaluate", "constraints", what)
+			return []string{unevaluatedWarning(pod, what)}, nil
+		}
+	}
 
 	// 3. The queue.
 	queue, err := d.resolveQueue(ctx, pod, ns, w.QueueHint, serving)
@@ -116,6 +143,15 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		return warnings, err
 	}
 	warnings = append(warnings, warn...)
+	if w.Kind == adapters.KindNotebook {
+		chosen, err := d.choosesPreemptibility(ctx, pod)
+		if err != nil {
+			return warnings, err
+		}
+		if !chosen {
+			setLabel(pod, fairwayv1.PreemptibilityLabel, string(fairwayv1.NonPreemptible))
+		}
+	}
 
 	// 5. The GPU share.
 	warn, err = d.gpuShare(req, pod, w)
@@ -155,6 +191,70 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
 		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
 	return warnings, nil
+}
+
+// admitPolicy is the widest admit policy of the queues serving the namespace.
+func (d *PodDefaulter) admitPolicy(ctx context.Context, serving []string) (fairwayv1.AdmitPolicy, error) {
+	policies := make([]fairwayv1.AdmitPolicy, 0, len(serving))
+	for _, q := range serving {
+		p, err := d.state.QueueAdmit(ctx, q)
+		if err != nil {
+			return "", fmt.Errorf("reading the admit policy of queue %s: %w", q, err)
+		}
+		policies = append(policies, p)
+	}
+	return fairwayv1.Widest(policies...), nil
+}
+
+// takes reports whether the admit policy hands the pod to fairway (see QueueSpec.Admit). Pods of
+// a known framework are recognised by their adapter; the plain-pod fallback claims the rest.
+func takes(policy fairwayv1.AdmitPolicy, pod *corev1.Pod, framework string, w adapters.Workload) bool {
+	if policy == fairwayv1.AdmitAll || asksForGPU(pod) || asksForFairway(pod) || w.QueueHint != "" {
+		return true
+	}
+	known := framework != plainpod.Name
+	if policy == fairwayv1.AdmitGPU {
+		// A gang is placed whole or not at all: its pods without a GPU (a Ray head) go with it.
+		return known && w.MinMember > 1
+	}
+	return known
+}
+
+// asksForGPU: a container asks for whole GPUs, or the pod for a GPU share (a malformed share
+// counts, so that the pod is refused with the annotation's error rather than left alone).
+func asksForGPU(pod *corev1.Pod) bool {
+	if c, _ := wholeGPUs(pod); c != "" {
+		return true
+	}
+	share, err := gpurequest.Parse(pod.Annotations)
+	return err != nil || !share.IsZero()
+}
+
+// asksForFairway: the pod carries a fairway.dev/ label or annotation, or a queue label fairway
+// reads (fairway's, Run:ai's, KAI's).
+func asksForFairway(pod *corev1.Pod) bool {
+	if key, _, err := fairwayv1.QueueOf(pod.Labels); key != "" || err != nil {
+		return true
+	}
+	for _, m := range []map[string]string{pod.Labels, pod.Annotations} {
+		for k := range m {
+			if strings.HasPrefix(k, fairwayv1.Prefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unevaluatedWarning is what the creator of a pod left to kube-scheduler for its constraints
+// reads.
+func unevaluatedWarning(pod *corev1.Pod, what []string) string {
+	name := pod.Spec.SchedulerName
+	if name == "" {
+		name = corev1.DefaultSchedulerName
+	}
+	return fmt.Sprintf("fairway: pod uses %s, which fairway does not evaluate, so it is left to scheduler %s: it gets no fairway queue, quota, gang or GPU share; "+
+		"to have fairway schedule it, use a node selector, node affinity or a fairway topology annotation instead", strings.Join(what, ", "), name)
 }
 
 func notServed(ns string) error {
@@ -234,6 +334,31 @@ func (d *PodDefaulter) defaultPriority(ctx context.Context, pod *corev1.Pod, cla
 	pod.Spec.Priority = nil
 	pod.Spec.PreemptionPolicy = nil
 	return nil, nil
+}
+
+// z2jhPriorityClassSuffix ends the name of the class zero-to-jupyterhub's
+// scheduling.podPriority gives every notebook (<release>-default-priority, value 0).
+const z2jhPriorityClassSuffix = "-default-priority"
+
+// choosesPreemptibility reports whether a notebook's creator chose its preemptibility: with the
+// fairway.dev/preemptibility label, or with a priority class of their own (a profile's
+// priority_class_name: fairway-training). Otherwise the notebook is made non-preemptible, whatever
+// class the hub gave it: it holds a user's live session, which preemption would kill, and
+// z2jh's podPriority class (value 0) would make it preemptible by priority alone. Runs after
+// defaultPriority, so an unchosen class has become fairway-interactive by now.
+func (d *PodDefaulter) choosesPreemptibility(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if _, ok := pod.Labels[fairwayv1.PreemptibilityLabel]; ok {
+		return true, nil
+	}
+	class := pod.Spec.PriorityClassName
+	if class == "" || class == fairwayv1.PriorityClassInteractive || strings.HasSuffix(class, z2jhPriorityClassSuffix) {
+		return false, nil
+	}
+	globalDefault, err := d.state.GlobalDefaultPriorityClass(ctx)
+	if err != nil {
+		return false, fmt.Errorf("looking up the global default priority class: %w", err)
+	}
+	return class != globalDefault, nil
 }
 
 // unnamedGroup names the gang of a pod that is a gang of its own: after the pod's name, or, for a

@@ -100,7 +100,6 @@ func TestControllerSelectorLabelsAreNeverPatched(t *testing.T) {
 	for _, fixture := range []string{
 		"../adapters/argo/testdata/step-gpu.yaml",
 		"../adapters/kfp/testdata/executor-2.17.yaml",
-		"../adapters/kfp/testdata/driver-2.17.yaml",
 		"../adapters/kuberay/testdata/worker-gpu.yaml",
 		"../adapters/kuberay/testdata/head.yaml",
 	} {

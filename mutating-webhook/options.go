@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 // DefaultTakeOverSchedulers are the scheduler names, besides an empty one, that the webhook
@@ -71,6 +73,9 @@ type ClusterState interface {
 	QueuesServing(ctx context.Context, namespace string) ([]string, error)
 	// QueueExists reports whether a queue of that name exists.
 	QueueExists(ctx context.Context, name string) (bool, error)
+	// QueueAdmit is the queue's effective spec.admit (v1alpha1.DefaultAdmitPolicy when unset or
+	// when the queue is gone).
+	QueueAdmit(ctx context.Context, name string) (fairwayv1.AdmitPolicy, error)
 	// LargestGPUMemoryMiB is the memory of the largest GPU any node reports (node label
 	// fairway.dev/gpu-memory), 0 when no node reports one.
 	LargestGPUMemoryMiB() int64

@@ -116,6 +116,17 @@ func (s *cachedState) QueueExists(ctx context.Context, name string) (bool, error
 	return exists(s.reader.Get(ctx, types.NamespacedName{Name: name}, &fairwayv1.Queue{}))
 }
 
+func (s *cachedState) QueueAdmit(ctx context.Context, name string) (fairwayv1.AdmitPolicy, error) {
+	q := &fairwayv1.Queue{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, q, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fairwayv1.DefaultAdmitPolicy, nil
+		}
+		return "", err
+	}
+	return q.Spec.Admit.Effective(), nil
+}
+
 func (s *cachedState) LargestGPUMemoryMiB() int64 { return s.gpus.largest() }
 
 func (s *cachedState) PriorityClassExists(ctx context.Context, name string) (bool, error) {

@@ -109,3 +109,23 @@ func TestNamespaceMatcherRefusesEmptySelector(t *testing.T) {
 		t.Errorf("error %v, want one naming spec.namespaceSelector", err)
 	}
 }
+
+// TestQueueAdmit: the webhook reads a queue's spec.admit from its cache; unset (a client that
+// skipped the CRD's defaulting) and a queue gone meanwhile both mean the default.
+func TestQueueAdmit(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "all"}, Spec: fairwayv1.QueueSpec{Admit: fairwayv1.AdmitAll}},
+		&fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "unset"}},
+	).Build()
+	state := &cachedState{reader: c, gpus: newGPUMemoryIndex()}
+	for name, want := range map[string]fairwayv1.AdmitPolicy{"all": fairwayv1.AdmitAll, "unset": fairwayv1.AdmitFrameworks, "gone": fairwayv1.AdmitFrameworks} {
+		if got, err := state.QueueAdmit(ctx, name); err != nil || got != want {
+			t.Errorf("QueueAdmit(%s) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}

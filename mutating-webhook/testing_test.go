@@ -17,6 +17,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/registry"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
 )
 
@@ -27,6 +28,7 @@ type staticState struct {
 	priorityClasses []string
 	globalDefault   string
 	gpuMemoryMiB    int64
+	admit           map[string]fairwayv1.AdmitPolicy // queue -> spec.admit; unset: the default
 }
 
 func (s *staticState) QueuesServing(_ context.Context, ns string) ([]string, error) {
@@ -42,6 +44,10 @@ func (s *staticState) QueueExists(_ context.Context, name string) (bool, error) 
 	return slices.Contains(s.extraQueues, name), nil
 }
 
+func (s *staticState) QueueAdmit(_ context.Context, name string) (fairwayv1.AdmitPolicy, error) {
+	return s.admit[name].Effective(), nil
+}
+
 func (s *staticState) LargestGPUMemoryMiB() int64 { return s.gpuMemoryMiB }
 
 func (s *staticState) PriorityClassExists(_ context.Context, name string) (bool, error) {
@@ -52,8 +58,8 @@ func (s *staticState) GlobalDefaultPriorityClass(context.Context) (string, error
 	return s.globalDefault, nil
 }
 
-// defaultState: every fixture namespace is served by one queue; fairway's priority classes exist;
-// the largest GPU has 80 GiB.
+// defaultState: every fixture namespace is served by one queue (shared by two); fairway's
+// priority classes exist; the largest GPU has 80 GiB.
 func defaultState() *staticState {
 	return &staticState{
 		queues: map[string][]string{
@@ -68,6 +74,9 @@ func defaultState() *staticState {
 		extraQueues:     []string{"team-b"},
 		priorityClasses: []string{"fairway-training", "fairway-interactive", "fairway-inference"},
 		gpuMemoryMiB:    81920,
+		// team-a and shared take every pod, so that the tests of the other rules can use plain
+		// CPU pods; the other namespaces keep the default (Frameworks).
+		admit: map[string]fairwayv1.AdmitPolicy{"team-a": fairwayv1.AdmitAll, "research": fairwayv1.AdmitAll},
 	}
 }
 

@@ -25,6 +25,8 @@ const (
 	SingleUserComponent = "singleuser-server"
 	// NotebookContainer is KubeSpawner's container, always at index 0.
 	NotebookContainer = "notebook"
+	// NotebookPort names the notebook container's port (kubespawner/objects.py make_pod).
+	NotebookPort = "notebook-port"
 )
 
 // Name is the framework name on the pods this adapter recognises.
@@ -41,15 +43,30 @@ func New() *Adapter { return &Adapter{} }
 // Name implements adapters.Adapter.
 func (*Adapter) Name() string { return Name }
 
-// Recognize implements adapters.Adapter: a single-user server made by KubeSpawner. The user
-// placeholder pods of z2jh are not notebooks and are left to the plain-pod rules.
+// Recognize implements adapters.Adapter: a single-user server made by KubeSpawner, known by its
+// labels or, when a hub overrides component_label or common_labels, by the shape KubeSpawner's
+// make_pod always gives it: container 0 named "notebook" with a port named "notebook-port". The
+// user placeholder pods of z2jh are not notebooks and are left to the plain-pod rules.
 func (*Adapter) Recognize(pod *corev1.Pod) bool {
 	l := pod.Labels
-	if l[ComponentLabel] != SingleUserComponent && l[AppComponentLabel] != SingleUserComponent {
+	if l[ComponentLabel] == SingleUserComponent || l[AppComponentLabel] == SingleUserComponent {
+		if _, hasUser := l[UsernameLabel]; hasUser || l[ManagedByLabel] == "kubespawner" {
+			return true
+		}
+	}
+	return hasNotebookShape(pod)
+}
+
+func hasNotebookShape(pod *corev1.Pod) bool {
+	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].Name != NotebookContainer {
 		return false
 	}
-	_, hasUser := l[UsernameLabel]
-	return hasUser || l[ManagedByLabel] == "kubespawner"
+	for _, p := range pod.Spec.Containers[0].Ports {
+		if p.Name == NotebookPort {
+			return true
+		}
+	}
+	return false
 }
 
 // Describe implements adapters.Adapter. KubeSpawner names pods deterministically

@@ -1,7 +1,7 @@
 // Package kfp recognises the pods of Kubeflow Pipelines v2 runs, which KFP compiles into Argo
 // workflows. For every task KFP runs a driver pod and an executor pod; only the executor runs the
 // user's code and may get a GPU share (on `main`). Drivers, DAG drivers and importers are tiny
-// system pods that never get a GPU.
+// system pods that never get a GPU; fairway leaves them to kube-scheduler.
 //
 // KFP pods are also Argo pods, so this adapter must come before the Argo adapter in the registry.
 //
@@ -70,11 +70,18 @@ func (*Adapter) Recognize(pod *corev1.Pod) bool {
 	return pod.Labels[V2ComponentKey] == "true" || pod.Annotations[V2ComponentKey] == "true"
 }
 
-// Describe implements adapters.Adapter. Every pod is a gang of its own (an Argo step); drivers
-// and importers are marked NoGPU, so a GPU share set workflow-wide never lands on them.
+// Describe implements adapters.Adapter. Every executor is a gang of its own (an Argo step).
+// Drivers and importers are left alone (Workload.Ignore): they are short control pods of a few
+// hundred millicores that never hold a GPU, and every executor waits for its driver, so queueing
+// them behind GPU quota or preempting them would stall the run for nothing; kube-scheduler places
+// them at once, and they count against no queue.
 func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.ObjectReader) (adapters.Workload, error) {
 	if component, ok := pod.Labels[argo.ComponentLabel]; ok {
 		return adapters.Workload{Ignore: "Argo " + component + " pod"}, nil
+	}
+	role := PodRole(pod)
+	if role != RoleExecutor {
+		return adapters.Workload{Ignore: "Kubeflow Pipelines " + string(role) + " pod"}, nil
 	}
 	w := adapters.Workload{
 		Kind:          adapters.KindPipelineStep,
@@ -87,11 +94,7 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 	if warning != "" {
 		w.Warnings = append(w.Warnings, warning)
 	}
-	if role := PodRole(pod); role == RoleExecutor {
-		w.GPUContainer = argo.GPUContainer(pod)
-	} else {
-		w.NoGPU = true
-	}
+	w.GPUContainer = argo.GPUContainer(pod)
 	return w, nil
 }
 

@@ -33,29 +33,25 @@ func TestDescribe(t *testing.T) {
 			want: adapters.Workload{Kind: adapters.KindPipelineStep, PodGroup: step("iris-9f2kd", "iris-9f2kd-1203943817"),
 				MinMember: 1, PriorityClass: "fairway-training", GPUContainer: "main"},
 		},
-		"2.17 driver never gets a GPU": {
+		"2.17 driver is left to kube-scheduler": {
 			fixture:  "driver-2.17.yaml",
 			wantRole: kfp.RoleDriver,
-			want: adapters.Workload{Kind: adapters.KindPipelineStep, PodGroup: step("my-pipeline-abcde", "my-pipeline-abcde-1837104565"),
-				MinMember: 1, PriorityClass: "fairway-training", NoGPU: true},
+			want:     adapters.Workload{Ignore: "Kubeflow Pipelines driver pod"},
 		},
 		"2.14 driver known by template name and image": {
 			fixture:  "driver-2.14.yaml",
 			wantRole: kfp.RoleDriver,
-			want: adapters.Workload{Kind: adapters.KindPipelineStep, PodGroup: step("iris-9f2kd", "iris-9f2kd-3721957380"),
-				MinMember: 1, PriorityClass: "fairway-training", NoGPU: true},
+			want:     adapters.Workload{Ignore: "Kubeflow Pipelines driver pod"},
 		},
 		"DAG driver": {
 			fixture:  "dag-driver.yaml",
 			wantRole: kfp.RoleDriver,
-			want: adapters.Workload{Kind: adapters.KindPipelineStep, PodGroup: step("my-pipeline-abcde", "my-pipeline-abcde-4021453829"),
-				MinMember: 1, PriorityClass: "fairway-training", NoGPU: true},
+			want:     adapters.Workload{Ignore: "Kubeflow Pipelines driver pod"},
 		},
-		"importer says launcher but never gets a GPU": {
+		"importer says launcher but is left to kube-scheduler": {
 			fixture:  "importer.yaml",
 			wantRole: kfp.RoleImporter,
-			want: adapters.Workload{Kind: adapters.KindPipelineStep, PodGroup: step("my-pipeline-abcde", "my-pipeline-abcde-2295431744"),
-				MinMember: 1, PriorityClass: "fairway-training", NoGPU: true},
+			want:     adapters.Workload{Ignore: "Kubeflow Pipelines importer pod"},
 		},
 	}
 	a := kfp.New()

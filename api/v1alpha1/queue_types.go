@@ -63,6 +63,33 @@ type QueueSpec struct {
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
+	// Admit says which pods of the namespaces this queue serves the webhook hands to fairway; the
+	// rest keep their own scheduler (kube-scheduler) and count against no quota, so a namespace
+	// that also runs a framework's services (JupyterHub's hub and proxy, Kubeflow Pipelines'
+	// ml-pipeline, MySQL, MinIO) can be served without those becoming preemptible fairway pods.
+	//
+	//   - Frameworks (the default): pods of the frameworks fairway knows (Argo and Kubeflow
+	//     Pipelines steps, Ray clusters, notebooks, PyTorchJobs, JobSets), and any other pod that
+	//     asks for a GPU (nvidia.com/gpu, a GPU-share annotation) or for fairway (a fairway.dev/
+	//     label or annotation, a queue label, spec.schedulerName: fairway).
+	//   - GPU: only pods that ask for a GPU or for fairway, plus every pod of a multi-pod framework
+	//     gang (a Ray head goes with its GPU workers: a gang is placed whole or not at all).
+	//   - All: every pod but DaemonSet pods and the frameworks' own helpers.
+	//
+	// Whatever the value, Kubeflow Pipelines' drivers and importers and Argo's agent and
+	// artifact-GC pods are left to kube-scheduler: they are short control pods that hold no GPU,
+	// and queueing or preempting them behind GPU work would stall the pipeline they drive, so they
+	// count against no quota. A pod with a constraint fairway does not evaluate (required
+	// inter-pod affinity or anti-affinity, a DoNotSchedule topology spread constraint, a dynamic
+	// resource claim) is left to kube-scheduler too, and its creator sees the warning "fairway:
+	// pod uses <constraint>, which fairway does not evaluate, so it is left to scheduler
+	// <name>: ..."; only a pod that names fairway's scheduler itself is still taken (and then
+	// reported UnsupportedConstraint). When several queues serve one namespace, the widest of
+	// their values applies.
+	// +optional
+	// +kubebuilder:default=Frameworks
+	Admit AdmitPolicy `json:"admit,omitempty"`
+
 	// Resources holds the guaranteed quota, over-quota weight and limit for GPUs, CPU and memory.
 	// A resource left out has no guarantee, weight 1 and no limit.
 	// +optional
@@ -161,6 +188,59 @@ const (
 	// BorrowNever lets no pod borrow.
 	BorrowNever BorrowPolicy = "Never"
 )
+
+// AdmitPolicy says which pods of a queue's namespaces fairway takes (QueueSpec.Admit).
+// +kubebuilder:validation:Enum=Frameworks;GPU;All
+type AdmitPolicy string
+
+// Admit policies, from the narrowest to the widest.
+const (
+	// AdmitGPU takes pods that ask for a GPU or for fairway, and the gangs they belong to.
+	AdmitGPU AdmitPolicy = "GPU"
+	// AdmitFrameworks takes the pods of known frameworks, and those AdmitGPU takes.
+	AdmitFrameworks AdmitPolicy = "Frameworks"
+	// AdmitAll takes every pod but DaemonSet pods and framework helpers.
+	AdmitAll AdmitPolicy = "All"
+)
+
+// DefaultAdmitPolicy applies to a queue whose spec.admit is empty (the CRD defaults it; a queue
+// read from a client that skipped defaulting still gets it).
+const DefaultAdmitPolicy = AdmitFrameworks
+
+// AdmitPolicies lists the valid values, narrowest first.
+var AdmitPolicies = []AdmitPolicy{AdmitGPU, AdmitFrameworks, AdmitAll}
+
+// Effective is p, or DefaultAdmitPolicy when p is empty or unknown.
+func (p AdmitPolicy) Effective() AdmitPolicy {
+	switch p {
+	case AdmitGPU, AdmitFrameworks, AdmitAll:
+		return p
+	}
+	return DefaultAdmitPolicy
+}
+
+// Widest returns the policy that takes the most pods of the given ones (effective values);
+// DefaultAdmitPolicy when there are none.
+func Widest(policies ...AdmitPolicy) AdmitPolicy {
+	if len(policies) == 0 {
+		return DefaultAdmitPolicy
+	}
+	rank := func(p AdmitPolicy) int {
+		for i, q := range AdmitPolicies {
+			if q == p.Effective() {
+				return i
+			}
+		}
+		return 0
+	}
+	w := policies[0].Effective()
+	for _, p := range policies[1:] {
+		if rank(p) > rank(w) {
+			w = p.Effective()
+		}
+	}
+	return w
+}
 
 // QueueResources names the quota of each resource a queue accounts for.
 type QueueResources struct {

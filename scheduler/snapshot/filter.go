@@ -129,29 +129,11 @@ func readClass(pod *corev1.Pod) (classInput, string) {
 	return in, string(b)
 }
 
-// unsupported names the constraints of a pod that the engine does not evaluate. Preferences
-// (preferred affinities, ScheduleAnyway spreads) are soft and ignored; requirements are refused
-// rather than ignored, so a pod is never placed where its spec forbids.
+// unsupported names the constraints of a pod that the engine does not evaluate
+// (v1alpha1.UnevaluatedConstraints). Requirements are refused rather than ignored, so a pod is
+// never placed where its spec forbids.
 func unsupported(pod *corev1.Pod) string {
-	var what []string
-	if a := pod.Spec.Affinity; a != nil {
-		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-			what = append(what, "required inter-pod affinity")
-		}
-		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-			what = append(what, "required inter-pod anti-affinity")
-		}
-	}
-	for _, c := range pod.Spec.TopologySpreadConstraints {
-		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
-			what = append(what, "topology spread constraints (DoNotSchedule)")
-			break
-		}
-	}
-	if len(pod.Spec.ResourceClaims) > 0 {
-		what = append(what, "dynamic resource claims")
-	}
-	return strings.Join(what, ", ")
+	return strings.Join(v1alpha1.UnevaluatedConstraints(pod), ", ")
 }
 
 func newClass(in classInput, key string) *FilterClass {

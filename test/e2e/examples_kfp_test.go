@@ -30,15 +30,19 @@ import (
 // test plays KFP's driver, which needs KFP's API server and ML Metadata: for every driver pod it
 // reports the outputs the real driver would write (examples.KFPDriverOutputs), as Argo's wait
 // container would. So the executors get exactly the pod-spec patch KFP makes: train's GPU comes
-// from the driver, as on a real cluster. Then: every pod is a pipeline step of the namespace's
-// queue; drivers never get a GPU; train gets a whole GPU on main; evaluate gets half a GPU, with
-// the UUID of the GPU the kubelet gave its reservation; the run Succeeds.
+// from the driver, as on a real cluster. Then: every executor is a pipeline step of the
+// namespace's queue; drivers are left to kube-scheduler, with no GPU; train gets a whole GPU on
+// main; evaluate gets half a GPU, with the UUID of the GPU the kubelet gave its reservation; the
+// run Succeeds. Last, a workflow of the KFP compiler's own golden outputs
+// (mutating-webhook/testdata/realworld/kfp/nvidia_gpu_scheduling_check.yaml) runs the same way:
+// its executor gets its GPU on main from fairway, its drivers run on kube-scheduler.
 func TestExampleKubeflowPipelines(t *testing.T) {
 	ctx := t.Context()
 	ns := "kubeflow-user-alice" // a KFP profile namespace
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 2,
 		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}
-	c := startExample(t, []cluster.NodePool{gpu}, []client.Object{exampleQueue("vision", ns, "2")}, stack.Options{})
+	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{gpu}, KubeScheduler: true},
+		[]client.Object{exampleQueue("vision", ns, "2")}, stack.Options{})
 	// KFP runs its pods as pipeline-runner (multi-user installs: default-editor, made by the
 	// profile controller).
 	mustCreate(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pipeline-runner", Namespace: ns}})
@@ -81,13 +85,18 @@ func TestExampleKubeflowPipelines(t *testing.T) {
 			if task == "evaluate" {
 				want.gpuFraction, want.gpuContainer = "0.5", argo.MainContainer
 			}
-		} else if gpusOf(p) != 0 || p.Annotations[fairwayv1.GPUFractionAnnotation] != "" {
-			t.Errorf("driver %s (%s) has a GPU", p.Name, nodeName)
+		} else {
+			if gpusOf(p) != 0 || p.Annotations[fairwayv1.GPUFractionAnnotation] != "" {
+				t.Errorf("driver %s (%s) has a GPU", p.Name, nodeName)
+			}
+			checkLeftToKubeScheduler(t, p)
 		}
 		if p.Labels[kfp.RunIDLabel] == "" || p.Labels[kfp.V2ComponentKey] != "true" {
 			t.Errorf("pod %s lost KFP's labels: %v", p.Name, p.Labels)
 		}
-		checkPod(t, p, want)
+		if role == kfp.RoleExecutor {
+			checkPod(t, p, want)
+		}
 	}
 	if len(executors) != 3 || executors["preprocess"] == nil || executors["train"] == nil || executors["evaluate"] == nil {
 		t.Fatalf("executors: %v", executors)
@@ -117,6 +126,53 @@ func TestExampleKubeflowPipelines(t *testing.T) {
 		t.Errorf("evaluate's ConfigMap gives %q, the pod says %q", cm.Data[fairwayv1.GPUConfigMapVisibleDevicesKey], uuid)
 	}
 	t.Logf("run %s Succeeded: train on %s with 1 GPU, evaluate on half of GPU %s", wf.GetName(), train.Spec.NodeName, uuid)
+	stopDriver()
+	wg.Wait()
+
+	t.Run("CompilerGolden", func(t *testing.T) { testKFPCompilerGolden(t, c, ns) })
+}
+
+// testKFPCompilerGolden runs the KFP compiler's nvidia_gpu_scheduling_check workflow: one task
+// whose component asks for nvidia.com/gpu 1 (and tolerates the GPU taint).
+func testKFPCompilerGolden(t *testing.T, c *cluster.Cluster, ns string) {
+	ctx := t.Context()
+	wf := loadUnstructured(t, "mutating-webhook/testdata/realworld/kfp/nvidia_gpu_scheduling_check.yaml")
+	wf.SetNamespace(ns)
+	kwokCompletes(t, wf, time.Second, nil)
+	mustCreate(t, c, wf)
+	sel := map[string]string{argo.WorkflowLabel: wf.GetName()}
+	driverCtx, stopDriver := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { playKFPDriver(driverCtx, t, c, ns, sel) })
+	defer wg.Wait()
+	defer stopDriver()
+	phase := waitUnstructured(t, c, wf, 90*time.Second, workflowDone)
+	pods := podsIn(t, c, ctx, ns, sel)
+	if phase != "Succeeded" {
+		t.Fatalf("run ended %s; pods: %s; nodes: %s", phase, describePods(pods), workflowNodes(wf))
+	}
+	executors := 0
+	for i := range pods {
+		p := &pods[i]
+		if kfp.PodRole(p) != kfp.RoleExecutor {
+			checkLeftToKubeScheduler(t, p)
+			continue
+		}
+		executors++
+		checkPod(t, p, expectPod{queue: "vision", framework: kfp.Name, kind: string(adapters.KindPipelineStep), minMember: 1,
+			podGroup:      adapters.GroupName("wf", wf.GetName(), adapters.ShortHash(p.Annotations[argo.NodeIDAnnotation])),
+			priorityClass: fairwayv1.PriorityClassTraining, priority: ptr.To[int32](50)})
+		for _, ctr := range p.Spec.Containers {
+			q := ctr.Resources.Limits[fairwayv1.ResourceGPU]
+			if (ctr.Name == argo.MainContainer) != (q.Value() == 1) {
+				t.Errorf("executor %s: container %s has %s GPUs; want 1 on main only", p.Name, ctr.Name, q.String())
+			}
+		}
+	}
+	if executors != 1 || len(pods) != 3 {
+		t.Errorf("want 1 executor among 3 pods (root DAG driver, driver, executor): %s", describePods(pods))
+	}
+	t.Logf("compiler golden %s Succeeded: its executor's GPU on main, %d drivers on kube-scheduler", wf.GetName(), len(pods)-executors)
 }
 
 // playKFPDriver reports, for every driver pod of the run, the outputs KFP's driver would write,

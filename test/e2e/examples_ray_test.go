@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -26,7 +27,8 @@ import (
 // cluster with one GPU nothing starts, not even the head and CPU workers that would fit, and the
 // PodGroup says why; when a node with two more GPUs joins, the gang starts whole and each GPU
 // worker has its GPU. RayJob: KubeRay makes its cluster, fairway starts it as a gang of two on
-// the GPU left, KubeRay sees it ready and creates the submitter Job, whose pod fairway places too.
+// the GPU left, KubeRay sees it ready and creates the submitter Job, whose pod (a CPU-only Job
+// pod) the queue's default spec.admit leaves to kube-scheduler.
 func TestExampleRay(t *testing.T) {
 	ctx := t.Context()
 	ns := "ml-team"
@@ -96,7 +98,11 @@ func TestExampleRay(t *testing.T) {
 		return state == "ready", fmt.Errorf("state %q", state)
 	})
 
-	// The RayJob: its own cluster, a gang of two on the GPU left, then the submitter.
+	// The RayJob: its own cluster, a gang of two on the GPU left, then the submitter, which
+	// kube-scheduler places.
+	if _, err := c.StartKubeScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
 	job := exampleObject(t, ns, "ray", "rayjob.yaml")
 	mustCreate(t, c, job)
 	var jobCluster string
@@ -116,10 +122,10 @@ func TestExampleRay(t *testing.T) {
 			subGroup: p.Labels[kuberay.GroupLabel], minMember: 2, priorityClass: fairwayv1.PriorityClassTraining, priority: ptr.To[int32](50)})
 	}
 	jobPods := map[string]string{"batch.kubernetes.io/job-name": job.GetName()}
-	eventually(t, 60*time.Second, "the submitter's pod placed by fairway", func(ctx context.Context) (bool, error) {
+	eventually(t, 60*time.Second, "the submitter's pod placed by kube-scheduler", func(ctx context.Context) (bool, error) {
 		for _, p := range podsIn(t, c, ctx, ns, jobPods) {
 			if p.Spec.NodeName != "" {
-				if p.Spec.SchedulerName != fairwayv1.SchedulerName || p.Labels[fairwayv1.QueueLabel] != ns {
+				if p.Spec.SchedulerName != corev1.DefaultSchedulerName || p.Labels[fairwayv1.QueueLabel] != "" {
 					return false, fmt.Errorf("submitter %s: scheduler %q queue %q", p.Name, p.Spec.SchedulerName, p.Labels[fairwayv1.QueueLabel])
 				}
 				return true, nil

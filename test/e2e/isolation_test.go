@@ -149,6 +149,7 @@ func TestQueueIsolation(t *testing.T) {
 	}
 	pod := plainPod("managed-pending")
 	pod.Namespace = "team-a"
+	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
 	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/hold"}}
 	if err := c.Client().Create(ctx, pod); err != nil {
 		t.Fatal(err)
@@ -231,8 +232,9 @@ func testNamespaceSelector(t *testing.T, c *cluster.Cluster) {
 	if err := c.Client().Create(ctx, empty); err == nil || !strings.Contains(err.Error(), "spec.namespaceSelector: an empty selector would select every namespace") {
 		t.Errorf("creating a queue with an empty namespaceSelector: error %v, want the CRD's refusal", err)
 	}
+	// admit All: the CPU pods below are fairway's too.
 	mustCreate(t, c, &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "profiles"},
-		Spec: fairwayv1.QueueSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: profile}}})
+		Spec: fairwayv1.QueueSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: profile}, Admit: fairwayv1.AdmitAll}})
 	createNamespace(t, c, "kubeflow-user-alice", profile)
 	createNamespace(t, c, "kubeflow-user-bob", nil)
 

@@ -168,10 +168,12 @@ func testKFPWorkflow(t *testing.T, c *cluster.Cluster) {
 		want := expectPod{queue: "team-a", framework: "kubeflow-pipelines", kind: string(adapters.KindPipelineStep), minMember: 1,
 			podGroup:      adapters.GroupName("wf", wf.GetName(), adapters.ShortHash(p.Annotations[argo.NodeIDAnnotation])),
 			priorityClass: fairwayv1.PriorityClassTraining, priority: ptr.To[int32](50)}
-		if p.Annotations["pipelines.kubeflow.org/runtime-role"] == "launcher" {
-			executors++
-			want.gpuFraction, want.gpuContainer = "0.25", argo.MainContainer
+		if p.Annotations["pipelines.kubeflow.org/runtime-role"] != "launcher" {
+			checkLeftToKubeScheduler(t, p)
+			continue
 		}
+		executors++
+		want.gpuFraction, want.gpuContainer = "0.25", argo.MainContainer
 		checkPod(t, p, want)
 	}
 	if executors != 1 {

@@ -26,7 +26,8 @@ import (
 // The subtests share one cluster and one webhook.
 func TestWebhook(t *testing.T) {
 	begin := time.Now()
-	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(2)}})
+	// kube-scheduler runs too: KFP's drivers are left to it (Queue spec.admit).
+	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(2)}, KubeScheduler: true})
 	createPriorityClasses(t, c)
 	createNamespace(t, c, fairwayNamespace, nil)
 	for _, ns := range []string{"team-a", "team-b", "team-ray", "jhub", "elsewhere"} {
@@ -199,8 +200,10 @@ func testGuard(t *testing.T, c *cluster.Cluster) {
 // testNewQueue: a namespace joins the webhook as soon as a Queue lists it.
 func testNewQueue(t *testing.T, c *cluster.Cluster) {
 	createNamespace(t, c, "team-late", nil)
+	gpu := corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
 	pod := plainPod("before")
 	pod.Namespace = "team-late"
+	pod.Spec.Containers[0].Resources.Limits = gpu
 	if err := c.Client().Create(t.Context(), pod, client.DryRunAll); err != nil || pod.Spec.SchedulerName == fairwayv1.SchedulerName {
 		t.Fatalf("before any queue serves team-late: err %v, scheduler %q", err, pod.Spec.SchedulerName)
 	}
@@ -209,6 +212,7 @@ func testNewQueue(t *testing.T, c *cluster.Cluster) {
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		pod := plainPod("after")
 		pod.Namespace = "team-late"
+		pod.Spec.Containers[0].Resources.Limits = gpu
 		if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
 			return false, nil
 		}

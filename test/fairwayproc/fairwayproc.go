@@ -16,6 +16,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,9 +134,11 @@ func StartWebhook(ctx context.Context, c *cluster.Cluster, o WebhookOptions) (*W
 			if exited, _ := p.Exited(); exited {
 				return false, fmt.Errorf("fairway webhook exited:\n%s", p.Tail(30))
 			}
+			// It asks for a GPU: every Queue's spec.admit takes such a pod.
 			pod := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: o.ProbeNamespace},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}}}}},
 			}
 			if err := c.Client().Create(ctx, pod, client.DryRunAll); err != nil {
 				return false, nil

@@ -1,0 +1,256 @@
+package mutatingwebhook_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fairway-sched/fairway/adapters/adaptertest"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
+)
+
+// Service pods as the charts of z2jh and Kubeflow Pipelines make them: Deployment pods with no GPU
+// and nothing of fairway's.
+func hubPod() *corev1.Pod {
+	return makePod("hub-7c9d8b6f5-x2k4p").label("app", "jupyterhub").label("component", "hub").label("release", "jhub").
+		owner("apps/v1", "ReplicaSet", "hub-7c9d8b6f5").obj()
+}
+
+func proxyPod() *corev1.Pod {
+	return makePod("proxy-5d8f9c7b4-q9w8e").label("app", "jupyterhub").label("component", "proxy").label("release", "jhub").
+		label("hub.jupyter.org/network-access-hub", "true").owner("apps/v1", "ReplicaSet", "proxy-5d8f9c7b4").obj()
+}
+
+func mlPipelinePod() *corev1.Pod {
+	return makePod("ml-pipeline-6b7f9d8c4-zt5kq").label("app", "ml-pipeline").label("application-crd-id", "kubeflow-pipelines").
+		owner("apps/v1", "ReplicaSet", "ml-pipeline-6b7f9d8c4").obj()
+}
+
+func mysqlPod() *corev1.Pod {
+	return makePod("mysql-5b9c8d7f6-r4t7y").label("app", "mysql").owner("apps/v1", "ReplicaSet", "mysql-5b9c8d7f6").obj()
+}
+
+var oneGPU = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
+
+// TestAdmitPolicy: what each spec.admit value hands to fairway, and what it leaves to the pod's
+// own scheduler, untouched.
+func TestAdmitPolicy(t *testing.T) {
+	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
+	for _, o := range rayObjects {
+		o.SetLabels(nil) // no queue named on the RayCluster: the head is taken for its gang
+	}
+	rayHead := func() *corev1.Pod { return adaptertest.LoadPod(t, "../adapters/kuberay/testdata/head.yaml") }
+	cpuArgoStep := func() *corev1.Pod {
+		p := adaptertest.LoadPod(t, "../adapters/argo/testdata/step-gpu.yaml")
+		for i := range p.Spec.Containers {
+			delete(p.Spec.Containers[i].Resources.Limits, fairwayv1.ResourceGPU)
+			delete(p.Spec.Containers[i].Resources.Requests, fairwayv1.ResourceGPU)
+		}
+		delete(p.Annotations, fairwayv1.GPUFractionAnnotation)
+		return p
+	}
+	pods := map[string]func() *corev1.Pod{
+		"z2jh hub":           hubPod,
+		"z2jh proxy":         proxyPod,
+		"KFP ml-pipeline":    mlPipelinePod,
+		"MySQL":              mysqlPod,
+		"whole GPU":          func() *corev1.Pod { return makePod("gpu").limits(oneGPU).obj() },
+		"GPU share (Run:ai)": func() *corev1.Pod { return makePod("share").annotate("gpu-fraction", "0.5").obj() },
+		"fairway label": func() *corev1.Pod {
+			return makePod("labelled").label(fairwayv1.PreemptibilityLabel, "preemptible").obj()
+		},
+		"Run:ai queue label": func() *corev1.Pod { return makePod("runai").label(fairwayv1.RunAIQueueLabel, "apps").obj() },
+		"notebook": func() *corev1.Pod {
+			return adaptertest.LoadPod(t, "../adapters/jupyterhub/testdata/z2jh-notebook.yaml")
+		},
+		"Ray head (gang)": rayHead,
+		"Argo CPU step":   cpuArgoStep,
+		"DaemonSet pod":   func() *corev1.Pod { return makePod("ds").owner("apps/v1", "DaemonSet", "agent").obj() },
+	}
+	// taken[policy] lists the pods the policy hands to fairway; every other pod is left alone.
+	taken := map[fairwayv1.AdmitPolicy][]string{
+		"":                 {"whole GPU", "GPU share (Run:ai)", "fairway label", "Run:ai queue label", "notebook", "Ray head (gang)", "Argo CPU step"},
+		fairwayv1.AdmitGPU: {"whole GPU", "GPU share (Run:ai)", "fairway label", "Run:ai queue label", "notebook", "Ray head (gang)"},
+		fairwayv1.AdmitAll: {"z2jh hub", "z2jh proxy", "KFP ml-pipeline", "MySQL", "whole GPU", "GPU share (Run:ai)", "fairway label",
+			"Run:ai queue label", "notebook", "Ray head (gang)", "Argo CPU step"},
+	}
+	taken[fairwayv1.AdmitFrameworks] = taken[""]
+	for policy, want := range taken {
+		for name, mk := range pods {
+			label := string(policy)
+			if label == "" {
+				label = "unset"
+			}
+			t.Run(label+"/"+name, func(t *testing.T) {
+				state := defaultState()
+				// The fixture's namespace keeps its queue, which gets this policy.
+				pod := mk()
+				ns := pod.Namespace
+				if ns == "" {
+					ns = "apps"
+					state.queues[ns] = []string{"apps"}
+				}
+				queue := state.queues[ns][0]
+				state.admit = map[string]fairwayv1.AdmitPolicy{queue: policy}
+				pod.Namespace = ""
+				req := createRequest(t, pod, ns)
+				resp := newHandler(state, adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{}).Handle(context.Background(), req)
+				if !resp.Allowed {
+					t.Fatalf("denied: %v", resp.Result)
+				}
+				got := applyPatch(t, req, resp)
+				wantTaken := slices.Contains(want, name)
+				if isTaken := got.Spec.SchedulerName == fairwayv1.SchedulerName; isTaken != wantTaken {
+					t.Errorf("handed to fairway = %v, want %v (schedulerName %q, labels %v)", isTaken, wantTaken, got.Spec.SchedulerName, got.Labels)
+				}
+				if !wantTaken && len(resp.Patches) > 0 {
+					t.Errorf("a pod left alone was patched: %v", resp.Patches)
+				}
+				if wantTaken && got.Labels[fairwayv1.QueueLabel] != queue {
+					t.Errorf("queue label %q, want %s", got.Labels[fairwayv1.QueueLabel], queue)
+				}
+			})
+		}
+	}
+}
+
+// TestAdmitWidestOfSharedNamespace: a namespace served by several queues takes what the widest
+// of their policies takes.
+func TestAdmitWidestOfSharedNamespace(t *testing.T) {
+	state := defaultState()
+	state.admit = map[string]fairwayv1.AdmitPolicy{"research": fairwayv1.AdmitGPU, "vision": fairwayv1.AdmitAll}
+	pod := makePod("cpu").label(fairwayv1.QueueLabel, "vision").obj()
+	req := createRequest(t, pod, "shared")
+	got := applyPatch(t, req, newHandler(state, nil, mutatingwebhook.Options{}).Handle(context.Background(), req))
+	if got.Spec.SchedulerName != fairwayv1.SchedulerName {
+		t.Errorf("not taken under All: %q", got.Spec.SchedulerName)
+	}
+	if got, want := fairwayv1.Widest(fairwayv1.AdmitGPU, "", fairwayv1.AdmitGPU), fairwayv1.AdmitFrameworks; got != want {
+		t.Errorf("Widest(GPU, unset, GPU) = %q, want %q", got, want)
+	}
+}
+
+// TestUnevaluatedConstraintsGoToKubeScheduler: a pod fairway would take but whose requirements
+// fairway's scheduler does not evaluate is left to its own scheduler, with a warning saying so;
+// one that names fairway's scheduler itself is still taken (the scheduler then reports
+// UnsupportedConstraint).
+func TestUnevaluatedConstraintsGoToKubeScheduler(t *testing.T) {
+	term := corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}
+	cases := map[string]struct {
+		mutate func(*corev1.Pod)
+		want   string
+	}{
+		"required anti-affinity": {func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+		}, "required inter-pod anti-affinity"},
+		"required affinity": {func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+		}, "required inter-pod affinity"},
+		"DoNotSchedule spread": {func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule}}
+		}, "topology spread constraints (DoNotSchedule)"},
+		"DRA claim": {func(p *corev1.Pod) {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("gpu")}}
+		}, "dynamic resource claims"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := makePod("constrained").limits(oneGPU).obj()
+			tc.mutate(pod)
+			req := createRequest(t, pod, "team-a")
+			resp := newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
+			if !resp.Allowed || len(resp.Patches) > 0 {
+				t.Fatalf("want allowed and untouched; got %v, patches %v", resp.Result, resp.Patches)
+			}
+			want := "fairway: pod uses " + tc.want + ", which fairway does not evaluate, so it is left to scheduler default-scheduler: "
+			if len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], want) {
+				t.Errorf("warnings %q, want one starting %q", resp.Warnings, want)
+			}
+
+			// Named fairway's scheduler itself: taken, no warning from the webhook.
+			pod.Spec.SchedulerName = fairwayv1.SchedulerName
+			req = createRequest(t, pod, "team-a")
+			resp = newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
+			if got := applyPatch(t, req, resp); got.Labels[fairwayv1.ManagedLabel] != "true" {
+				t.Errorf("a pod naming fairway was not taken: %v", got.Labels)
+			}
+		})
+	}
+	// Preferences are soft: taken.
+	pod := makePod("prefers").limits(oneGPU).obj()
+	pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 1, PodAffinityTerm: term}}}}
+	pod.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.ScheduleAnyway}}
+	req := createRequest(t, pod, "team-a")
+	resp := newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
+	if got := applyPatch(t, req, resp); got.Spec.SchedulerName != fairwayv1.SchedulerName || len(resp.Warnings) > 0 {
+		t.Errorf("a pod with preferences only: scheduler %q, warnings %q", got.Spec.SchedulerName, resp.Warnings)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestNotebooksStayNonPreemptible: z2jh's scheduling.podPriority gives notebooks its own class,
+// of value 0 (preemptible by priority); the notebook is marked non-preemptible all the same,
+// unless its creator chose otherwise: the preemptibility label, or a class of their own.
+func TestNotebooksStayNonPreemptible(t *testing.T) {
+	for name, tc := range map[string]struct {
+		class, label, want string
+	}{
+		"no class":                       {want: "non-preemptible"},
+		"z2jh podPriority class":         {class: "jhub-default-priority", want: "non-preemptible"},
+		"the cluster's global default":   {class: "cluster-default", want: "non-preemptible"},
+		"user asks preemptible by label": {class: "jhub-default-priority", label: "preemptible", want: "preemptible"},
+		// A profile's priority_class_name is the user's choice: its value decides, as for any pod.
+		"user's own class": {class: fairwayv1.PriorityClassTraining, want: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := adaptertest.LoadPod(t, "../adapters/jupyterhub/testdata/z2jh-notebook.yaml")
+			pod.Spec.PriorityClassName = tc.class
+			if tc.class != "" {
+				pod.Spec.Priority = ptrTo[int32](0)
+			}
+			if tc.label != "" {
+				pod.Labels[fairwayv1.PreemptibilityLabel] = tc.label
+			}
+			state := defaultState()
+			state.priorityClasses = append(state.priorityClasses, "jhub-default-priority", "cluster-default")
+			state.globalDefault = "cluster-default"
+			req := createRequest(t, pod, pod.Namespace)
+			resp := newHandler(state, nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
+			got := applyPatch(t, req, resp)
+			if got.Labels[fairwayv1.PreemptibilityLabel] != tc.want {
+				t.Errorf("preemptibility %q, want %q", got.Labels[fairwayv1.PreemptibilityLabel], tc.want)
+			}
+			if wantClass := tc.class; wantClass == "cluster-default" {
+				if got.Spec.PriorityClassName != fairwayv1.PriorityClassInteractive {
+					t.Errorf("the global default class was kept: %q", got.Spec.PriorityClassName)
+				}
+			} else if tc.class != "" && got.Spec.PriorityClassName != tc.class {
+				t.Errorf("the class chosen for the pod changed: %q", got.Spec.PriorityClassName)
+			}
+		})
+	}
+}
+
+// TestHelperNamingFairwayGoesBack: a workflow-wide schedulerName: fairway reaches KFP's drivers;
+// fairway never schedules helpers, so the pod goes back to the default scheduler, with a warning,
+// instead of waiting forever for a scheduler that ignores it.
+func TestHelperNamingFairwayGoesBack(t *testing.T) {
+	pod := adaptertest.LoadPod(t, "../adapters/kfp/testdata/driver-2.17.yaml")
+	pod.Spec.SchedulerName = fairwayv1.SchedulerName
+	req := createRequest(t, pod, pod.Namespace)
+	resp := newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
+	got := applyPatch(t, req, resp)
+	if got.Spec.SchedulerName != corev1.DefaultSchedulerName || got.Labels[fairwayv1.ManagedLabel] != "" {
+		t.Errorf("scheduler %q, labels %v: want default-scheduler and no fairway labels", got.Spec.SchedulerName, got.Labels)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "Kubeflow Pipelines driver pod") {
+		t.Errorf("warnings %q", resp.Warnings)
+	}
+}

@@ -1,0 +1,234 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fairway-sched/fairway/adapters/adaptertest"
+	"github.com/fairway-sched/fairway/adapters/jupyterhub"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/examples"
+	"github.com/fairway-sched/fairway/test/stack"
+)
+
+// TestAdmitTakesWhatIsOurs: in namespaces that fairway serves with the default spec.admit
+// (Frameworks), the services JupyterHub's and Kubeflow Pipelines' charts run there (hub, proxy,
+// ml-pipeline, MySQL, MinIO) keep the default scheduler and are placed by the real kube-scheduler;
+// a GPU pod with required anti-affinity, which fairway does not evaluate, is left to
+// kube-scheduler with a warning to its creator; and a notebook that z2jh's
+// scheduling.podPriority gives its priority-0 class stays non-preemptible: a non-preemptible
+// pod of higher priority in the same queue waits rather than evict it.
+func TestAdmitTakesWhatIsOurs(t *testing.T) {
+	ctx := t.Context()
+	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 2,
+		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}
+	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{gpu}, KubeScheduler: true}, []client.Object{
+		exampleQueue("notebooks", "jhub", "3"), exampleQueue("pipelines", "kubeflow", ""),
+	}, stack.Options{})
+
+	// 1. The charts' services.
+	services := map[string]map[string]string{
+		"jhub/hub":              {"app": "jupyterhub", "component": "hub", "release": "jhub"},
+		"jhub/proxy":            {"app": "jupyterhub", "component": "proxy", "release": "jhub"},
+		"kubeflow/ml-pipeline":  {"app": "ml-pipeline", "application-crd-id": "kubeflow-pipelines"},
+		"kubeflow/mysql":        {"app": "mysql", "application-crd-id": "kubeflow-pipelines"},
+		"kubeflow/minio":        {"app": "minio", "application-crd-id": "kubeflow-pipelines"},
+		"kubeflow/workflow-ctl": {"app": "workflow-controller", "application-crd-id": "kubeflow-pipelines"},
+	}
+	for key, labels := range services {
+		ns, name, _ := strings.Cut(key, "/")
+		mustCreate(t, c, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "busybox", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("256Mi")}}}}},
+				},
+			},
+		})
+	}
+	for key, labels := range services {
+		ns, _, _ := strings.Cut(key, "/")
+		eventually(t, 60*time.Second, key+" placed by kube-scheduler", func(ctx context.Context) (bool, error) {
+			pods := podsIn(t, c, ctx, ns, labels)
+			if len(pods) != 1 {
+				return false, fmt.Errorf("%d pods", len(pods))
+			}
+			p := &pods[0]
+			if p.Spec.SchedulerName != corev1.DefaultSchedulerName || p.Labels[fairwayv1.ManagedLabel] != "" {
+				t.Fatalf("%s was taken by fairway: scheduler %q, labels %v", p.Name, p.Spec.SchedulerName, p.Labels)
+			}
+			return p.Spec.NodeName != "", fmt.Errorf("%s not bound yet", p.Name)
+		})
+	}
+	t.Logf("%d services of z2jh and KFP placed by kube-scheduler", len(services))
+
+	// 2. Required anti-affinity: left to kube-scheduler, with a warning.
+	warnings := &warningCollector{}
+	cfg := c.RESTConfig()
+	cfg.WarningHandler = warnings
+	wc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spread := plainPod("spread-out")
+	spread.Namespace = "jhub"
+	spread.Labels = map[string]string{"app": "spread"}
+	spread.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
+	spread.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
+	if spread, err = wc.CoreV1().Pods(spread.Namespace).Create(ctx, spread, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "fairway: pod uses required inter-pod anti-affinity, which fairway does not evaluate, so it is left to scheduler default-scheduler: "
+	if got := warnings.all(); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("warnings %q, want one starting %q", got, want)
+	} else {
+		t.Logf("warning: %s", got[0])
+	}
+	if spread.Spec.SchedulerName != corev1.DefaultSchedulerName || spread.Labels[fairwayv1.ManagedLabel] != "" {
+		t.Errorf("the anti-affinity pod was taken: scheduler %q, labels %v", spread.Spec.SchedulerName, spread.Labels)
+	}
+	eventually(t, 30*time.Second, "the anti-affinity pod placed by kube-scheduler", func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(spread), &p); err != nil {
+			return false, err
+		}
+		return p.Spec.NodeName != "", fmt.Errorf("pending: %s", reasonOf(&p))
+	})
+	// It holds one of the two GPUs; fairway sees it as another scheduler's.
+	if err := c.Client().Delete(ctx, spread, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+
+	// 3. A notebook under z2jh's scheduling.podPriority.
+	mustCreate(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "jhub-default-priority"}, Value: 0,
+		Description: "z2jh's scheduling.podPriority.defaultPriority"})
+	data, err := examples.Read("jupyterhub", "values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := examples.ParseZ2JHValues(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values.Scheduling.PodPriority.Enabled = ptr.To(true)
+	nb, err := examples.RenderNotebook(values, examples.NotebookOptions{Release: "jhub", Namespace: "jhub", User: "alice", Profile: "gpu-whole", NoHomeVolume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, c, nb)
+	if nb.Spec.PriorityClassName != "jhub-default-priority" || ptr.Deref(nb.Spec.Priority, -1) != 0 {
+		t.Errorf("notebook: class %q priority %v, want z2jh's class at 0", nb.Spec.PriorityClassName, nb.Spec.Priority)
+	}
+	if nb.Labels[fairwayv1.PreemptibilityLabel] != string(fairwayv1.NonPreemptible) || nb.Labels[fairwayv1.FrameworkLabel] != jupyterhub.Name {
+		t.Errorf("notebook labels %v: want fairway's jupyterhub notebook, non-preemptible", nb.Labels)
+	}
+	var running corev1.Pod
+	eventually(t, 60*time.Second, "the notebook running", func(ctx context.Context) (bool, error) {
+		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), &running); err != nil {
+			return false, err
+		}
+		return running.Status.Phase == corev1.PodRunning, fmt.Errorf("%s: %s", running.Status.Phase, reasonOf(&running))
+	})
+	// Inference of the same queue at priority 125 wants both GPUs: were the notebook preemptible
+	// at its priority 0, fairway would evict it.
+	serve := plainPod("serve")
+	serve.Namespace = "jhub"
+	serve.Spec.PriorityClassName = fairwayv1.PriorityClassInference
+	serve.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("2")}
+	mustCreate(t, c, serve)
+	time.Sleep(10 * time.Second)
+	var after corev1.Pod
+	if err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), &after); apierrors.IsNotFound(err) {
+		t.Fatalf("the notebook was evicted for the inference pod: %v", eventsFor(t, c, ctx, "jhub", "Preempt"))
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != running.UID || after.DeletionTimestamp != nil || after.Status.Phase != corev1.PodRunning {
+		t.Errorf("the notebook was disturbed: %s, %s", after.Status.Phase, disrupted(&after))
+	}
+	if notes := eventsFor(t, c, ctx, "jhub", "Preempt"); len(notes) != 0 {
+		t.Errorf("Preempt events: %v", notes)
+	}
+	var waiting corev1.Pod
+	if err := c.Client().Get(ctx, client.ObjectKeyFromObject(serve), &waiting); err != nil {
+		t.Fatal(err)
+	}
+	if waiting.Spec.NodeName != "" {
+		t.Errorf("the inference pod was bound to %s while the notebook holds a GPU", waiting.Spec.NodeName)
+	}
+	t.Logf("notebook at z2jh's priority 0 kept its GPU; inference waits: %s", reasonOf(&waiting))
+}
+
+// warningCollector keeps the warnings the API server returns (the webhook's among them).
+type warningCollector struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warningCollector) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msgs...)
+}
+
+// checkLeftToKubeScheduler: a pod fairway leaves alone keeps the default scheduler and carries
+// none of fairway's keys.
+func checkLeftToKubeScheduler(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	if p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+		t.Errorf("pod %s: schedulerName %q, want %q", p.Name, p.Spec.SchedulerName, corev1.DefaultSchedulerName)
+	}
+	for k := range p.Labels {
+		if strings.HasPrefix(k, fairwayv1.Prefix) {
+			t.Errorf("pod %s left to kube-scheduler carries label %s", p.Name, k)
+		}
+	}
+	for _, k := range []string{fairwayv1.PodGroupAnnotation, fairwayv1.WorkloadKindAnnotation, fairwayv1.MinMemberAnnotation} {
+		if _, ok := p.Annotations[k]; ok {
+			t.Errorf("pod %s left to kube-scheduler carries annotation %s", p.Name, k)
+		}
+	}
+}
+
+// loadUnstructured reads the one object of a repository file.
+func loadUnstructured(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := adaptertest.LoadObjects(t, filepath.Join(root, path))
+	if len(objs) != 1 {
+		t.Fatalf("%s: want one object, got %d", path, len(objs))
+	}
+	return objs[0]
+}

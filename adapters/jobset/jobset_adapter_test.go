@@ -12,6 +12,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/jobset"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 func TestDescribe(t *testing.T) {
@@ -28,6 +29,7 @@ func TestDescribe(t *testing.T) {
 		"JobSet started at once: one gang, replicated jobs are sub-groups": {
 			objects: "jobset-parallel.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 7, SubGroup: "node",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "driver", MinMember: 1}, {Name: "node", MinMember: 6}},
 				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team", Recreatable: adapters.Bool(false)},
 		},
 		"JobSet CRD missing: degrade": {

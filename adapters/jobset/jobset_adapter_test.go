@@ -86,3 +86,33 @@ func TestReplicatedJobIgnoresDisruption(t *testing.T) {
 		t.Error("the driver's template has no such rule: got true, want false")
 	}
 }
+
+// TestShapes: a JobSet started at once is one gang with a sub-group per replicated job; one
+// started in order is a gang per replicated job, without sub-groups.
+func TestShapes(t *testing.T) {
+	first := func(file string) *unstructured.Unstructured {
+		t.Helper()
+		for _, o := range adaptertest.LoadObjects(t, filepath.Join("testdata", file)) {
+			if o.GetKind() == "JobSet" {
+				return o
+			}
+		}
+		t.Fatalf("%s holds no JobSet", file)
+		return nil
+	}
+	cases := map[string][]adapters.GangShape{
+		"jobset-parallel.yaml": {{PodGroup: "jobset-tj1", MinMember: 7,
+			SubGroups: []fairwayv1.SubGroup{{Name: "driver", MinMember: 1}, {Name: "node", MinMember: 6}}}},
+		"jobset-trainjob.yaml": {
+			{PodGroup: adapters.GroupName("jobset", "tj1", "dataset-initializer"), MinMember: 1},
+			{PodGroup: adapters.GroupName("jobset", "tj1", "node"), MinMember: 4},
+		},
+	}
+	for file, want := range cases {
+		t.Run(file, func(t *testing.T) {
+			if d := cmp.Diff(want, jobset.New().GangShapes(first(file))); d != "" {
+				t.Errorf("GangShapes (-want +got):\n%s", d)
+			}
+		})
+	}
+}

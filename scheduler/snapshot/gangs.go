@@ -163,7 +163,9 @@ func (s *Snapshot) syncGang(g *Gang) {
 			s.unlinkQueueGang(g)
 		}
 	}
-	if live := g.Bound + g.Succeeded; g.Bound == 0 || live >= g.MinMember || g.runMin > g.MinMember {
+	// Only members the API server confirmed raise the minimum a running gang must keep: a
+	// what-if that assumes pods and rolls back must not leave the gang owing them.
+	if confirmed := g.Bound - g.Assumed + g.Succeeded; g.Bound == 0 || confirmed >= g.MinMember || g.runMin > g.MinMember {
 		g.runMin = g.MinMember
 	}
 	if g.Stale() && g.stalePos < 0 {

@@ -289,6 +289,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 			old.loanHint = info.Loan
 			if old.Gang != nil {
 				old.Gang.Assumed--
+				s.syncGang(old.Gang) // a confirmed member may bring a grown gang to its minimum
 			}
 			if !info.Started.IsZero() && pod.Status.StartTime != nil {
 				old.Started = info.Started

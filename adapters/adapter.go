@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 // Adapter is the required interface of a framework integration. The webhook asks the adapters of
@@ -42,6 +44,45 @@ type Adapter interface {
 type ObjectWatcher interface {
 	// WatchedKinds lists the kinds Describe may pass to ObjectReader.Get.
 	WatchedKinds() []schema.GroupVersionKind
+}
+
+// GangShaper is an optional interface for adapters whose gangs are sized by a framework object
+// that changes while its pods run: a RayCluster scaled by its user or by the Ray autoscaler, an
+// elastic PyTorchJob, a JobSet. The adapter's Describe reports the shape at admission (in
+// Workload.MinMember and Workload.SubGroups); the scheduler watches the kinds GangOwnerKinds
+// lists, when their CRDs are installed, and keeps the minMember and subGroups of the PodGroups
+// it created true to GangShapes of the object as it changes. PodGroups users write are theirs
+// and are never updated.
+type GangShaper interface {
+	// GangOwnerKinds lists the kinds whose objects GangShapes reads.
+	GangOwnerKinds() []schema.GroupVersionKind
+	// GangShapes returns the gangs obj makes (one for most kinds; one per replicated job for a
+	// JobSet started in order) with their size. Like Recognize it must look only at obj: it runs
+	// in the scheduler for every change of every such object.
+	GangShapes(obj *unstructured.Unstructured) []GangShape
+}
+
+// GangShape is the size of one gang as its framework object asks for it.
+type GangShape struct {
+	// PodGroup is the gang's name, as Describe writes it on the gang's pods.
+	PodGroup string
+	// MinMember is how many pods must be placed together; at least 1, at least the sum of the
+	// sub-groups' minimums.
+	MinMember int32
+	// SubGroups are the gang's parts with their own minimum (at least 1 each; a part whose
+	// minimum would be 0 is left out), named as the pods' Workload.SubGroup. Their topology
+	// constraints are unset.
+	SubGroups []fairwayv1.SubGroup
+}
+
+// ShapeOf returns the shape named podGroup among shapes, or false.
+func ShapeOf(shapes []GangShape, podGroup string) (GangShape, bool) {
+	for _, s := range shapes {
+		if s.PodGroup == podGroup {
+			return s, true
+		}
+	}
+	return GangShape{}, false
 }
 
 // ObjectReader reads framework objects, as unstructured objects, so that fairway's go.mod does
@@ -95,6 +136,9 @@ type Workload struct {
 	MinMember int32
 	// SubGroup names the pod's part of the gang (a Ray worker group, a replica type), or is empty.
 	SubGroup string
+	// SubGroups are the gang's parts that have their own minimum (GangShape.SubGroups), the same
+	// for every pod of the gang; the webhook writes them to fairway.dev/sub-groups.
+	SubGroups []fairwayv1.SubGroup
 
 	// PriorityClass is the priority class the pod gets when the user set none, or empty to leave
 	// the cluster's default.

@@ -176,6 +176,11 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	} else {
 		delete(pod.Annotations, fairwayv1.SubGroupAnnotation)
 	}
+	if len(w.SubGroups) > 0 {
+		setAnnotation(pod, fairwayv1.SubGroupsAnnotation, fairwayv1.FormatSubGroups(w.SubGroups))
+	} else {
+		delete(pod.Annotations, fairwayv1.SubGroupsAnnotation)
+	}
 	if w.Recreatable != nil {
 		setAnnotation(pod, fairwayv1.RecreatableAnnotation, strconv.FormatBool(*w.Recreatable))
 	} else {

@@ -41,7 +41,17 @@ func TestImmutableKeys(t *testing.T) {
 		"kai-queue-added":       {edit: label(fairwayv1.KAIQueueLabel, "team-b"), denied: []string{`label "kai.scheduler/queue" may not change after admission (was unset, now "team-b")`}},
 		"queue-removed":         {edit: unlabel(fairwayv1.QueueLabel), denied: []string{`label "fairway.dev/queue" may not change after admission (was "ray-team", now unset)`}},
 		"gang-renamed":          {edit: annotate(fairwayv1.PodGroupAnnotation, "ray-other"), denied: []string{`annotation "fairway.dev/pod-group"`}},
-		"made-non-preemptible":  {edit: label(fairwayv1.PreemptibilityLabel, "non-preemptible"), denied: []string{`label "fairway.dev/preemptibility" may not change after admission (was unset, now "non-preemptible")`}},
+		"gang-reshaped": {
+			edit: func(p *corev1.Pod) {
+				annotate(fairwayv1.MinMemberAnnotation, "1")(p)
+				annotate(fairwayv1.SubGroupAnnotation, "headgroup")(p)
+				annotate(fairwayv1.SubGroupsAnnotation, "gpu-group=1")(p)
+			},
+			denied: []string{`annotation "fairway.dev/min-member" may not change after admission (was "7", now "1")`,
+				`annotation "fairway.dev/sub-group" may not change after admission (was "gpu-group", now "headgroup")`,
+				`annotation "fairway.dev/sub-groups" may not change after admission (was "headgroup=1,cpu-group=2,gpu-group=4", now "gpu-group=1")`},
+		},
+		"made-non-preemptible": {edit: label(fairwayv1.PreemptibilityLabel, "non-preemptible"), denied: []string{`label "fairway.dev/preemptibility" may not change after admission (was unset, now "non-preemptible")`}},
 		"gpu-share-changed": {
 			edit: func(p *corev1.Pod) {
 				annotate(fairwayv1.GPUFractionAnnotation, "0.25")(p)

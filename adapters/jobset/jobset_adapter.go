@@ -12,6 +12,7 @@ package jobset
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,6 +43,7 @@ type Adapter struct{}
 var (
 	_ adapters.Adapter       = (*Adapter)(nil)
 	_ adapters.ObjectWatcher = (*Adapter)(nil)
+	_ adapters.GangShaper    = (*Adapter)(nil)
 )
 
 // New returns the JobSet adapter.
@@ -79,17 +81,12 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		w.Warnings = append(w.Warnings, adapters.DegradedWarning(fmt.Sprintf("JobSet %s/%s", pod.Namespace, name), err))
 		return w, nil
 	}
-	sizes, inOrder := ReplicatedJobSizes(js)
-	if inOrder {
+	if inOrder(js) {
 		w.PodGroup = adapters.GroupName("jobset", name, rjob)
 		w.SubGroup = ""
-		w.MinMember = adapters.Clamp32(sizes[rjob], 1, adapters.MaxMinMember)
-	} else {
-		var total int64
-		for _, n := range sizes {
-			total += n
-		}
-		w.MinMember = adapters.Clamp32(total, 1, adapters.MaxMinMember)
+	}
+	if shape, ok := adapters.ShapeOf(Shapes(js), w.PodGroup); ok {
+		w.MinMember, w.SubGroups = shape.MinMember, shape.SubGroups
 	}
 	w.Recreatable = adapters.Bool(ReplicatedJobIgnoresDisruption(js, rjob))
 	w.QueueHint = adapters.QueueFromLabels(js.GetLabels())
@@ -143,3 +140,67 @@ func ReplicatedJobIgnoresDisruption(js *unstructured.Unstructured, rjob string) 
 	}
 	return false
 }
+
+// GangOwnerKinds implements adapters.GangShaper.
+func (*Adapter) GangOwnerKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{JobSetGVK}
+}
+
+// GangShapes implements adapters.GangShaper.
+func (*Adapter) GangShapes(js *unstructured.Unstructured) []adapters.GangShape { return Shapes(js) }
+
+// Shapes are a JobSet's gangs. A JobSet started in order (ReplicatedJobSizes) is one gang per
+// replicated job, each of its size, with no sub-groups. Otherwise it is one gang of every
+// replicated job's size, each replicated job a sub-group of its size (named as JobSet labels the
+// pods, jobset.sigs.k8s.io/replicatedjob-name), so that a driver cannot be left out of a gang
+// its workers fill. Replicated jobs of size 0 are left out.
+func Shapes(js *unstructured.Unstructured) []adapters.GangShape {
+	sizes, ordered := ReplicatedJobSizes(js)
+	names := replicatedJobNames(js)
+	if ordered {
+		out := make([]adapters.GangShape, 0, len(names))
+		for _, rjob := range names {
+			out = append(out, adapters.GangShape{
+				PodGroup:  adapters.GroupName("jobset", js.GetName(), rjob),
+				MinMember: adapters.Clamp32(sizes[rjob], 1, adapters.MaxMinMember),
+			})
+		}
+		return out
+	}
+	shape := adapters.GangShape{PodGroup: adapters.GroupName("jobset", js.GetName())}
+	var total int64
+	for _, rjob := range names {
+		n := min(sizes[rjob], adapters.MaxMinMember-total)
+		if n > 0 && rjob != "" && len(shape.SubGroups) < maxSubGroups {
+			shape.SubGroups = append(shape.SubGroups, fairwayv1.SubGroup{Name: rjob, MinMember: int32(n)})
+		}
+		total += max(n, 0)
+	}
+	shape.MinMember = adapters.Clamp32(total, 1, adapters.MaxMinMember)
+	return []adapters.GangShape{shape}
+}
+
+// inOrder reports whether the JobSet's replicated jobs start one after another.
+func inOrder(js *unstructured.Unstructured) bool {
+	_, ordered := ReplicatedJobSizes(js)
+	return ordered
+}
+
+// replicatedJobNames lists the replicated jobs in spec order, each once.
+func replicatedJobNames(js *unstructured.Unstructured) []string {
+	rjobs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
+	var names []string
+	for _, r := range rjobs {
+		rj, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		if name, _, _ := unstructured.NestedString(rj, "name"); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// maxSubGroups is the PodGroup API's bound on spec.subGroups.
+const maxSubGroups = 32

@@ -12,6 +12,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/jobset"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 func TestDescribe(t *testing.T) {
@@ -28,6 +29,7 @@ func TestDescribe(t *testing.T) {
 		"JobSet started at once: one gang, replicated jobs are sub-groups": {
 			objects: "jobset-parallel.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 7, SubGroup: "node",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "driver", MinMember: 1}, {Name: "node", MinMember: 6}},
 				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team", Recreatable: adapters.Bool(false)},
 		},
 		"JobSet CRD missing: degrade": {
@@ -82,5 +84,35 @@ func TestReplicatedJobIgnoresDisruption(t *testing.T) {
 	}
 	if jobset.ReplicatedJobIgnoresDisruption(js, "driver") {
 		t.Error("the driver's template has no such rule: got true, want false")
+	}
+}
+
+// TestShapes: a JobSet started at once is one gang with a sub-group per replicated job; one
+// started in order is a gang per replicated job, without sub-groups.
+func TestShapes(t *testing.T) {
+	first := func(file string) *unstructured.Unstructured {
+		t.Helper()
+		for _, o := range adaptertest.LoadObjects(t, filepath.Join("testdata", file)) {
+			if o.GetKind() == "JobSet" {
+				return o
+			}
+		}
+		t.Fatalf("%s holds no JobSet", file)
+		return nil
+	}
+	cases := map[string][]adapters.GangShape{
+		"jobset-parallel.yaml": {{PodGroup: "jobset-tj1", MinMember: 7,
+			SubGroups: []fairwayv1.SubGroup{{Name: "driver", MinMember: 1}, {Name: "node", MinMember: 6}}}},
+		"jobset-trainjob.yaml": {
+			{PodGroup: adapters.GroupName("jobset", "tj1", "dataset-initializer"), MinMember: 1},
+			{PodGroup: adapters.GroupName("jobset", "tj1", "node"), MinMember: 4},
+		},
+	}
+	for file, want := range cases {
+		t.Run(file, func(t *testing.T) {
+			if d := cmp.Diff(want, jobset.New().GangShapes(first(file))); d != "" {
+				t.Errorf("GangShapes (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -52,7 +52,12 @@ type Adapter struct{}
 var (
 	_ adapters.Adapter       = (*Adapter)(nil)
 	_ adapters.ObjectWatcher = (*Adapter)(nil)
+	_ adapters.GangShaper    = (*Adapter)(nil)
 )
+
+// HeadGroup is the ray.io/group of every head pod (KubeRay's utils.RayNodeHeadGroupLabelValue),
+// and so the name of the head's sub-group.
+const HeadGroup = "headgroup"
 
 // New returns the KubeRay adapter.
 func New() *Adapter { return &Adapter{} }
@@ -98,7 +103,8 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		w.Warnings = append(w.Warnings, adapters.DegradedWarning(fmt.Sprintf("RayCluster %s/%s", pod.Namespace, cluster), err))
 		return w, nil
 	}
-	w.MinMember = MinMember(rc)
+	shape := Shape(rc)
+	w.MinMember, w.SubGroups = shape.MinMember, shape.SubGroups
 	w.QueueHint = adapters.QueueFromLabels(rc.GetLabels())
 	if pc := rc.GetLabels()[PriorityClassLabel]; pc != "" {
 		w.PriorityClass = pc
@@ -130,11 +136,35 @@ func ownerQueue(ctx context.Context, rc *unstructured.Unstructured, objects adap
 	return ""
 }
 
-// MinMember is the gang size of a RayCluster: one head plus, for every worker group that is not
+// MinMember is the gang size of a RayCluster, Shape(rc).MinMember.
+func MinMember(rc *unstructured.Unstructured) int32 { return Shape(rc).MinMember }
+
+// GangOwnerKinds implements adapters.GangShaper: the RayCluster sizes the gang (a RayJob's or
+// RayService's cluster is a RayCluster too).
+func (*Adapter) GangOwnerKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{RayClusterGVK}
+}
+
+// GangShapes implements adapters.GangShaper.
+func (*Adapter) GangShapes(rc *unstructured.Unstructured) []adapters.GangShape {
+	return []adapters.GangShape{Shape(rc)}
+}
+
+// Shape is the gang of a RayCluster: one head plus, for every worker group that is not
 // suspended, numOfHosts times its minReplicas when the in-tree autoscaler is on, or times its
 // desired replicas (replicas clamped to [minReplicas, maxReplicas]) otherwise. The defaults are
 // KubeRay's: replicas 0, minReplicas 0, maxReplicas 2^31-1, numOfHosts 1.
-func MinMember(rc *unstructured.Unstructured) int32 {
+//
+// The head is a sub-group of minimum 1, so that the gang never starts with workers and no head
+// (they would wait for a GCS that is not there); every worker group with a minimum above 0 is a
+// sub-group of that minimum, so that one group's pods cannot stand in for another's (a GPU group
+// for a CPU one). Workers above the minimum, those the autoscaler adds, join the running gang as
+// capacity allows. The sub-groups are in KubeRay's order: the head, then workerGroupSpecs.
+func Shape(rc *unstructured.Unstructured) adapters.GangShape {
+	shape := adapters.GangShape{
+		PodGroup:  adapters.GroupName("ray", rc.GetName()),
+		SubGroups: []fairwayv1.SubGroup{{Name: HeadGroup, MinMember: 1}},
+	}
 	spec, _, _ := unstructured.NestedMap(rc.Object, "spec")
 	autoscaling := adapters.BoolField(spec, "enableInTreeAutoscaling")
 	groups, _, _ := unstructured.NestedSlice(spec, "workerGroupSpecs")
@@ -151,10 +181,20 @@ func MinMember(rc *unstructured.Unstructured) int32 {
 			replicas = max(lo, min(adapters.Int64Field(group, 0, "replicas"), hi))
 		}
 		hosts := max(adapters.Int64Field(group, 1, "numOfHosts"), 1)
-		total += min(replicas, adapters.MaxMinMember) * min(hosts, adapters.MaxMinMember)
+		n := min(min(replicas, adapters.MaxMinMember)*min(hosts, adapters.MaxMinMember), adapters.MaxMinMember-total)
+		name, _, _ := unstructured.NestedString(group, "groupName")
+		if n > 0 && name != "" && len(shape.SubGroups) < maxSubGroups {
+			shape.SubGroups = append(shape.SubGroups, fairwayv1.SubGroup{Name: name, MinMember: int32(n)})
+		}
+		total += n
 		if total >= adapters.MaxMinMember {
 			break
 		}
 	}
-	return adapters.Clamp32(total, 1, adapters.MaxMinMember)
+	shape.MinMember = adapters.Clamp32(total, 1, adapters.MaxMinMember)
+	return shape
 }
+
+// maxSubGroups is the PodGroup API's bound on spec.subGroups; groups past it (KubeRay allows
+// more) count towards MinMember only.
+const maxSubGroups = 32

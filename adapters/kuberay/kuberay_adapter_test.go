@@ -12,6 +12,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 func TestDescribe(t *testing.T) {
@@ -24,16 +25,19 @@ func TestDescribe(t *testing.T) {
 		"worker of a two-group cluster: gang = head + desired replicas x hosts": {
 			pod: "worker-gpu.yaml", objects: "raycluster.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rc-gpu", MinMember: 7, SubGroup: "gpu-group",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "headgroup", MinMember: 1}, {Name: "cpu-group", MinMember: 2}, {Name: "gpu-group", MinMember: 4}},
 				PriorityClass: "fairway-training", GPUContainer: "ray-worker", QueueHint: "ray-team", Recreatable: adapters.Bool(true)},
 		},
 		"head of the same cluster shares the gang": {
 			pod: "head.yaml", objects: "raycluster.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rc-gpu", MinMember: 7, SubGroup: "headgroup",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "headgroup", MinMember: 1}, {Name: "cpu-group", MinMember: 2}, {Name: "gpu-group", MinMember: 4}},
 				PriorityClass: "fairway-training", GPUContainer: "ray-head", QueueHint: "ray-team", Recreatable: adapters.Bool(false)},
 		},
 		"RayJob cluster with autoscaler: min replicas; queue from the RayJob; priority from the cluster label": {
 			pod: "rayjob-worker.yaml", objects: "raycluster-autoscaling.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rayjob-sample-raycluster-k9x2p", MinMember: 2, SubGroup: "small",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "headgroup", MinMember: 1}, {Name: "small", MinMember: 1}},
 				PriorityClass: "fairway-inference", GPUContainer: "ray-worker", QueueHint: "ray-team", Recreatable: adapters.Bool(true)},
 		},
 		"KubeRay CRDs not installed: same gang, min-member 1, a warning": {

@@ -5,8 +5,11 @@
 package pytorchjob
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +44,7 @@ type Adapter struct{}
 var (
 	_ adapters.Adapter       = (*Adapter)(nil)
 	_ adapters.ObjectWatcher = (*Adapter)(nil)
+	_ adapters.GangShaper    = (*Adapter)(nil)
 )
 
 // New returns the PyTorchJob adapter.
@@ -85,7 +89,8 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		w.Warnings = append(w.Warnings, adapters.DegradedWarning(fmt.Sprintf("PyTorchJob %s/%s", pod.Namespace, job), err))
 		return w, nil
 	}
-	w.MinMember = MinMember(obj)
+	shape := Shape(obj)
+	w.MinMember, w.SubGroups = shape.MinMember, shape.SubGroups
 	w.QueueHint = adapters.QueueFromLabels(obj.GetLabels())
 	w.Recreatable = adapters.Bool(Restarted(obj, pod.Labels[ReplicaTypeLabel]))
 	return w, nil
@@ -107,23 +112,73 @@ func Restarted(job *unstructured.Unstructured, replicaType string) bool {
 	return false
 }
 
-// MinMember is a PyTorchJob's gang size: spec.runPolicy.schedulingPolicy.minAvailable when set,
-// else spec.elasticPolicy.minReplicas when set, else the sum of
-// spec.pytorchReplicaSpecs[*].replicas (each defaulting to 1, as the operator defaults them).
-func MinMember(job *unstructured.Unstructured) int32 {
-	spec, _, _ := unstructured.NestedMap(job.Object, "spec")
-	if n := adapters.Int64Field(spec, 0, "runPolicy", "schedulingPolicy", "minAvailable"); n > 0 {
-		return adapters.Clamp32(n, 1, adapters.MaxMinMember)
-	}
-	if n := adapters.Int64Field(spec, 0, "elasticPolicy", "minReplicas"); n > 0 {
-		return adapters.Clamp32(n, 1, adapters.MaxMinMember)
-	}
-	replicas, _, _ := unstructured.NestedMap(spec, "pytorchReplicaSpecs")
-	var total int64
-	for _, r := range replicas {
-		if rs, ok := r.(map[string]any); ok {
-			total += min(max(adapters.Int64Field(rs, 1, "replicas"), 0), adapters.MaxMinMember)
-		}
-	}
-	return adapters.Clamp32(total, 1, adapters.MaxMinMember)
+// MinMember is a PyTorchJob's gang size, Shape(job).MinMember.
+func MinMember(job *unstructured.Unstructured) int32 { return Shape(job).MinMember }
+
+// GangOwnerKinds implements adapters.GangShaper.
+func (*Adapter) GangOwnerKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{PyTorchJobGVK}
 }
+
+// GangShapes implements adapters.GangShaper.
+func (*Adapter) GangShapes(job *unstructured.Unstructured) []adapters.GangShape {
+	return []adapters.GangShape{Shape(job)}
+}
+
+// Shape is a PyTorchJob's gang. Each replica type is a sub-group named as the operator labels its
+// pods (training.kubeflow.org/replica-type, the type in lower case), Master first: the Master (and
+// any type but Worker) needs all its replicas (each defaulting to 1, as the operator defaults
+// them); the Workers need spec.elasticPolicy.minReplicas of an elastic job, all their replicas
+// otherwise. So an elastic job whose workers the HPA scales keeps its minimum, workers above it
+// join the running gang as capacity allows, and no job starts with workers and no master.
+//
+// spec.runPolicy.schedulingPolicy.minAvailable, when set, is the gang's minimum instead, as for
+// the operator's own gang schedulers; the Master then needs up to that many, the Workers the rest.
+func Shape(job *unstructured.Unstructured) adapters.GangShape {
+	shape := adapters.GangShape{PodGroup: adapters.GroupName("pytorchjob", job.GetName())}
+	spec, _, _ := unstructured.NestedMap(job.Object, "spec")
+	replicas, _, _ := unstructured.NestedMap(spec, "pytorchReplicaSpecs")
+	elastic := adapters.Int64Field(spec, 0, "elasticPolicy", "minReplicas")
+	minAvailable := adapters.Int64Field(spec, 0, "runPolicy", "schedulingPolicy", "minAvailable")
+	types := slices.Sorted(maps.Keys(replicas))
+	slices.SortStableFunc(types, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
+	budget := int64(adapters.MaxMinMember)
+	if minAvailable > 0 {
+		budget = min(minAvailable, adapters.MaxMinMember)
+	}
+	var total int64
+	for _, t := range types {
+		rs, ok := replicas[t].(map[string]any)
+		if !ok {
+			continue
+		}
+		n := min(max(adapters.Int64Field(rs, 1, "replicas"), 0), adapters.MaxMinMember)
+		if strings.EqualFold(t, "Worker") && elastic > 0 {
+			n = min(elastic, adapters.MaxMinMember)
+		}
+		n = min(n, budget-total)
+		if n > 0 && len(shape.SubGroups) < maxSubGroups {
+			shape.SubGroups = append(shape.SubGroups, fairwayv1.SubGroup{Name: strings.ToLower(t), MinMember: int32(n)})
+		}
+		total += max(n, 0)
+	}
+	if minAvailable > 0 {
+		total = budget
+	}
+	shape.MinMember = adapters.Clamp32(total, 1, adapters.MaxMinMember)
+	return shape
+}
+
+// rank orders replica types: Master first, Worker last, any other between.
+func rank(replicaType string) int {
+	switch {
+	case strings.EqualFold(replicaType, "Master"):
+		return 0
+	case strings.EqualFold(replicaType, "Worker"):
+		return 2
+	}
+	return 1
+}
+
+// maxSubGroups is the PodGroup API's bound on spec.subGroups.
+const maxSubGroups = 32

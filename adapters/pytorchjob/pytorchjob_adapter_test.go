@@ -12,6 +12,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/pytorchjob"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 func TestDescribe(t *testing.T) {
@@ -23,16 +24,19 @@ func TestDescribe(t *testing.T) {
 		"worker: gang = all replicas": {
 			pod: "worker.yaml", objects: "pytorchjob.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "worker",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 3}},
 				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team", Recreatable: adapters.Bool(true)},
 		},
 		"master is a sub-group of the same gang": {
 			pod: "master.yaml", objects: "pytorchjob.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "master",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 3}},
 				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team", Recreatable: adapters.Bool(true)},
 		},
 		"elastic: minReplicas": {
 			pod: "worker.yaml", objects: "pytorchjob-elastic.yaml",
 			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 2, SubGroup: "worker",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "worker", MinMember: 2}},
 				PriorityClass: "fairway-training", GPUContainer: "pytorch", Recreatable: adapters.Bool(true)},
 		},
 		"CRD missing: degrade": {
@@ -110,5 +114,53 @@ func TestRestarted(t *testing.T) {
 	}
 	if pytorchjob.Restarted(job, "launcher") {
 		t.Error("unknown replica type: Restarted = true, want false")
+	}
+}
+
+// TestShape: Master first and whole, Workers at their elastic minimum, minAvailable capping the
+// sum; the sub-groups always add up to the gang's minimum.
+func TestShape(t *testing.T) {
+	job := func(spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+			"metadata": map[string]any{"name": "ddp", "namespace": "ns"}, "spec": spec,
+		}}
+	}
+	replicas := func(master, worker int64) map[string]any {
+		return map[string]any{
+			"Worker": map[string]any{"replicas": worker},
+			"Master": map[string]any{"replicas": master},
+		}
+	}
+	cases := map[string]struct {
+		spec map[string]any
+		want adapters.GangShape
+	}{
+		"master and workers": {
+			spec: map[string]any{"pytorchReplicaSpecs": replicas(1, 4)},
+			want: adapters.GangShape{PodGroup: "pytorchjob-ddp", MinMember: 5,
+				SubGroups: []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 4}}},
+		},
+		"elastic: workers at minReplicas, master whole": {
+			spec: map[string]any{"pytorchReplicaSpecs": replicas(1, 6), "elasticPolicy": map[string]any{"minReplicas": int64(2), "maxReplicas": int64(8)}},
+			want: adapters.GangShape{PodGroup: "pytorchjob-ddp", MinMember: 3,
+				SubGroups: []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 2}}},
+		},
+		"minAvailable caps the sum, master first": {
+			spec: map[string]any{"pytorchReplicaSpecs": replicas(1, 6), "runPolicy": map[string]any{"schedulingPolicy": map[string]any{"minAvailable": int64(3)}}},
+			want: adapters.GangShape{PodGroup: "pytorchjob-ddp", MinMember: 3,
+				SubGroups: []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 2}}},
+		},
+		"no workers": {
+			spec: map[string]any{"pytorchReplicaSpecs": map[string]any{"Master": map[string]any{}}},
+			want: adapters.GangShape{PodGroup: "pytorchjob-ddp", MinMember: 1, SubGroups: []fairwayv1.SubGroup{{Name: "master", MinMember: 1}}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if d := cmp.Diff([]adapters.GangShape{tc.want}, pytorchjob.New().GangShapes(job(tc.spec))); d != "" {
+				t.Errorf("GangShapes (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -61,3 +61,15 @@ func WatchedKinds(list []adapters.Adapter) []schema.GroupVersionKind {
 	}
 	return kinds
 }
+
+// GangShapers returns the adapters of list whose gangs follow their owner objects
+// (adapters.GangShaper), in order.
+func GangShapers(list []adapters.Adapter) []adapters.GangShaper {
+	var out []adapters.GangShaper
+	for _, a := range list {
+		if s, ok := a.(adapters.GangShaper); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -12,6 +12,9 @@ var (
 	}
 	ImmutablePodAnnotations = []string{
 		PodGroupAnnotation,
+		// The gang's shape: a pod that changed its sub-group or the minimums it reports could
+		// start a gang without its head, or size the PodGroup the scheduler creates from it.
+		MinMemberAnnotation, SubGroupAnnotation, SubGroupsAnnotation,
 		GPUFractionAnnotation, GPUFractionAliasAnnotation,
 		GPUMemoryAnnotation, GPUMemoryAliasAnnotation,
 		// Whether the pod's controller recreates it orders victims: marking a pod as lost on

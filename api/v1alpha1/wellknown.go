@@ -67,6 +67,11 @@ const (
 	MinMemberAnnotation = Prefix + "min-member"
 	// SubGroupAnnotation names the pod's sub-group within its gang.
 	SubGroupAnnotation = Prefix + "sub-group"
+	// SubGroupsAnnotation lists the gang's sub-groups and the minimum of each, as the adapter
+	// computed them at admission ("head=1,workers=3"; FormatSubGroups, ParseSubGroups): the
+	// scheduler copies them to the PodGroup it creates, so that a gang never starts without,
+	// say, its Ray head. Absent when the gang has no sub-groups.
+	SubGroupsAnnotation = Prefix + "sub-groups"
 	// WorkloadKindAnnotation is the adapter's name for the workload: pipeline-step, workflow-step,
 	// ray, notebook, training, or pod.
 	WorkloadKindAnnotation = Prefix + "workload-kind"

@@ -24,6 +24,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fairway-sched/fairway/adapters/registry"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	schedruntime "github.com/fairway-sched/fairway/scheduler/runtime"
@@ -155,6 +156,7 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 	ensureNamespace(ctx, c.Scheduling, f.opts.Namespace, log)
 
 	f.opts.Log = log.WithName("scheduler")
+	f.opts.GangShapers = registry.GangShapers(registry.All())
 	rt, err := schedruntime.New(c, f.opts)
 	if err != nil {
 		return err

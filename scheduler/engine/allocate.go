@@ -211,9 +211,31 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 		return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("the gang needs %d pods to start and only %d exist (%d running, %d succeeded, %d pending, %d gated)",
 			g.MinMember, int(g.Bound+g.Succeeded)+placeable+gated, g.Bound, g.Succeeded, placeable, gated)}
 	}
+	if f := c.missingSubGroup(g); f != nil {
+		return f
+	}
 	tasks, _, minimal := c.planTasks(g)
 	if f := c.gangOverLimit(g, tasks[:max(minimal, 1)]); f != nil {
 		return f
+	}
+	return nil
+}
+
+// missingSubGroup says which sub-group lacks the pods its minimum needs (a Ray cluster whose
+// head is not created yet): no capacity helps such a gang, so it waits as WaitingForPods rather
+// than as a placement failure that reclaim or preemption would try to fix.
+func (c *cycle) missingSubGroup(g *snapshot.Gang) *placeFailure {
+	for _, sg := range g.SubGroups {
+		have := c.boundIn(g, sg.Name)
+		for _, t := range g.Pending {
+			if t.SubGroup == sg.Name && t.Placeable() {
+				have++
+			}
+		}
+		if have < int(sg.MinMember) {
+			return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("sub-group %s has %d of the %d pods the gang needs of it to start (bound or pending)",
+				sg.Name, have, sg.MinMember)}
+		}
 	}
 	return nil
 }

@@ -281,10 +281,38 @@ func (c *cycle) placeSets(g *snapshot.Gang, tasks []*snapshot.Task, need int, re
 		firstFail = ff
 	}
 	if placed == 0 || placed < need || !c.subGroupsMet(g) {
+		f := gangFailure(firstFail, need, placed)
+		if placed >= need && placed > 0 {
+			f = subGroupFailure(c.unmetSubGroup(g), firstFail)
+		}
 		c.stmt.Rollback(cp)
-		return 0, gangFailure(firstFail, need, placed)
+		return 0, f
 	}
 	return placed, nil
+}
+
+// unmetSubGroup is the first sub-group with fewer than its minimum bound.
+func (c *cycle) unmetSubGroup(g *snapshot.Gang) snapshot.SubGroup {
+	for _, sg := range g.SubGroups {
+		if c.boundIn(g, sg.Name) < int(sg.MinMember) {
+			return sg
+		}
+	}
+	return snapshot.SubGroup{}
+}
+
+// subGroupFailure says that enough pods fit but not those of a sub-group the gang cannot start
+// without (a Ray head), followed by the first failure of the placement.
+func subGroupFailure(sg snapshot.SubGroup, f *placeFailure) *placeFailure {
+	out := placeFailure{code: ReasonNoNodeFits, capacity: true}
+	if f != nil {
+		out = *f
+	}
+	out.msg = fmt.Sprintf("the gang cannot start without %d pods of its sub-group %s and they do not fit", sg.MinMember, sg.Name)
+	if f != nil {
+		out.msg += "; " + f.msg
+	}
+	return &out
 }
 
 func split(tasks []*snapshot.Task, subGroup string) (mine, rest []*snapshot.Task) {

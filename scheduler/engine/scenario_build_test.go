@@ -149,7 +149,9 @@ func addJob(t *testing.T, s *sim, j *jobSpec, jobs map[string]*jobSpec) {
 		if j.Grace != nil {
 			b.Spec.TerminationGracePeriodSeconds = ptr(int64(j.Grace.Duration / time.Second))
 		}
-		if gang {
+		if j.Joins != "" {
+			b.PodGroup(j.Joins)
+		} else if gang {
 			b.PodGroup(j.Name)
 			min := j.MinMember
 			if min == 0 {

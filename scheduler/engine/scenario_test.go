@@ -174,6 +174,9 @@ type jobSpec struct {
 		} `json:"subGroups"`
 	} `json:"podGroup"`
 	Annotations map[string]string `json:"annotations"`
+	// Joins names the job whose gang (PodGroup) these pods join: new members of a gang that
+	// already exists, as a scaled-up RayCluster or elastic job makes them.
+	Joins string `json:"joins"`
 	// Running places replicas on nodes before the first step: one node name for all, or one per
 	// replica ("" leaves a replica pending).
 	Running  []string `json:"running"`
@@ -208,10 +211,22 @@ type eventSpec struct {
 	AddNode    *nodeSpec  `json:"addNode"`
 	DeleteNode string     `json:"deleteNode"`
 	Queue      *queueSpec `json:"queue"`
+	// PodGroup changes a job's PodGroup: its owner was scaled (Job names it).
+	PodGroup *podGroupEvent `json:"podGroup"`
 	// Wake clears the GPUIdle condition of a job's pods (or ns/pod): the owner does GPU work.
 	Wake string `json:"wake"`
 	// Idle sets it.
 	Idle *idleSpec `json:"idle"`
+}
+
+type podGroupEvent struct {
+	Job       string `json:"job"`
+	MinMember int32  `json:"minMember"`
+	SubGroups []struct {
+		Name      string `json:"name"`
+		MinMember int32  `json:"minMember"`
+		Required  string `json:"topologyRequired"`
+	} `json:"subGroups"`
 }
 
 type expectSpec struct {
@@ -397,6 +412,22 @@ func applyEvent(t *testing.T, s *sim, ev eventSpec, jobs map[string]*jobSpec) {
 			mustNoErr(t, s.setIdle(k, true, mem))
 		}
 		s.now = now
+	case ev.PodGroup != nil:
+		j := jobs[ev.PodGroup.Job]
+		if j == nil {
+			t.Fatalf("podGroup event: no job %q", ev.PodGroup.Job)
+		}
+		pg := testutil.MakePodGroup(j.Namespace, j.Name).MinMember(max(ev.PodGroup.MinMember, 1))
+		if j.PodGroup != nil {
+			pg.Queue(j.PodGroup.Queue)
+		}
+		for _, sg := range ev.PodGroup.SubGroups {
+			pg.SubGroup(sg.Name, sg.MinMember, sg.Required)
+		}
+		if err := s.snap.UpsertPodGroup(pg.Obj()); err != nil {
+			t.Fatal(err)
+		}
+		s.minMember[snapshot.GangKey{Namespace: j.Namespace, Name: j.Name, PodGroup: true}] = max(ev.PodGroup.MinMember, 1)
 	case ev.Queue != nil:
 		if err := s.addQueue(buildQueue(*ev.Queue)); err != nil {
 			t.Fatal(err)

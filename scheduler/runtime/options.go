@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
@@ -53,6 +54,11 @@ type Options struct {
 	// NoNodeReservations leaves nodes untainted while capacity is held on them for a gang: only
 	// for clusters where no other scheduler places pods on fairway's nodes (docs/coexistence.md).
 	NoNodeReservations bool
+
+	// GangShapers are the adapters whose gangs follow their owner objects (podgroups.Follower);
+	// the scheduler binary passes every adapter of adapters/registry that implements
+	// adapters.GangShaper. Nil: gangs keep the size their pods were admitted with.
+	GangShapers []adapters.GangShaper
 
 	// Engine configures the scheduling engine; its Logger defaults to Log, and
 	// SharesNeedInventory is always set (fractional pods go only to nodes with a gpu-agent).

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,7 +111,20 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 	if err := r.metrics.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	for _, run := range []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)} {
+	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)}
+	if len(r.opts.GangShapers) > 0 {
+		dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("creating the client of gang owners: %w", err)
+		}
+		f, err := podgroups.NewFollower(r.pgs.Client(), dyn, mgr.GetRESTMapper(), r.inf, r.opts.GangShapers,
+			podgroups.FollowerOptions{Log: r.opts.Log.WithName("podgroup-owners")})
+		if err != nil {
+			return err
+		}
+		runs = append(runs, f)
+	}
+	for _, run := range runs {
 		if err := mgr.Add(run); err != nil {
 			return err
 		}

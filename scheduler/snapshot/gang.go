@@ -133,8 +133,10 @@ type Gang struct {
 	// WaitingSince is when the engine first failed to place the gang; starvation counts from it.
 	WaitingSince time.Time
 
-	spec     *GangSpec
-	hints    podHints
+	spec  *GangSpec
+	hints podHints
+	// runMin is the minimum the gang must keep while it runs (see Stale); syncGang keeps it.
+	runMin   int32
 	holds    []Hold
 	queuePos int
 	stalePos int
@@ -148,6 +150,7 @@ type podHints struct {
 	minMember      int32
 	topology       Topology
 	preemptibility string
+	subGroups      []SubGroup
 }
 
 // Holds returns the gang's holds. The slice is owned by the gang.
@@ -168,9 +171,18 @@ type Hold struct {
 	Expires time.Time
 }
 
-// Stale reports whether the gang runs with fewer than MinMember live pods.
+// Stale reports whether the gang runs with fewer live pods than it must keep: MinMember, except
+// while a minimum raised under the running gang (its owner grew: a RayCluster scaled up, a
+// PodGroup edited) has not been reached yet; until then the gang must keep the minimum it last
+// ran at, and the new pods join it as they are placed. A gang that grew is not broken, and
+// evicting it because capacity for its new members is late would lose its work. A lowered
+// minimum applies at once, so a gang that shrank is never stale for the pods it let go.
 func (g *Gang) Stale() bool {
-	return g.Bound > 0 && g.Bound+g.Succeeded < g.MinMember
+	keep := g.MinMember
+	if g.runMin > 0 && g.runMin < keep {
+		keep = g.runMin
+	}
+	return g.Bound > 0 && g.Bound+g.Succeeded < keep
 }
 
 // QueueName is the name of the gang's queue ("" when none).

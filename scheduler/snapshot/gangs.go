@@ -36,6 +36,9 @@ func (s *Snapshot) gangFor(info *PodInfo) *Gang {
 	if h.preemptibility == "" {
 		h.preemptibility = info.Preemptibility
 	}
+	if h.subGroups == nil {
+		h.subGroups = info.SubGroups
+	}
 	if g.spec == nil && (g.Created.IsZero() || info.Created.Before(g.Created)) {
 		g.Created = info.Created
 	}
@@ -47,8 +50,7 @@ func (s *Snapshot) gangFor(info *PodInfo) *Gang {
 // already accounted (all but skip) moves its contribution.
 func (s *Snapshot) refreshGang(g *Gang, skip *Task) {
 	h := g.hints
-	queue, minMember, topo, preempt := h.queue, max(h.minMember, 1), h.topology, h.preemptibility
-	var subs []SubGroup
+	queue, minMember, topo, preempt, subs := h.queue, max(h.minMember, 1), h.topology, h.preemptibility, h.subGroups
 	if sp := g.spec; sp != nil {
 		if sp.Queue != "" {
 			queue = sp.Queue
@@ -150,7 +152,8 @@ func (s *Snapshot) foreign(queue, ns string) string {
 	return fmt.Sprintf("queue %s does not serve namespace %s (it serves %s); a pod may only name a queue whose spec.namespaces or spec.namespaceSelector takes its namespace", queue, ns, served)
 }
 
-// syncGang keeps the gang's membership of the queue's pending list and the stale list true.
+// syncGang keeps the gang's membership of the queue's pending list and the stale list true, and
+// the minimum a running gang must keep (Gang.Stale).
 func (s *Snapshot) syncGang(g *Gang) {
 	if q := g.Queue; q != nil {
 		if len(g.Pending) > 0 && g.queuePos < 0 {
@@ -159,6 +162,11 @@ func (s *Snapshot) syncGang(g *Gang) {
 		} else if len(g.Pending) == 0 && g.queuePos >= 0 {
 			s.unlinkQueueGang(g)
 		}
+	}
+	// Only members the API server confirmed raise the minimum a running gang must keep: a
+	// what-if that assumes pods and rolls back must not leave the gang owing them.
+	if confirmed := g.Bound - g.Assumed + g.Succeeded; g.Bound == 0 || confirmed >= g.MinMember || g.runMin > g.MinMember {
+		g.runMin = g.MinMember
 	}
 	if g.Stale() && g.stalePos < 0 {
 		g.stalePos = len(s.stale)

@@ -40,9 +40,12 @@ type PodInfo struct {
 	// account.
 	Queue string
 	// Gang is the pod's PodGroup (fairway.dev/pod-group) or the pod itself.
-	Gang           GangKey
-	MinMember      int32
-	SubGroup       string
+	Gang      GangKey
+	MinMember int32
+	SubGroup  string
+	// SubGroups are the gang's sub-groups with their minimums (fairway.dev/sub-groups), read as
+	// the PodGroup's when the gang has none yet.
+	SubGroups      []SubGroup
 	Preemptibility string
 	Topology       Topology
 	Priority       int32
@@ -157,6 +160,15 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 			problems = append(problems, fmt.Sprintf("annotation %s %q must be a positive integer", v1alpha1.MinMemberAnnotation, v))
 		} else {
 			info.MinMember = int32(n)
+		}
+	}
+	if v := ann[v1alpha1.SubGroupsAnnotation]; v != "" {
+		subs, err := v1alpha1.ParseSubGroups(v)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, sg := range subs {
+			info.SubGroups = append(info.SubGroups, SubGroup{Name: sg.Name, MinMember: sg.MinMember})
 		}
 	}
 	if info.Req.Reservation {
@@ -277,6 +289,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 			old.loanHint = info.Loan
 			if old.Gang != nil {
 				old.Gang.Assumed--
+				s.syncGang(old.Gang) // a confirmed member may bring a grown gang to its minimum
 			}
 			if !info.Started.IsZero() && pod.Status.StartTime != nil {
 				old.Started = info.Started

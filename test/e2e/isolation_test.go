@@ -168,6 +168,8 @@ func TestQueueIsolation(t *testing.T) {
 		fairwayv1.KAIQueueLabel:       {labelPatch(fairwayv1.KAIQueueLabel, "team-b"), `label "kai.scheduler/queue" may not change after admission (was unset, now "team-b")`},
 		fairwayv1.PreemptibilityLabel: {labelPatch(fairwayv1.PreemptibilityLabel, "non-preemptible"), `label "fairway.dev/preemptibility" may not change after admission (was unset, now "non-preemptible")`},
 		fairwayv1.PodGroupAnnotation:  {fmt.Sprintf(`{"metadata":{"annotations":{%q:"team-b-gang"}}}`, fairwayv1.PodGroupAnnotation), `annotation "fairway.dev/pod-group" may not change after admission`},
+		fairwayv1.MinMemberAnnotation: {fmt.Sprintf(`{"metadata":{"annotations":{%q:"5"}}}`, fairwayv1.MinMemberAnnotation), `annotation "fairway.dev/min-member" may not change after admission (was "1", now "5")`},
+		fairwayv1.SubGroupsAnnotation: {fmt.Sprintf(`{"metadata":{"annotations":{%q:"head=1"}}}`, fairwayv1.SubGroupsAnnotation), `annotation "fairway.dev/sub-groups" may not change after admission (was unset, now "head=1")`},
 	}
 	patchPod := func(body string) error {
 		return c.Client().Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, client.RawPatch(types.MergePatchType, []byte(body)))

@@ -36,8 +36,8 @@ import (
 const ManagedByLabel = "app.kubernetes.io/managed-by"
 
 // Derive returns the PodGroup a gang's pods call for: name and namespace from their annotation,
-// minMember (the largest fairway.dev/min-member), queue, priority class, preemptibility and
-// topology from the oldest pod, and its owners (see the package documentation). pods must be
+// minMember (the largest fairway.dev/min-member), queue, priority class, preemptibility,
+// topology and sub-groups (fairway.dev/sub-groups) from the oldest pod, and its owners (see the package documentation). pods must be
 // non-empty and share the annotation and the namespace. The queue is not checked against the
 // namespaces it serves: the scheduler refuses a gang whose queue does not serve it
 // (engine.ReasonForeignQueue), whoever wrote the PodGroup.
@@ -71,6 +71,11 @@ func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 		if n, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[v1alpha1.MinMemberAnnotation]), 10, 32); err == nil && int32(n) > pg.Spec.MinMember {
 			pg.Spec.MinMember = int32(n)
 		}
+	}
+	// A value the annotation's parser refuses leaves the gang without sub-groups; the snapshot
+	// reports it on the pods.
+	if subs, err := v1alpha1.ParseSubGroups(first.Annotations[v1alpha1.SubGroupsAnnotation]); err == nil {
+		pg.Spec.SubGroups = subs
 	}
 	req, pref := first.Annotations[v1alpha1.TopologyRequiredAnnotation], first.Annotations[v1alpha1.TopologyPreferredAnnotation]
 	if req != "" || pref != "" {
@@ -171,6 +176,9 @@ func New(c client.Client, inf *cache.Informers, opts Options) (*Controller, erro
 	}
 	return ctl, nil
 }
+
+// Client is the client the controller writes PodGroups through.
+func (c *Controller) Client() client.Client { return c.client }
 
 // NeedLeaderElection is true: only the leader creates PodGroups.
 func (c *Controller) NeedLeaderElection() bool { return true }

@@ -59,3 +59,31 @@ func TestBarePodsOwnTheirPodGroupTogether(t *testing.T) {
 		t.Errorf("owners changed without a new pod: %+v", same)
 	}
 }
+
+// TestDeriveSubGroups: the PodGroup takes the sub-groups the adapter wrote on the oldest pod, so
+// a Ray gang's head is required from the PodGroup's first version on; a value the parser
+// refuses gives none (the snapshot reports it on the pod).
+func TestDeriveSubGroups(t *testing.T) {
+	head, worker := gangPod("head", time.Hour, "4"), gangPod("w-0", time.Minute, "4")
+	head.Annotations[v1alpha1.SubGroupsAnnotation] = "headgroup=1,workers=3"
+	worker.Annotations[v1alpha1.SubGroupsAnnotation] = "headgroup=1,workers=9"
+	got := Derive([]*corev1.Pod{worker, head})
+	want := []v1alpha1.SubGroup{{Name: "headgroup", MinMember: 1}, {Name: "workers", MinMember: 3}}
+	if diff := cmp.Diff(want, got.Spec.SubGroups); diff != "" {
+		t.Errorf("sub-groups (-want +got):\n%s", diff)
+	}
+	head.Annotations[v1alpha1.SubGroupsAnnotation] = "headgroup=0"
+	if got := Derive([]*corev1.Pod{head}); got.Spec.SubGroups != nil {
+		t.Errorf("sub-groups from a refused annotation: %+v", got.Spec.SubGroups)
+	}
+}
+
+func TestWithTopologyKeepsConstraintsByName(t *testing.T) {
+	rack := &v1alpha1.TopologyConstraint{RequiredLevel: "rack"}
+	got := WithTopology([]v1alpha1.SubGroup{{Name: "head", MinMember: 1}, {Name: "w", MinMember: 2}},
+		[]v1alpha1.SubGroup{{Name: "w", MinMember: 6, TopologyConstraint: rack}, {Name: "gone", MinMember: 1, TopologyConstraint: rack}})
+	want := []v1alpha1.SubGroup{{Name: "head", MinMember: 1}, {Name: "w", MinMember: 2, TopologyConstraint: rack}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

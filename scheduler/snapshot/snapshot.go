@@ -62,6 +62,10 @@ type Snapshot struct {
 
 	// budgets are the PodDisruptionBudgets the runtime reported (see Budget).
 	budgets map[types.NamespacedName]*Budget
+
+	// demand counts GPU requests by class (Demands); demandGen changes with it.
+	demand    map[Demand]int32
+	demandGen uint64
 }
 
 // New returns an empty snapshot.

@@ -255,34 +255,52 @@ func (m *fragModel) frag(mask uint64, cpu int64, free []int64) float64 {
 	return total
 }
 
-// findNodeFrag is findNode's bin-packing for a GPU pod when shares fragment GPUs: every node
-// that fits is scored, in findNode's order (nodes with a shared GPU with room first for a
-// share, then by fewest free GPUs), and the one whose placement raises the expected
-// fragmentation least wins, the earliest among equals.
+// findNodeFrag is findNode's bin-packing when shares fragment GPUs: every node that fits is
+// scored, in findNode's order (nodes with a shared GPU with room first for a share, then by
+// fewest free GPUs), and the one whose placement raises the expected fragmentation least wins,
+// among equals the one left with the least free GPU capacity, then the earliest. On a node, the GPUs are PickGPUs' choice (its rules are the
+// contract shares rely on: the fullest shared GPU with room first). A pod without GPUs cannot lower the
+// fragmentation, only raise it by taking CPU a GPU request needs, so it takes the first node
+// where its placement raises nothing.
 func (c *cycle) findNodeFrag(m *fragModel, t *snapshot.Task, g *snapshot.Gang, cls, restrict bitset.Set) (*snapshot.Node, snapshot.Assignment, bool) {
 	nodes := c.snap.Nodes()
 	var best *snapshot.Node
 	var bestA snapshot.Assignment
 	bestD := 0.0
 	var buf [32]int64
+	r := &t.Req
+	bestFree := int64(0)
+	take := func(n *snapshot.Node, a snapshot.Assignment) {
+		d := m.delta(c.snap, n, r, a, buf[:0])
+		if best != nil && d > bestD+1e-9 {
+			return
+		}
+		free := freeMilliGPU(n, false) - a.MilliGPU()
+		if best != nil && d > bestD-1e-9 && free >= bestFree {
+			return // equal: the tighter node wins
+		}
+		best, bestA, bestD, bestFree = n, a, d, free
+	}
+	done := func() bool { return !r.GPU() && best != nil && bestD <= 1e-9 }
 	consider := func(set bitset.Set) {
-		for id := bitset.NextAnd(set, cls, restrict, 0); id >= 0; id = bitset.NextAnd(set, cls, restrict, id+1) {
+		for id := bitset.NextAnd(set, cls, restrict, 0); id >= 0 && !done(); id = bitset.NextAnd(set, cls, restrict, id+1) {
 			n := nodes[id]
 			a, f := c.tryNode(n, t, g, false)
 			if f != Fits {
 				continue
 			}
-			if d := m.delta(c.snap, n, &t.Req, a, buf[:0]); best == nil || d < bestD-1e-9 {
-				best, bestA, bestD = n, a, d
-			}
+			take(n, a)
 		}
 	}
-	from := int(t.Req.WholeGPUs)
-	if t.Req.Shared() {
+	from := int(r.WholeGPUs)
+	switch {
+	case r.Shared():
 		consider(c.snap.NodesWithSharedRoom())
 		from = 1
+	case !r.GPU():
+		consider(c.snap.CPUOnlyNodes())
 	}
-	for k := max(from, 1); k <= c.snap.MaxFreeGPUs(); k++ {
+	for k := from; k <= c.snap.MaxFreeGPUs() && !done(); k++ {
 		consider(c.snap.NodesWithFreeGPUs(k))
 	}
 	return best, bestA, best != nil

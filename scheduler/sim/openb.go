@@ -197,7 +197,8 @@ func LoadOpenBNodes(path string) ([]OpenBNode, error) {
 
 // LoadOpenBPods reads an openb pod list.
 func LoadOpenBPods(path string) ([]OpenBPod, error) {
-	rows, err := readCSV(path, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time")
+	// gpu_spec and the times are optional: the multigpu traces have neither.
+	rows, err := readCSV(path, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func LoadOpenBPods(path string) ([]OpenBPod, error) {
 			dst   *int64
 			empty bool
 		}{{"cpu_milli", &p.MilliCPU, false}, {"memory_mib", &p.MemoryMiB, false}, {"num_gpu", &ng, false},
-			{"gpu_milli", &p.GPUMilli, false}, {"creation_time", &p.Creation, false},
+			{"gpu_milli", &p.GPUMilli, false}, {"creation_time", &p.Creation, true},
 			{"deletion_time", &p.Deletion, true}, {"scheduled_time", &p.Scheduled, true}} {
 			if *f.dst, err = intField(path, row, f.key, f.empty); err != nil {
 				return nil, err
@@ -410,4 +411,12 @@ func RunOpenB(snap *snapshot.Snapshot, capMilli int64, pods []OpenBPod, opts eng
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// DefaultOpenBOptions are the scheduler's engine options as its runtime sets them: the defaults,
+// with shares only on nodes that publish a GPU inventory (every simulated GPU node does).
+func DefaultOpenBOptions() engine.Options {
+	o := engine.DefaultOptions()
+	o.SharesNeedInventory = true
+	return o
 }

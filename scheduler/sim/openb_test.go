@@ -129,4 +129,21 @@ func TestOpenBReplay(t *testing.T) {
 	if err := snap.Verify(); err != nil {
 		t.Fatal(err)
 	}
+	// Deterministic: the same replay again decides the same.
+	snap2, _, err := OpenBCluster(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2, err := RunOpenB(snap2, capMilli, w[:2000], DefaultOpenBOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Allocated, res2.Allocated) {
+		t.Error("two replays of the same workload allocate differently")
+	}
+	for _, n := range snap.Nodes() {
+		if n2 := snap2.Node(n.Name); n2 == nil || n2.UsedMilliGPU != n.UsedMilliGPU || n2.Used.MilliCPU != n.Used.MilliCPU {
+			t.Fatalf("node %s differs between two replays", n.Name)
+		}
+	}
 }

@@ -97,6 +97,7 @@ BENCH_PODS  ?= 5000
 BENCH_QPS   ?= 100
 BENCH_BURST ?= 200
 BENCH_RUNS  ?= 3
+BENCH_SIM_SEEDS ?= 42-51
 
 .PHONY: bench-e2e bench-e2e-gang
 bench-e2e: tools build ## Pods/s creation to bound on kwok nodes: fairway vs kube-scheduler, same API server and client QPS/burst.
@@ -115,3 +116,7 @@ gpu-check: ## Build the real-GPU check into _output/gpu-check (run test/gpu/run.
 .PHONY: bench
 bench: ## Engine benchmarks (median of 5 runs with benchstat-friendly output).
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/...
+
+.PHONY: bench-sim
+bench-sim: ## openb replays (13 traces x 10 seeds, the FGD paper's protocol) vs the paper's FGD and BestFit; fails if fairway misses the bar.
+	$(GO) run ./cmd/fairway sim openb --data scheduler/sim/testdata/openb --seeds $(BENCH_SIM_SEEDS)

@@ -17,3 +17,10 @@ func newCLICommands() []*cobra.Command {
 	}
 	return cmds
 }
+
+// newSimCommand returns `fairway sim` (package cli), which needs no cluster.
+func newSimCommand() *cobra.Command {
+	c := cli.NewSimCommand()
+	c.GroupID = cliGroup
+	return c
+}

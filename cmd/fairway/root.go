@@ -43,6 +43,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newAgentCommand())
 	root.AddGroup(&cobra.Group{ID: cliGroup, Title: "Commands for users and administrators:"})
 	root.AddCommand(newCLICommands()...)
+	root.AddCommand(newSimCommand())
 	if pluginMode() {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fairway"}
 	}

@@ -17,6 +17,8 @@ type Engine struct {
 	fsCap  []int64
 	// told is what gangs' reasons say, for appendReason; reset every cycle, its memory kept.
 	told toldSet
+	// frag weighs placements by the fragmentation they cause (fragscore.go); kept across cycles.
+	frag *fragModel
 }
 
 // New returns an engine with the given options (zero fields take their defaults).

@@ -414,6 +414,11 @@ func (c *cycle) findNode(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 		return nil, snapshot.Assignment{}, false
 	}
 	spread := c.e.opts.Placement == Spread
+	if !spread && t.Req.GPUMemoryMiB == 0 {
+		if m := c.e.fragModelFor(c.snap); m != nil {
+			return c.findNodeFrag(m, t, g, cls, restrict)
+		}
+	}
 	buckets := func(from int) (*snapshot.Node, snapshot.Assignment, bool) {
 		maxK := c.snap.MaxFreeGPUs()
 		if spread {

@@ -437,6 +437,7 @@ func (s *Snapshot) addTask(t *Task, info *PodInfo, gpusPreset bool) {
 		s.attachToNode(t, info.GPUIndexes, gpusPreset)
 	}
 	s.account(t, 1)
+	s.countDemand(t, 1)
 	s.syncGang(g)
 }
 
@@ -458,6 +459,7 @@ func (s *Snapshot) removeTask(t *Task) {
 		return
 	}
 	s.account(t, -1)
+	s.countDemand(t, -1)
 	if t.State == TaskBound || t.State == TaskReleasing {
 		s.detachFromNode(t)
 	}

@@ -65,6 +65,10 @@ type Snapshot struct {
 
 	// foreign are the pending pods of other schedulers that ask for GPUs (see ForeignPending).
 	foreignPods foreignPending
+
+	// demand counts GPU requests by class (Demands); demandGen changes with it.
+	demand    map[Demand]int32
+	demandGen uint64
 }
 
 // New returns an empty snapshot.

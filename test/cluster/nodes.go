@@ -276,3 +276,17 @@ func (p NodePool) capacity() (corev1.ResourceList, error) {
 	}
 	return rl, nil
 }
+
+// Nodes returns the Node objects of the pool, as the local cluster creates them; `fairway sim`
+// builds its simulated cluster from the same node description files.
+func (p NodePool) Nodes() ([]*corev1.Node, error) {
+	out := make([]*corev1.Node, 0, p.Count)
+	for i := range p.Count {
+		n, err := p.node(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/test/cluster"
+)
+
+// ConfigFile is a simulation config in YAML. Paths are relative to the file.
+//
+//	name: more-l4
+//	nodes: ../../examples/queues/nodes.yaml
+//	extraNodePools:
+//	- {name: l4-extra, count: 2, gpuType: L4, gpusPerNode: 4, gpuMemoryMiB: 23034, cpu: "64", memory: 256Gi}
+//	queues: ../../examples/queues/queues.yaml
+//	trace: trace.yaml
+//	interval: 10s
+//	placement: binpack
+//	seed: 1
+type ConfigFile struct {
+	Name           string             `json:"name,omitempty"`
+	Nodes          string             `json:"nodes"`
+	ExtraNodePools []cluster.NodePool `json:"extraNodePools,omitempty"`
+	Queues         string             `json:"queues,omitempty"`
+	Trace          string             `json:"trace"`
+	Interval       Duration           `json:"interval,omitempty"`
+	MaxTime        Duration           `json:"maxTime,omitempty"`
+	Placement      string             `json:"placement,omitempty"`
+	Seed           int64              `json:"seed,omitempty"`
+}
+
+// LoadConfigFile reads a config file.
+func LoadConfigFile(path string) (*ConfigFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f ConfigFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	for _, p := range []*string{&f.Nodes, &f.Queues, &f.Trace} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	if f.Name == "" {
+		f.Name = filepath.Base(path)
+	}
+	return &f, nil
+}
+
+// Build loads what the config names into a Config with the scheduler's engine options (its
+// defaults, shares only where a GPU inventory is published, the placement the config asks for).
+func (f *ConfigFile) Build() (Config, error) {
+	cfg := Config{Name: f.Name, Interval: time.Duration(f.Interval), MaxTime: time.Duration(f.MaxTime), Seed: f.Seed}
+	if f.Nodes == "" || f.Trace == "" {
+		return cfg, fmt.Errorf("config %s: nodes and trace are required", f.Name)
+	}
+	pools, err := cluster.LoadNodePools(f.Nodes)
+	if err != nil {
+		return cfg, err
+	}
+	for _, p := range append(pools, f.ExtraNodePools...) {
+		nodes, err := p.Nodes()
+		if err != nil {
+			return cfg, err
+		}
+		for _, n := range nodes {
+			if q, ok := n.Status.Allocatable["nvidia.com/gpu"]; ok && q.Value() > 0 {
+				AddGPUs(n, int(q.Value()), p.GPUType, int64(p.GPUMemoryMiB))
+			}
+			cfg.Nodes = append(cfg.Nodes, n)
+		}
+	}
+	if f.Queues != "" {
+		if cfg.Queues, err = LoadQueues(f.Queues); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Pods, err = LoadTrace(f.Trace, OpenBQueue); err != nil {
+		return cfg, err
+	}
+	// Queues the trace names but the config does not define: top-level, no quota.
+	have := map[string]bool{}
+	for _, q := range cfg.Queues {
+		have[q.Name] = true
+	}
+	for _, p := range cfg.Pods {
+		if !have[p.Queue] {
+			have[p.Queue] = true
+			cfg.Queues = append(cfg.Queues, QueueObject(p.Queue))
+		}
+	}
+	opts := engine.DefaultOptions()
+	opts.SharesNeedInventory = true
+	switch pl := engine.Placement(f.Placement); pl {
+	case "", engine.BinPack, engine.Spread:
+		if pl != "" {
+			opts.Placement = pl
+		}
+	default:
+		return cfg, fmt.Errorf("config %s: placement %q: must be binpack or spread", f.Name, f.Placement)
+	}
+	cfg.Options = opts
+	return cfg, nil
+}

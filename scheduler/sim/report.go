@@ -1,0 +1,350 @@
+package sim
+
+import (
+	"encoding/csv"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Summary is a report reduced to the figures an administrator compares.
+type Summary struct {
+	Name string
+	// Pods in the trace; Started ran at least once; Finished completed; Never never ran.
+	Pods, Started, Finished, Never int
+	Evictions                      int
+	// MeanGPU is the mean GPU allocation (%) over the replay; PeakGPU the highest.
+	MeanGPU, PeakGPU float64
+	// MeanFragmented is the mean free share on partly used GPUs, in GPUs.
+	MeanFragmented float64
+	// Makespan is the simulated time until the last cycle.
+	Makespan time.Duration
+	// Queues are per queue: pods, mean and p95 wait of the pods that started, mean GPUs held.
+	Queues []QueueSummary
+	Cycles int
+	Wall   time.Duration
+}
+
+// QueueSummary is one queue's part of a Summary.
+type QueueSummary struct {
+	Name              string
+	Pods, Never       int
+	MeanWait, P95Wait time.Duration
+	MeanGPU, MeanFair float64
+}
+
+// Summarize reduces a report.
+func (r *Report) Summarize() Summary {
+	s := Summary{Name: r.Name, Pods: len(r.Pods), Cycles: r.Cycles, Wall: r.Elapsed}
+	var frag float64
+	for _, x := range r.Samples {
+		if x.GPUCap > 0 {
+			u := 100 * float64(x.GPU) / float64(x.GPUCap)
+			s.MeanGPU += u
+			s.PeakGPU = max(s.PeakGPU, u)
+		}
+		frag += float64(x.FragmentedGPU) / 1000
+	}
+	if n := len(r.Samples); n > 0 {
+		s.MeanGPU /= float64(n)
+		s.MeanFragmented = frag / float64(n)
+		s.Makespan = r.Samples[n-1].Time
+	}
+	waits := map[string][]time.Duration{}
+	qs := map[string]*QueueSummary{}
+	var names []string
+	for _, p := range r.Pods {
+		q := qs[p.Queue]
+		if q == nil {
+			q = &QueueSummary{Name: p.Queue}
+			qs[p.Queue] = q
+			names = append(names, p.Queue)
+		}
+		q.Pods++
+		s.Evictions += p.Evictions
+		switch {
+		case p.Started:
+			s.Started++
+			waits[p.Queue] = append(waits[p.Queue], p.Wait)
+		default:
+			s.Never++
+			q.Never++
+		}
+		if p.Finished {
+			s.Finished++
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		q := qs[name]
+		w := waits[name]
+		slices.Sort(w)
+		if len(w) > 0 {
+			var sum time.Duration
+			for _, d := range w {
+				sum += d
+			}
+			q.MeanWait = sum / time.Duration(len(w))
+			q.P95Wait = w[min(len(w)-1, (len(w)*95+99)/100-1)]
+		}
+		for _, x := range r.Samples {
+			q.MeanGPU += float64(x.QueueGPU[name]) / 1000
+			q.MeanFair += float64(x.QueueFairGPU[name]) / 1000
+		}
+		if n := len(r.Samples); n > 0 {
+			q.MeanGPU /= float64(n)
+			q.MeanFair /= float64(n)
+		}
+		s.Queues = append(s.Queues, *q)
+	}
+	return s
+}
+
+// WriteSummaries prints summaries side by side, one column per run.
+func WriteSummaries(w io.Writer, sums ...Summary) {
+	row := func(label string, f func(s Summary) string) {
+		fmt.Fprintf(w, "%-28s", label)
+		for _, s := range sums {
+			fmt.Fprintf(w, " %18s", f(s))
+		}
+		fmt.Fprintln(w)
+	}
+	row("", func(s Summary) string { return s.Name })
+	row("pods", func(s Summary) string { return strconv.Itoa(s.Pods) })
+	row("started / finished", func(s Summary) string { return fmt.Sprintf("%d / %d", s.Started, s.Finished) })
+	row("never started", func(s Summary) string { return strconv.Itoa(s.Never) })
+	row("evictions", func(s Summary) string { return strconv.Itoa(s.Evictions) })
+	row("GPU allocation mean / peak", func(s Summary) string { return fmt.Sprintf("%.1f%% / %.1f%%", s.MeanGPU, s.PeakGPU) })
+	row("fragmented GPUs (mean)", func(s Summary) string { return fmt.Sprintf("%.2f", s.MeanFragmented) })
+	row("makespan", func(s Summary) string { return s.Makespan.String() })
+	queues := map[string]bool{}
+	var names []string
+	for _, s := range sums {
+		for _, q := range s.Queues {
+			if !queues[q.Name] {
+				queues[q.Name] = true
+				names = append(names, q.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		get := func(s Summary) *QueueSummary {
+			for i := range s.Queues {
+				if s.Queues[i].Name == name {
+					return &s.Queues[i]
+				}
+			}
+			return nil
+		}
+		cell := func(f func(q *QueueSummary) string) func(s Summary) string {
+			return func(s Summary) string {
+				if q := get(s); q != nil {
+					return f(q)
+				}
+				return "-"
+			}
+		}
+		row("queue "+name+" pods", cell(func(q *QueueSummary) string { return fmt.Sprintf("%d (%d never)", q.Pods, q.Never) }))
+		row("  wait mean / p95", cell(func(q *QueueSummary) string {
+			return fmt.Sprintf("%s / %s", q.MeanWait.Round(time.Second), q.P95Wait.Round(time.Second))
+		}))
+		row("  GPUs held / fair (mean)", cell(func(q *QueueSummary) string { return fmt.Sprintf("%.1f / %.1f", q.MeanGPU, q.MeanFair) }))
+	}
+}
+
+// WriteTimeSeries writes one CSV row per cycle.
+func (r *Report) WriteTimeSeries(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	queues := r.queueNames()
+	reasons := map[string]bool{}
+	for _, s := range r.Samples {
+		for k := range s.PendingByReason {
+			reasons[k] = true
+		}
+	}
+	var reasonNames []string
+	for k := range reasons {
+		reasonNames = append(reasonNames, k)
+	}
+	slices.Sort(reasonNames)
+	head := []string{"seconds", "gpu_milli", "gpu_capacity_milli", "cpu_milli", "cpu_capacity_milli", "memory_bytes", "memory_capacity_bytes",
+		"fragmented_gpu_milli", "running", "pending", "bindings", "evictions"}
+	for _, q := range queues {
+		head = append(head, "queue_"+q+"_gpu_milli", "queue_"+q+"_fair_gpu_milli")
+	}
+	for _, k := range reasonNames {
+		head = append(head, "pending_"+k)
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for _, s := range r.Samples {
+		rec := []string{strconv.FormatFloat(s.Time.Seconds(), 'f', -1, 64)}
+		for _, v := range []int64{s.GPU, s.GPUCap, s.CPU, s.CPUCap, s.Mem, s.MemCap, s.FragmentedGPU, int64(s.Running), int64(s.Pending), int64(s.Bindings), int64(s.Evictions)} {
+			rec = append(rec, strconv.FormatInt(v, 10))
+		}
+		for _, q := range queues {
+			rec = append(rec, strconv.FormatInt(s.QueueGPU[q], 10), strconv.FormatInt(s.QueueFairGPU[q], 10))
+		}
+		for _, k := range reasonNames {
+			rec = append(rec, strconv.Itoa(s.PendingByReason[k]))
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func (r *Report) queueNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range r.Samples {
+		for q := range s.QueueGPU {
+			if !seen[q] {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var palette = []color.Color{
+	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255}, color.RGBA{214, 39, 40, 255},
+	color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255}, color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255},
+}
+
+// WritePlots writes allocation.png (GPU and CPU allocation and fragmented GPUs over time),
+// queues.png (each queue's GPUs against its fair share over time; queues-N.png per report when
+// there are several) and waits.png (the wait-time distribution of the pods that started) into
+// dir; several reports share allocation.png and waits.png, each in its own colours.
+func WritePlots(dir string, reports ...*Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	hours := func(d time.Duration) float64 { return d.Hours() }
+	line := func(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.XYs) error {
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		l.Color = c
+		if dash {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(label, l)
+		return nil
+	}
+	// Allocation.
+	p := plot.New()
+	p.Title.Text = "Allocation over time"
+	p.X.Label.Text = "hours"
+	p.Y.Label.Text = "% of capacity"
+	p.Legend.Top = true
+	for i, r := range reports {
+		var gpu, cpu, frag plotter.XYs
+		for _, s := range r.Samples {
+			x := hours(s.Time)
+			gpu = append(gpu, plotter.XY{X: x, Y: pct(s.GPU, s.GPUCap)})
+			cpu = append(cpu, plotter.XY{X: x, Y: pct(s.CPU, s.CPUCap)})
+			frag = append(frag, plotter.XY{X: x, Y: pct(s.FragmentedGPU, s.GPUCap)})
+		}
+		c := palette[(3*i)%len(palette)]
+		if err := line(p, r.Name+" GPU", c, false, gpu); err != nil {
+			return err
+		}
+		if err := line(p, r.Name+" CPU", palette[(3*i+1)%len(palette)], false, cpu); err != nil {
+			return err
+		}
+		if err := line(p, r.Name+" fragmented GPU", palette[(3*i+2)%len(palette)], true, frag); err != nil {
+			return err
+		}
+	}
+	if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, "allocation.png")); err != nil {
+		return fmt.Errorf("allocation.png: %w", err)
+	}
+	// Queues: one plot per report.
+	for i, r := range reports {
+		p := plot.New()
+		p.Title.Text = "GPUs per queue (solid) and fair share (dashed)"
+		if len(reports) > 1 {
+			p.Title.Text += ": " + r.Name
+		}
+		p.X.Label.Text = "hours"
+		p.Y.Label.Text = "GPUs"
+		p.Legend.Top = true
+		p.Legend.Left = true
+		for k, q := range r.queueNames() {
+			var held, fair plotter.XYs
+			for _, s := range r.Samples {
+				held = append(held, plotter.XY{X: hours(s.Time), Y: float64(s.QueueGPU[q]) / 1000})
+				fair = append(fair, plotter.XY{X: hours(s.Time), Y: float64(s.QueueFairGPU[q]) / 1000})
+			}
+			c := palette[k%len(palette)]
+			if err := line(p, q, c, false, held); err != nil {
+				return err
+			}
+			if err := line(p, q+" fair", c, true, fair); err != nil {
+				return err
+			}
+		}
+		name := "queues.png"
+		if len(reports) > 1 {
+			name = fmt.Sprintf("queues-%d.png", i+1)
+		}
+		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	// Waits: the share of started pods that waited at most x minutes.
+	p = plot.New()
+	p.Title.Text = "Wait time distribution (pods that started)"
+	p.X.Label.Text = "wait (minutes)"
+	p.Y.Label.Text = "fraction of pods"
+	p.Legend.Top = true
+	p.Legend.Left = false
+	for i, r := range reports {
+		var w []float64
+		for _, o := range r.Pods {
+			if o.Started {
+				w = append(w, o.Wait.Minutes())
+			}
+		}
+		slices.Sort(w)
+		var pts plotter.XYs
+		for j, v := range w {
+			pts = append(pts, plotter.XY{X: v, Y: float64(j+1) / float64(len(w))})
+		}
+		if len(pts) == 0 {
+			pts = plotter.XYs{{X: 0, Y: 0}}
+		}
+		if err := line(p, r.Name, palette[i%len(palette)], false, pts); err != nil {
+			return err
+		}
+	}
+	if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, "waits.png")); err != nil {
+		return fmt.Errorf("waits.png: %w", err)
+	}
+	return nil
+}
+
+func pct(v, capacity int64) float64 {
+	if capacity == 0 {
+		return 0
+	}
+	return 100 * float64(v) / float64(capacity)
+}

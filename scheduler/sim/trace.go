@@ -1,0 +1,279 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fairway-sched/fairway/api/gpurequest"
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// TraceEntry is one line of fairway's trace format (YAML or CSV): a pod, or a gang of pods that
+// arrive together.
+//
+//	pods:
+//	- {name: train-a, queue: team-a, arrival: 0s, duration: 2h, kind: pytorch, gpus: 8, cpu: "32", memory: 256Gi, gang: 4}
+//	- {name: nb-1, queue: team-b, arrival: 5m, duration: 8h, gpuShare: "0.25", gpuTypes: [L4, T4], priority: 100}
+type TraceEntry struct {
+	Name     string   `json:"name"`
+	Queue    string   `json:"queue"`
+	Arrival  Duration `json:"arrival,omitempty"`
+	Duration Duration `json:"duration,omitempty"`
+	Kind     string   `json:"kind,omitempty"`
+	// GPUs whole GPUs per pod, or GPUShare a share of one GPU ("0.5"), or GPUMemory ("20Gi").
+	GPUs      int    `json:"gpus,omitempty"`
+	GPUShare  string `json:"gpuShare,omitempty"`
+	GPUMemory string `json:"gpuMemory,omitempty"`
+	CPU       string `json:"cpu,omitempty"`
+	Memory    string `json:"memory,omitempty"`
+	// Gang is the number of pods that must run together (default 1).
+	Gang     int      `json:"gang,omitempty"`
+	Priority int32    `json:"priority,omitempty"`
+	GPUTypes []string `json:"gpuTypes,omitempty"`
+}
+
+// Duration reads "90s", "2h" (YAML strings) or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON reads a Go duration string or seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "" {
+		*d = 0
+		return nil
+	}
+	v, err := parseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f < 0 {
+			return 0, fmt.Errorf("duration %q must not be negative", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("duration %q: a Go duration (90s, 2h) or seconds", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("duration %q must not be negative", s)
+	}
+	return v, nil
+}
+
+type traceFile struct {
+	Pods []TraceEntry `json:"pods"`
+}
+
+// traceColumns are the columns of the CSV form, in TraceEntry's terms.
+var traceColumns = []string{"name", "queue", "arrival", "duration", "kind", "gpus", "gpu_share", "gpu_memory", "cpu", "memory", "gang", "priority", "gpu_types"}
+
+// LoadTrace reads a trace: fairway's YAML (.yaml, .yml) or CSV (header with the columns
+// name,queue,arrival,duration,kind,gpus,gpu_share,gpu_memory,cpu,memory,gang,priority,gpu_types;
+// gpu_types separated by |), or an openb pod list (a CSV with cpu_milli and num_gpu columns;
+// .csv.gz read too), replayed in time with each pod's real duration (deletion_time -
+// scheduled_time) in queue openbQueue.
+func LoadTrace(path, openbQueue string) ([]Pod, error) {
+	switch {
+	case strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml"):
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var f traceFile
+		if err := yaml.UnmarshalStrict(b, &f); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return expand(path, f.Pods)
+	case strings.HasSuffix(path, ".csv") || strings.HasSuffix(path, ".csv.gz"):
+		rc, err := openReader(path)
+		if err != nil {
+			return nil, err
+		}
+		head, _ := io.ReadAll(io.LimitReader(rc, 4096))
+		rc.Close()
+		first, _, _ := strings.Cut(string(head), "\n")
+		if strings.Contains(first, "cpu_milli") && strings.Contains(first, "num_gpu") {
+			return openbTimed(path, openbQueue)
+		}
+		rows, err := readCSV(path, "name", "queue")
+		if err != nil {
+			return nil, err
+		}
+		var entries []TraceEntry
+		for _, r := range rows {
+			e := TraceEntry{Name: r["name"], Queue: r["queue"], Kind: r["kind"], GPUShare: r["gpu_share"], GPUMemory: r["gpu_memory"], CPU: r["cpu"], Memory: r["memory"]}
+			for _, f := range []struct {
+				col string
+				dst *Duration
+			}{{"arrival", &e.Arrival}, {"duration", &e.Duration}} {
+				if v := r[f.col]; v != "" {
+					d, err := parseDuration(v)
+					if err != nil {
+						return nil, fmt.Errorf("%s line %s: column %s: %w", path, r["#line"], f.col, err)
+					}
+					*f.dst = Duration(d)
+				}
+			}
+			for _, f := range []struct {
+				col string
+				dst *int
+			}{{"gpus", &e.GPUs}, {"gang", &e.Gang}} {
+				if v := r[f.col]; v != "" {
+					n, err := strconv.Atoi(v)
+					if err != nil {
+						return nil, fmt.Errorf("%s line %s: column %s: %q is not an integer", path, r["#line"], f.col, v)
+					}
+					*f.dst = n
+				}
+			}
+			if v := r["priority"]; v != "" {
+				n, err := strconv.ParseInt(v, 10, 32)
+				if err != nil {
+					return nil, fmt.Errorf("%s line %s: column priority: %q is not an integer", path, r["#line"], v)
+				}
+				e.Priority = int32(n)
+			}
+			if v := r["gpu_types"]; v != "" {
+				e.GPUTypes = strings.Split(v, "|")
+			}
+			entries = append(entries, e)
+		}
+		return expand(path, entries)
+	}
+	return nil, fmt.Errorf("trace %s: the name must end in .yaml, .yml, .csv or .csv.gz", path)
+}
+
+// expand checks the entries and turns each into its pods.
+func expand(path string, entries []TraceEntry) ([]Pod, error) {
+	var out []Pod
+	for i, e := range entries {
+		where := fmt.Sprintf("%s: pod %d (%s)", path, i+1, e.Name)
+		if e.Name == "" || e.Queue == "" {
+			return nil, fmt.Errorf("%s: name and queue are required", where)
+		}
+		p := Pod{Name: e.Name, Queue: e.Queue, Kind: e.Kind, Arrival: time.Duration(e.Arrival), Duration: time.Duration(e.Duration),
+			GPUs: e.GPUs, Priority: e.Priority, GPUTypes: e.GPUTypes}
+		set := 0
+		if e.GPUs < 0 {
+			return nil, fmt.Errorf("%s: gpus %d must not be negative", where, e.GPUs)
+		}
+		if e.GPUs > 0 {
+			set++
+		}
+		if e.GPUShare != "" {
+			set++
+			r, err := gpurequest.Parse(map[string]string{v1alpha1.GPUFractionAnnotation: e.GPUShare})
+			if err != nil || r.Milli <= 0 {
+				return nil, fmt.Errorf("%s: gpuShare %q: a decimal between 0 and 1, such as 0.5", where, e.GPUShare)
+			}
+			p.GPUMilli = r.Milli
+		}
+		if e.GPUMemory != "" {
+			set++
+			r, err := gpurequest.Parse(map[string]string{v1alpha1.GPUMemoryAnnotation: e.GPUMemory})
+			if err != nil || r.MemoryMiB <= 0 {
+				return nil, fmt.Errorf("%s: gpuMemory %q: MiB or a quantity with a byte unit, such as 20Gi", where, e.GPUMemory)
+			}
+			p.GPUMemoryMiB = r.MemoryMiB
+		}
+		if set > 1 {
+			return nil, fmt.Errorf("%s: give one of gpus, gpuShare and gpuMemory", where)
+		}
+		for _, f := range []struct {
+			name, v string
+			dst     *int64
+			milli   bool
+		}{{"cpu", e.CPU, &p.MilliCPU, true}, {"memory", e.Memory, &p.MemoryMiB, false}} {
+			if f.v == "" {
+				continue
+			}
+			q, err := resource.ParseQuantity(f.v)
+			if err != nil || q.Sign() < 0 {
+				return nil, fmt.Errorf("%s: %s %q: a non-negative quantity", where, f.name, f.v)
+			}
+			if f.milli {
+				*f.dst = q.MilliValue()
+			} else {
+				*f.dst = q.Value() >> 20
+			}
+		}
+		n := max(e.Gang, 1)
+		if n == 1 {
+			out = append(out, p)
+			continue
+		}
+		for k := range n {
+			q := p
+			q.Name = fmt.Sprintf("%s-%d", e.Name, k)
+			q.Gang, q.GangSize = e.Name, n
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+// openbTimed reads an openb pod list as a timed trace: arrival = creation_time (from the first),
+// duration = deletion_time - scheduled_time (pods without both run forever).
+func openbTimed(path, queue string) ([]Pod, error) {
+	rows, err := LoadOpenBPods(path)
+	if err != nil {
+		return nil, err
+	}
+	if queue == "" {
+		queue = OpenBQueue
+	}
+	var t0 int64 = -1
+	for _, r := range rows {
+		if t0 < 0 || r.Creation < t0 {
+			t0 = r.Creation
+		}
+	}
+	out := make([]Pod, 0, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		p := r.Pod(r.Name, queue)
+		p.Preemptibility = ""
+		p.Arrival = time.Duration(r.Creation-t0) * time.Second
+		if r.Deletion > r.Scheduled && r.Scheduled > 0 {
+			p.Duration = time.Duration(r.Deletion-r.Scheduled) * time.Second
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// LoadQueues reads the Queue objects of a file of YAML documents (others are skipped).
+func LoadQueues(path string) ([]*v1alpha1.Queue, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*v1alpha1.Queue
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var q v1alpha1.Queue
+		if err := d.Decode(&q); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if q.Name == "" || (q.Kind != "" && q.Kind != "Queue") {
+			continue // other objects of the file (the queues' namespaces)
+		}
+		out = append(out, &q)
+	}
+	return out, nil
+}

@@ -308,7 +308,11 @@ func subGroupFailure(sg snapshot.SubGroup, f *placeFailure) *placeFailure {
 	if f != nil {
 		out = *f
 	}
-	out.msg = fmt.Sprintf("the gang cannot start without %d pods of its sub-group %s and they do not fit", sg.MinMember, sg.Name)
+	if sg.MinMember == 1 {
+		out.msg = fmt.Sprintf("the gang cannot start without the pod of its sub-group %s and it does not fit", sg.Name)
+	} else {
+		out.msg = fmt.Sprintf("the gang cannot start without %d pods of its sub-group %s and they do not fit", sg.MinMember, sg.Name)
+	}
 	if f != nil {
 		out.msg += "; " + f.msg
 	}

@@ -39,6 +39,7 @@ TOOLS=(
   "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager|${KUBE_VERSION_LDFLAGS}"
   "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler|${KUBE_VERSION_LDFLAGS}"
   "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl|${KUBE_VERSION_LDFLAGS}"
+  "kubelet|kubernetes|k8s.io/kubernetes/cmd/kubelet|${KUBE_VERSION_LDFLAGS}"
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|"
   "workflow-controller|argo|github.com/argoproj/argo-workflows/v3/cmd/workflow-controller|"
   "ray-operator|kuberay|github.com/ray-project/kuberay/ray-operator|"

@@ -1,0 +1,41 @@
+#!/bin/bash
+# fairway-node: PID 1 of a real test node. It starts containerd, imports the preloaded images,
+# installs the node's CNI config, and runs the kubelet with the arguments given to the container
+# (test/nodes writes its config and credentials under /etc/fairway-node). When the kubelet exits
+# the container ends, and every pod with it: they all live in this container's PID namespace.
+set -euo pipefail
+
+conf=/etc/fairway-node
+logs=/var/log/fairway-node
+mkdir -p "${logs}"
+
+# The kubelet and containerd mount volumes that both must see; the container's root mount is
+# private by default.
+mount --make-rshared /
+
+# Nodes share the host's network namespace, so pod bridges and the CNI firewall rules land in
+# the host's tables: use the iptables backend the host already uses (the one holding rules).
+legacy=$( (iptables-legacy-save 2>/dev/null || true) | grep -c '^-' || true)
+nft=$( (iptables-nft-save 2>/dev/null || true) | grep -c '^-' || true)
+if ((legacy > nft)); then mode=legacy; else mode=nft; fi
+update-alternatives --set iptables "/usr/sbin/iptables-${mode}" >/dev/null
+update-alternatives --set ip6tables "/usr/sbin/ip6tables-${mode}" >/dev/null
+
+mkdir -p /etc/cni/net.d
+if [[ -f "${conf}/cni.conflist" ]]; then
+  cp "${conf}/cni.conflist" /etc/cni/net.d/10-fairway.conflist
+fi
+
+containerd --config /etc/containerd/config.toml >"${logs}/containerd.log" 2>&1 &
+for _ in $(seq 100); do
+  ctr version >/dev/null 2>&1 && break
+  sleep 0.1
+done
+ctr version >/dev/null || { echo "fairway-node: containerd did not start:" >&2; tail -20 "${logs}/containerd.log" >&2; exit 1; }
+for img in /var/lib/fairway-node/images/*.tar "${conf}"/images/*.tar; do
+  [[ -f "${img}" ]] || continue
+  ctr -n k8s.io images import --snapshotter native "${img}" >/dev/null
+done
+echo "fairway-node: containerd ready, images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+
+exec kubelet "$@" >"${logs}/kubelet.log" 2>&1

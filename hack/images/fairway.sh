@@ -25,7 +25,7 @@ mkdir -p "${ctx}"
   "${GO}" build -ldflags="-s -w -X main.version=${VERSION}" -o "${ctx}/fairway" ./cmd/fairway)
 log "built the fairway binary ${VERSION} in $(fmt_secs $((SECONDS - start)))"
 start=${SECONDS}
-docker build -q --build-arg "BASE=${BASE_IMAGE}" --label "org.opencontainers.image.version=${VERSION}" \
+quiet docker build -q --build-arg "BASE=${BASE_IMAGE}" --label "org.opencontainers.image.version=${VERSION}" \
   -f "${ROOT}/hack/images/fairway/Dockerfile" -t "${FAIRWAY_IMAGE}" "${ctx}" >/dev/null
 got="$(docker run --rm "${FAIRWAY_IMAGE}" version 2>&1 | head -1)"
 log "built ${FAIRWAY_IMAGE} in $(fmt_secs $((SECONDS - start))) ($(docker image inspect -f '{{.Size}}' "${FAIRWAY_IMAGE}" | numfmt --to=iec)); fairway version: ${got}"

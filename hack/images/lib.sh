@@ -26,6 +26,9 @@ require_docker() {
   fi
 }
 
+# quiet runs a command without the legacy builder's deprecation notice (where buildx is missing).
+quiet() { "$@" 2> >(grep -v -e 'legacy builder is deprecated' -e 'Install the buildx' -e 'docs.docker.com/go/buildx' -e '^ *$' >&2); }
+
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
 # debian_mirror prints the Debian mirror this machine's own apt sources use for SUITE, so that no

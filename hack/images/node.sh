@@ -11,7 +11,6 @@ KUBELET="${KUBELET:-${ROOT}/bin/kubelet}"
 PACKAGES_IMAGE="${PACKAGES_IMAGE:-fairway.local/node-packages:${SUITE}}"
 
 require_docker
-[[ -x "${KUBELET}" ]] || { echo "images: no kubelet at ${KUBELET}: run hack/build-tools.sh kubelet" >&2; exit 1; }
 command -v gcc >/dev/null || { echo "images: gcc is missing (the pause image is built from hack/images/pause/pause.c)" >&2; exit 1; }
 image_exists "${BASE_IMAGE}" || { echo "images: ${BASE_IMAGE} is missing: run hack/images/base.sh" >&2; exit 1; }
 
@@ -30,7 +29,7 @@ if fresh "${PACKAGES_IMAGE}" "${inputs}"; then
   log "${PACKAGES_IMAGE} is up to date"
 else
   log "building ${PACKAGES_IMAGE} (apt-get install from the base's Debian mirror)..."
-  docker build -q --network host --build-arg "BASE=${BASE_IMAGE}" --label "fairway.inputs=${inputs}" \
+  quiet docker build -q --network host --build-arg "BASE=${BASE_IMAGE}" --label "fairway.inputs=${inputs}" \
     -f "${HERE}/node/Dockerfile.packages" -t "${PACKAGES_IMAGE}" "${HERE}/node" >/dev/null
   log "built ${PACKAGES_IMAGE} in $(fmt_secs $((SECONDS - start))): $(docker run --rm "${PACKAGES_IMAGE}" cat /etc/fairway-node-packages | tr '\n' ',')"
 fi
@@ -67,6 +66,7 @@ if ! fresh "${BUSYBOX_IMAGE}" "${inputs}" || [[ ! -f "${ctx}/images/busybox.tar"
 fi
 
 # 3. The node image itself.
+[[ -x "${KUBELET}" ]] || { echo "images: no kubelet at ${KUBELET}: run hack/build-tools.sh kubelet" >&2; exit 1; }
 start=${SECONDS}
 cp "${KUBELET}" "${ctx}/kubelet"
 cp "${HERE}/node/containerd.toml" "${HERE}/node/entrypoint.sh" "${ctx}/"
@@ -75,7 +75,7 @@ inputs="$(cd "${ctx}" && find . -type f -print0 | sort -z | xargs -0 sha256sum |
 if fresh "${NODE_IMAGE}" "${inputs}"; then
   log "${NODE_IMAGE} is up to date"
 else
-  docker build -q --build-arg "PACKAGES=${PACKAGES_IMAGE}" --label "fairway.inputs=${inputs}" \
+  quiet docker build -q --build-arg "PACKAGES=${PACKAGES_IMAGE}" --label "fairway.inputs=${inputs}" \
     -f "${HERE}/node/Dockerfile" -t "${NODE_IMAGE}" "${ctx}" >/dev/null
   log "built ${NODE_IMAGE} in $(fmt_secs $((SECONDS - start))) ($(docker image inspect -f '{{.Size}}' "${NODE_IMAGE}" | numfmt --to=iec); kubelet $("${KUBELET}" --version | cut -d' ' -f2))"
 fi

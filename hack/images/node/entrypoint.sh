@@ -9,6 +9,18 @@ conf=/etc/fairway-node
 logs=/var/log/fairway-node
 mkdir -p "${logs}"
 
+# The container runs with every capability the Docker daemon can give, not --privileged (see
+# docs/real-nodes.md), so /sys and the cgroup hierarchies come read-only: the kubelet and runc
+# write both. In the container's own cgroup namespace a fresh mount of each hierarchy shows the
+# container's cgroup as the root.
+mount -o remount,rw /sys
+while read -r _ dir fstype opts _; do
+  [[ "${fstype}" == cgroup ]] || continue
+  sub="$(tr , '\n' <<<"${opts}" | grep -vxE 'ro|rw|nosuid|nodev|noexec|relatime' | paste -sd, -)"
+  umount "${dir}"
+  mount -t cgroup -o "rw,nosuid,nodev,noexec,relatime,${sub}" cgroup "${dir}"
+done < <(grep ' cgroup ' /proc/mounts)
+
 # The kubelet and containerd mount volumes that both must see; the container's root mount is
 # private by default.
 mount --make-rshared /

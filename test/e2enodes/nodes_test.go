@@ -40,8 +40,9 @@ func TestRealNodes(t *testing.T) {
 		if !podIPIn(server.Status.PodIP, a.PodCIDR) {
 			t.Fatalf("server pod IP %q is not in node %s's pod subnet %s", server.Status.PodIP, a.Name, a.PodCIDR)
 		}
+		// nc, not wget: Debian's static busybox wget segfaults (exit 139) in any container.
 		mustCreate(t, c, shPod(namespace, "client", b.Name,
-			`for i in $(seq 60); do wget -q -T 2 -O- http://`+server.Status.PodIP+`:8080/ && exit 0; sleep 1; done; exit 1`))
+			`for i in $(seq 60); do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 `+server.Status.PodIP+` 8080 | grep hello && exit 0; sleep 1; done; exit 1`))
 		waitPhase(t, c, namespace, "client", corev1.PodSucceeded, 2*time.Minute)
 		if logs := waitLog(t, c, namespace, "client", "hello-from-server", 30*time.Second); !strings.Contains(logs, "hello-from-server") {
 			t.Fatalf("client log: %q", logs)

@@ -80,7 +80,11 @@ type Node struct {
 	Dir string
 	// PodCIDR is the node's pod subnet on its CNI bridge Bridge.
 	PodCIDR, Bridge string
-	// KubeletPort is the kubelet's serving port on 127.0.0.1.
+	// IP is the node's InternalIP, where its kubelet serves (on KubeletPort): a /32 on a link of
+	// its own (Link, a bridge without ports) in the host's network namespace, reachable from this
+	// host only, since the kubelet refuses a loopback node IP and the API server must reach it.
+	IP, Link string
+	// KubeletPort is the kubelet's serving port.
 	KubeletPort int
 	// PodResourcesSocket is the host path of the kubelet's PodResources API socket.
 	PodResourcesSocket string
@@ -157,6 +161,8 @@ func Start(ctx context.Context, c *cluster.Cluster, cfg Config) (_ *Nodes, err e
 			Dir:         filepath.Join(ns.dir, strconv.Itoa(i)),
 			PodCIDR:     fmt.Sprintf("10.%d.%d.0/24", subnet, i),
 			Bridge:      fmt.Sprintf("fw%s%d", suffix, i),
+			IP:          fmt.Sprintf("10.%d.250.%d", subnet, i+1),
+			Link:        fmt.Sprintf("fwn%s%d", suffix, i),
 			KubeletPort: ports[2*i],
 		}
 		n.PodResourcesSocket = filepath.Join(n.Dir, "pod-resources", "kubelet.sock")
@@ -214,7 +220,7 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 	if err := clientcmd.WriteToFile(*kc, filepath.Join(conf, "kubeconfig")); err != nil {
 		return fmt.Errorf("node %s: writing the kubeconfig: %w", n.Name, err)
 	}
-	files := map[string][]byte{"ca.crt": ca, "cni.conflist": cniConfig(n)}
+	files := map[string][]byte{"ca.crt": ca, "cni.conflist": cniConfig(n), "node-ip": fmt.Appendf(nil, "%s %s\n", n.Link, n.IP)}
 	if files["kubelet.yaml"], err = kubeletConfig(n, healthzPort, cfg.Kubelet); err != nil {
 		return err
 	}
@@ -259,7 +265,7 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 		"--config=/etc/fairway-node/kubelet.yaml",
 		"--kubeconfig=/etc/fairway-node/kubeconfig",
 		"--hostname-override="+n.Name,
-		"--node-ip=127.0.0.1",
+		"--node-ip="+n.IP,
 		"--v=2",
 	)
 	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
@@ -291,8 +297,8 @@ func kubeletConfig(n *Node, healthzPort int, extra map[string]any) ([]byte, erro
 	kc := map[string]any{
 		"apiVersion": "kubelet.config.k8s.io/v1beta1",
 		"kind":       "KubeletConfiguration",
-		// Loopback only, on ports of its own: every node shares the host's network.
-		"address":            "127.0.0.1",
+		// Its own host-local address and ports of its own: every node shares the host's network.
+		"address":            n.IP,
 		"port":               n.KubeletPort,
 		"readOnlyPort":       0,
 		"healthzBindAddress": "127.0.0.1",
@@ -486,8 +492,16 @@ func (ns *Nodes) Stop() error {
 					errs = append(errs, fmt.Errorf("removing %s: %v: %s", n.Container, err, bytes.TrimSpace(out)))
 					mu.Unlock()
 				}
-				// The bridge outlives the pods' veths; nothing else removes it.
-				_ = exec.Command("ip", "link", "delete", n.Bridge).Run()
+				// The bridge and the dummy link live in the host's network namespace and outlive the
+				// container. The container (which has NET_ADMIN there) removes them when it still
+				// runs; the host's ip otherwise.
+				// So do the CNI firewall plugin's per-pod rules of pods that never got a CNI DEL.
+				links := "ip link delete " + n.Bridge + " 2>/dev/null; ip link delete " + n.Link + " 2>/dev/null; " +
+					"iptables -S CNI-FORWARD 2>/dev/null | grep -F -- ' " + strings.TrimSuffix(n.PodCIDR, "0/24") + "' | " +
+					"sed 's/^-A/-D/' | while read -r r; do iptables $r; done; true"
+				if exec.Command("docker", "exec", n.Container, "sh", "-c", links).Run() != nil {
+					_ = exec.Command("sh", "-c", links).Run()
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				if err := ns.c.Clientset().CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -2,12 +2,18 @@ package nodes
 
 import (
 	"context"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 
 	"github.com/fairway-sched/fairway/test/cluster"
 )
+
+// HoldEnv, set to a duration ("5m"), keeps a failed test's nodes (and so its cluster) running
+// that long before they are removed, to look into them with docker exec.
+const HoldEnv = "FAIRWAY_NODES_HOLD"
 
 // StartT starts nodes for a test and removes them when it ends, failed or not; when it failed
 // the kubelet and containerd logs are first copied to the test's artifacts directory (next to
@@ -23,6 +29,10 @@ func StartT(t testing.TB, c *cluster.Cluster, cfg Config) *Nodes {
 		t.Fatalf("starting real nodes: %v", err)
 	}
 	t.Cleanup(func() {
+		if hold, err := time.ParseDuration(os.Getenv(HoldEnv)); t.Failed() && err == nil {
+			t.Logf("%s: holding the failed test's nodes for %s (docker ps --filter label=fairway.dev/test-node)", HoldEnv, hold)
+			time.Sleep(hold)
+		}
 		if t.Failed() {
 			if dst, err := cluster.ArtifactsDir(t); err == nil {
 				if err := ns.SaveLogs(dst); err != nil {

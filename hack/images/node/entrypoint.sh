@@ -33,6 +33,20 @@ if ((legacy > nft)); then mode=legacy; else mode=nft; fi
 update-alternatives --set iptables "/usr/sbin/iptables-${mode}" >/dev/null
 update-alternatives --set ip6tables "/usr/sbin/ip6tables-${mode}" >/dev/null
 
+# cAdvisor reads the machine ID; debootstrap leaves none.
+[[ -s /etc/machine-id ]] || tr -d - </proc/sys/kernel/random/uuid >/etc/machine-id
+
+# The node's own address (test/nodes writes "<link> <ip>"): the kubelet refuses a loopback node
+# IP, so it gets a /32 on a link of its own in the host's network namespace, reachable from this
+# host only. A bridge without ports: the dummy link type needs a kernel module that containers
+# cannot load and test machines do not always have.
+if [[ -f "${conf}/node-ip" ]]; then
+  read -r link ip <"${conf}/node-ip"
+  ip link show "${link}" >/dev/null 2>&1 || ip link add "${link}" type bridge
+  ip addr replace "${ip}/32" dev "${link}"
+  ip link set "${link}" up
+fi
+
 mkdir -p /etc/cni/net.d
 if [[ -f "${conf}/cni.conflist" ]]; then
   cp "${conf}/cni.conflist" /etc/cni/net.d/10-fairway.conflist

@@ -97,9 +97,11 @@ func replicaSetOf(p *corev1.Pod, n int32) client.Object {
 	sel := map[string]string{"app": p.Name}
 	labels := maps.Clone(p.Labels)
 	labels["app"] = p.Name
+	spec := *p.Spec.DeepCopy()
+	spec.RestartPolicy = corev1.RestartPolicyAlways
 	return &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: maps.Clone(p.Annotations)}, Spec: p.Spec}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: maps.Clone(p.Annotations)}, Spec: spec}},
 	}
 }

@@ -74,6 +74,13 @@ func getPod(ctx context.Context, c *cluster.Cluster, namespace, name string) (*c
 func waitPhase(t *testing.T, c *cluster.Cluster, namespace, name string, phase corev1.PodPhase, timeout time.Duration) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
+	t.Cleanup(func() {
+		if t.Failed() && last != nil && last.Status.Phase != phase {
+			for _, c := range last.Status.Conditions {
+				t.Logf("pod %s/%s on %q: %s=%s %s: %s", namespace, name, last.Spec.NodeName, c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+	})
 	eventually(t, timeout, "pod "+namespace+"/"+name+" "+string(phase), func(ctx context.Context) (bool, error) {
 		p, err := getPod(ctx, c, namespace, name)
 		if err != nil {

@@ -69,9 +69,11 @@ func TestGPUShares(t *testing.T) {
 	spaces := []string{"share-a", "share-b"}
 	for _, n := range spaces {
 		newNamespace(t, c, n)
-		queue(t, c, n, "", n)
+		// Interactive pods are never preempted, so they only run within their queue's quota.
+		queue(t, c, n, "1", n)
 		p := onNode(withFraction(fairwayPod(n, "half", n, shareScript), "0.5"), node.Name)
 		p.Spec.PriorityClassName = fairwayv1.PriorityClassInteractive
+		p.Annotations[fairwayv1.WorkloadKindAnnotation] = "notebook"
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "POD_NAMESPACE",
 			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}})
 		mustCreate(t, c, p)

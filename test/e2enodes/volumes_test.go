@@ -29,7 +29,7 @@ func TestNotebookVolume(t *testing.T) {
 	startScheduler(t, c)
 	const n = "notebooks"
 	newNamespace(t, c, n)
-	queue(t, c, n, "", n)
+	queue(t, c, n, "1", n) // interactive: within quota only
 
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "home", Namespace: n},

@@ -4,9 +4,10 @@
 // real-node e2e tier (test/e2enodes), never part of the product.
 //
 // Each node container shares the host's network namespace (docker run --network host), because
-// the control plane listens on 127.0.0.1 only and servers in tests bind nothing else: the
-// kubelet reaches the API server at 127.0.0.1, serves on its own free loopback port, and
-// reports 127.0.0.1 as its InternalIP so the API server reaches it back for logs and exec. Pods
+// the control plane listens on 127.0.0.1 only: the kubelet reaches the API server at 127.0.0.1.
+// The kubelet refuses a loopback node IP, so each node serves on a /32 of its own on a port-less
+// bridge in the host's namespace, reachable from this host only, and reports it as its
+// InternalIP, where the API server reaches it back for logs and exec. Pods
 // get their own network namespaces on a CNI bridge per node (its own name and /24), so pods of
 // all nodes reach each other through the host's routing table. The kubelet authenticates with a
 // client certificate signed by the cluster CA (system:node:<name>), made before it starts: no

@@ -100,7 +100,7 @@ func RequireDocker() error {
 	}
 	out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("the real-node tier needs a Docker engine: docker info: %v: %s", err, bytes.TrimSpace(out))
+		return fmt.Errorf("the real-node tier needs a Docker engine: docker info: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ func Start(ctx context.Context, c *cluster.Cluster, cfg Config) (_ *Nodes, err e
 	}
 	defer func() {
 		if err != nil {
-			ns.Stop()
+			err = errors.Join(err, ns.Stop())
 		}
 	}()
 	if len(cfg.ExtraImages) > 0 {
@@ -269,7 +269,7 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 		"--v=2",
 	)
 	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("starting node %s: docker run: %v: %s", n.Name, err, bytes.TrimSpace(out))
+		return fmt.Errorf("starting node %s: docker run: %w: %s", n.Name, err, bytes.TrimSpace(out))
 	}
 	ns.log.Info("node container started", "node", n.Name, "container", n.Container, "podCIDR", n.PodCIDR, "kubeletPort", n.KubeletPort)
 	return nil
@@ -489,7 +489,7 @@ func (ns *Nodes) Stop() error {
 				}
 				if out, err := exec.Command("docker", "rm", "-f", "-v", n.Container).CombinedOutput(); err != nil && !strings.Contains(string(out), "No such container") {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("removing %s: %v: %s", n.Container, err, bytes.TrimSpace(out)))
+					errs = append(errs, fmt.Errorf("removing %s: %w: %s", n.Container, err, bytes.TrimSpace(out)))
 					mu.Unlock()
 				}
 				// The bridge and the dummy link live in the host's network namespace and outlive the
@@ -527,7 +527,7 @@ func saveImages(ctx context.Context, dir string, images []string) error {
 	for i, img := range images {
 		out, err := exec.CommandContext(ctx, "docker", "save", "-o", filepath.Join(dir, fmt.Sprintf("extra-%d.tar", i)), img).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("docker save %s: %v: %s", img, err, bytes.TrimSpace(out))
+			return fmt.Errorf("docker save %s: %w: %s", img, err, bytes.TrimSpace(out))
 		}
 	}
 	return nil

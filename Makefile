@@ -43,6 +43,11 @@ IMAGE ?= ghcr.io/fairway-sched/fairway:dev
 image: ## Build the container image (needs a Docker engine; not used by tests or the demo).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
+.PHONY: images
+images: ## Build the real-node tier's images and the fairway image with Docker from Debian's packages (no registry; needs root, debootstrap, gcc). See docs/real-nodes.md.
+	hack/build-tools.sh kubelet
+	hack/images/build.sh
+
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/.
 	hack/build-tools.sh controller-gen
@@ -62,6 +67,11 @@ unit: ## Unit tests and engine scenarios (no cluster).
 .PHONY: e2e
 e2e: tools build ## End-to-end tests on a local cluster built from Go modules.
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./test/e2e/... 2>&1 | hack/test-summary.sh
+
+.PHONY: e2e-nodes
+e2e-nodes: tools build ## The real-node tier: kubelets and containerd in Docker containers (needs Docker and `make images`; not part of `make test`).
+	@hack/images/check.sh
+	$(GO) test $(GOTEST_FLAGS) -tags e2enodes -timeout $(E2E_TIMEOUT) -v ./test/e2enodes/... 2>&1 | hack/test-summary.sh
 
 .PHONY: chart-test
 chart-test: ## helm lint and helm template of charts/fairway (defaults, every option, bad values) through the pinned helm.

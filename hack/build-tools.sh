@@ -3,7 +3,7 @@
 # Go modules under hack/tools/, so that tests, benchmarks and the demo need nothing but Go and
 # the module proxy.
 #
-#   hack/build-tools.sh                 # every tool
+#   hack/build-tools.sh                 # every tool but ON_REQUEST ones (the kubelet)
 #   hack/build-tools.sh controller-gen  # a subset, by binary name
 #   hack/build-tools.sh --list          # the names this script knows
 #
@@ -39,6 +39,7 @@ TOOLS=(
   "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager|${KUBE_VERSION_LDFLAGS}"
   "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler|${KUBE_VERSION_LDFLAGS}"
   "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl|${KUBE_VERSION_LDFLAGS}"
+  "kubelet|kubernetes|k8s.io/kubernetes/cmd/kubelet|${KUBE_VERSION_LDFLAGS}"
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|"
   "workflow-controller|argo|github.com/argoproj/argo-workflows/v3/cmd/workflow-controller|"
   "ray-operator|kuberay|github.com/ray-project/kuberay/ray-operator|"
@@ -48,6 +49,10 @@ TOOLS=(
   "local-path-provisioner|local-path-provisioner|github.com/rancher/local-path-provisioner|"
   "golangci-lint|lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|"
 )
+
+# Built only when named (`make images` names the kubelet): only the real-node tier runs them, so
+# `make tools`, and with it `make test`, does not pay their cold build.
+ON_REQUEST=(kubelet)
 
 # -s -w drops the symbol tables: the binaries are a third smaller and link faster. -trimpath is
 # left out on purpose: it changes every compile cache key, so it would not share the build cache
@@ -99,7 +104,7 @@ build_one() { # name module pkg ldflags
 main() {
   if [[ "${1:-}" == "--list" ]]; then list_names; return 0; fi
   local names=("$@")
-  if [[ ${#names[@]} -eq 0 ]]; then mapfile -t names < <(list_names); fi
+  if [[ ${#names[@]} -eq 0 ]]; then mapfile -t names < <(list_names | grep -vxF -f <(printf '%s\n' "${ON_REQUEST[@]}")); fi
   local n t
   for n in "${names[@]}"; do
     lookup "$n" >/dev/null || { echo "build-tools: unknown tool '$n' (known: $(list_names | tr '\n' ' '))" >&2; return 2; }

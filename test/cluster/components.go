@@ -61,6 +61,11 @@ func (c *Cluster) startAPIServer(etcdPort int) (*Process, error) {
 		"--service-account-signing-key-file=" + p.saKey,
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
+		// Real kubelets (test/nodes) serve logs and exec to the admin's certificate, at the
+		// InternalIP they report: their host names resolve nowhere.
+		"--kubelet-client-certificate=" + p.adminCert,
+		"--kubelet-client-key=" + p.adminKey,
+		"--kubelet-preferred-address-types=InternalIP",
 		// Since 1.37 the endpoint reconciler refuses a loopback advertise address; nothing in
 		// this cluster reaches the API server through the kubernetes Service anyway.
 		"--endpoint-reconciler-type=none",

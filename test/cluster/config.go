@@ -21,6 +21,9 @@ type Config struct {
 	// WaitForFirstConsumer default StorageClass (StartLocalPathProvisioner), so claims without
 	// a class are provisioned on the node their pod is placed on.
 	LocalPathProvisioner bool
+	// LocalPathHelperImage is the image of the provisioner's helper pods; "busybox" (never
+	// pulled on kwok nodes) when empty. Real nodes (test/nodes) need their preloaded one.
+	LocalPathHelperImage string
 
 	// CRDDirs are directories of CRD manifests applied after start, and waited for until
 	// Established. Nil means fairway's own, <repo root>/charts/fairway/crds; use SkipCRDs for none.

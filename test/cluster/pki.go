@@ -29,6 +29,10 @@ type pki struct {
 
 	caPEM, adminCertPEM, adminKeyPEM []byte
 	adminToken                       string
+
+	// ca and caKeyPriv sign the client certificates ClientCertificate makes after start.
+	ca        *x509.Certificate
+	caKeyPriv *ecdsa.PrivateKey
 }
 
 // AdminUser is the user name of the cluster's admin credentials (client cert and token). It is
@@ -60,6 +64,7 @@ func newPKI(dir string, serviceIP net.IP) (*pki, error) {
 		return nil, err
 	}
 	p.caPEM = caPEM
+	p.ca, p.caKeyPriv = ca, caKey
 	if err := writeKeyPair(p.caCert, p.caKey, caPEM, caKey); err != nil {
 		return nil, err
 	}
@@ -196,4 +201,23 @@ func writePEM(path, typ string, der []byte) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// ClientCertificate signs a client certificate of user in groups with the cluster CA, for
+// clients that must authenticate as themselves rather than impersonate: a real kubelet is
+// system:node:<name> in system:nodes, which the Node authorizer and the NodeRestriction admission
+// plugin read from its credentials.
+func (c *Cluster) ClientCertificate(user string, groups ...string) (certPEM, keyOut []byte, err error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	certPEM, key, err := signLeaf(tmpl, c.pki.ca, c.pki.caKeyPriv, time.Now().Add(-time.Hour))
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing the client certificate of %s: %w", user, err)
+	}
+	if keyOut, err = keyPEM(key); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyOut, nil
 }

@@ -27,10 +27,12 @@ const (
 )
 
 // localPathHelperPod is the provisioner's helper pod template (its helperPod.yaml without the
-// system-node-critical priority). The provisioner puts it on the claim's selected node and waits
-// for it to succeed; on kwok nodes the cluster's stages finish it after the annotated delay, as
-// a real helper pod that creates the volume's directory finishes.
-const localPathHelperPod = `apiVersion: v1
+// system-node-critical priority), of image. The provisioner puts it on the claim's selected node
+// and waits for it to succeed; on kwok nodes the cluster's stages finish it after the annotated
+// delay, as a real helper pod that creates the volume's directory finishes, and on real nodes
+// (test/nodes) it runs.
+func localPathHelperPod(image string) string {
+	return `apiVersion: v1
 kind: Pod
 metadata:
   name: helper-pod
@@ -39,9 +41,10 @@ metadata:
 spec:
   containers:
   - name: helper-pod
-    image: busybox
+    image: ` + image + `
     imagePullPolicy: IfNotPresent
 `
+}
 
 // localPathConfig puts every node's volumes under one directory (of the node, not of this host:
 // only helper pods touch it).
@@ -65,7 +68,7 @@ func (c *Cluster) StartLocalPathProvisioner(ctx context.Context) (*Process, erro
 		"config.json":    localPathConfig,
 		"setup":          "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n",
 		"teardown":       "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"\n",
-		"helperPod.yaml": localPathHelperPod,
+		"helperPod.yaml": localPathHelperPod(c.helperImage()),
 	}}
 	if _, err := cs.CoreV1().ConfigMaps(LocalPathNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating the local-path-provisioner ConfigMap: %w", err)
@@ -78,7 +81,8 @@ func (c *Cluster) StartLocalPathProvisioner(ctx context.Context) (*Process, erro
 	if err := os.WriteFile(config, []byte(localPathConfig), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the local-path-provisioner config: %w", err)
 	}
-	if err := os.WriteFile(helper, []byte(localPathHelperPod), 0o644); err != nil {
+	image := c.helperImage()
+	if err := os.WriteFile(helper, []byte(localPathHelperPod(image)), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the local-path-provisioner helper pod: %w", err)
 	}
 	p, err := c.startBin("local-path-provisioner", "local-path-provisioner", []string{
@@ -90,8 +94,8 @@ func (c *Cluster) StartLocalPathProvisioner(ctx context.Context) (*Process, erro
 		"--helper-pod-file=" + helper,
 		"--configmap-name=local-path-config",
 		"--service-account-name=" + sa.Name,
-		// Never pulled: kwok runs no containers.
-		"--helper-image=busybox",
+		// Never pulled: kwok runs no containers, and real nodes have it preloaded.
+		"--helper-image=" + image,
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -116,4 +120,12 @@ func (c *Cluster) StartLocalPathProvisioner(ctx context.Context) (*Process, erro
 		return p, fmt.Errorf("local-path-provisioner exited: %w", p.exitError())
 	}
 	return p, nil
+}
+
+// helperImage is the local-path helper pods' image: Config.LocalPathHelperImage, or busybox.
+func (c *Cluster) helperImage() string {
+	if c.cfg.LocalPathHelperImage != "" {
+		return c.cfg.LocalPathHelperImage
+	}
+	return "busybox"
 }

@@ -43,6 +43,9 @@ type Node struct {
 	// GPUs is the node's nvidia.com/gpu count, the devices the stand-in hands out; 8 (a DGX)
 	// when zero.
 	GPUs int
+	// PodResourcesSocket is a real kubelet's PodResources socket (test/nodes): the agent reads
+	// it and no stand-in is served for the node.
+	PodResourcesSocket string
 }
 
 // Options configure the agents. Zero durations take the agent's defaults, except
@@ -146,6 +149,10 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Fleet, error
 		}
 		a := &Agent{Node: n.Name, System: n.System, Socket: filepath.Join(sockDir, n.Name+".sock")}
 		f.agents[n.Name] = a
+		if n.PodResourcesSocket != "" {
+			a.Socket = n.PodResourcesSocket
+			continue
+		}
 		specs = append(specs, podresources.NodeSpec{Name: n.Name, Socket: a.Socket, Devices: devices})
 	}
 	standins, err := podresources.StartFleet(ctx, c.Clientset(), specs, opts.Log.WithName("podresources"))

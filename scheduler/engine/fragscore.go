@@ -200,12 +200,6 @@ func (m *fragModel) membership(snap *snapshot.Snapshot, n *snapshot.Node) uint64
 	return mask
 }
 
-// nodeState is what fragmentation depends on: free CPU and each GPU's free share, sorted.
-type nodeState struct {
-	cpu  int64
-	free []int64
-}
-
 func slotFree(g *snapshot.GPUSlot) int64 {
 	if g.Owners > 0 {
 		return 0

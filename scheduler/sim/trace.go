@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,9 +77,6 @@ func parseDuration(s string) (time.Duration, error) {
 type traceFile struct {
 	Pods []TraceEntry `json:"pods"`
 }
-
-// traceColumns are the columns of the CSV form, in TraceEntry's terms.
-var traceColumns = []string{"name", "queue", "arrival", "duration", "kind", "gpus", "gpu_share", "gpu_memory", "cpu", "memory", "gang", "priority", "gpu_types"}
 
 // LoadTrace reads a trace: fairway's YAML (.yaml, .yml) or CSV (header with the columns
 // name,queue,arrival,duration,kind,gpus,gpu_share,gpu_memory,cpu,memory,gang,priority,gpu_types;
@@ -265,7 +263,7 @@ func LoadQueues(path string) ([]*v1alpha1.Queue, error) {
 	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	for {
 		var q v1alpha1.Queue
-		if err := d.Decode(&q); err == io.EOF {
+		if err := d.Decode(&q); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)

@@ -21,6 +21,12 @@ type Options struct {
 	// Placement is BinPack (default) or Spread.
 	Placement Placement
 
+	// FragmentationAware, with BinPack, places GPU pods where they raise the expected
+	// fragmentation of shared GPUs least (fragscore.go). Off by default: on the e2e scenarios it
+	// spread quarter-GPU notebooks over a fifth GPU where plain bin-packing fills four, which
+	// broke a 32-GPU gang's room; the openb replays (fairway sim) turn it on.
+	FragmentationAware bool
+
 	// StarvationThreshold is how long a gang may wait before the capacity it needs is held for
 	// it, so that smaller jobs that backfill around it cannot starve it forever. Default 10m;
 	// negative disables holds for waiting gangs.

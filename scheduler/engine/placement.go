@@ -418,7 +418,7 @@ func (c *cycle) findNode(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 		return nil, snapshot.Assignment{}, false
 	}
 	spread := c.e.opts.Placement == Spread
-	if !spread && t.Req.GPUMemoryMiB == 0 {
+	if !spread && c.e.opts.FragmentationAware && t.Req.GPUMemoryMiB == 0 {
 		if m := c.e.fragModelFor(c.snap); m != nil {
 			return c.findNodeFrag(m, t, g, cls, restrict)
 		}

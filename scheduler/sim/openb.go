@@ -414,9 +414,12 @@ func RunOpenB(snap *snapshot.Snapshot, capMilli int64, pods []OpenBPod, opts eng
 }
 
 // DefaultOpenBOptions are the scheduler's engine options as its runtime sets them: the defaults,
-// with shares only on nodes that publish a GPU inventory (every simulated GPU node does).
+// with shares only on nodes that publish a GPU inventory (every simulated GPU node does), plus
+// fragmentation-aware placement (engine.Options.FragmentationAware), which the scheduler does
+// not run by default yet.
 func DefaultOpenBOptions() engine.Options {
 	o := engine.DefaultOptions()
 	o.SharesNeedInventory = true
+	o.FragmentationAware = true
 	return o
 }

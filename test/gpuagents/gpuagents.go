@@ -161,13 +161,16 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Fleet, error
 	}
 	f.standins = standins
 
-	for _, n := range opts.Nodes {
+	// Every agent's ports come from one FreePorts call: ports taken in separate calls can repeat
+	// one just released by the call before (CI saw two agents' control endpoints collide).
+	all, err := cluster.FreePorts(3 * len(opts.Nodes))
+	if err != nil {
+		f.Stop()
+		return nil, err
+	}
+	for i, n := range opts.Nodes {
 		a := f.agents[n.Name]
-		ports, err := cluster.FreePorts(3)
-		if err != nil {
-			f.Stop()
-			return nil, err
-		}
+		ports := all[3*i : 3*i+3]
 		addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 		a.MetricsURL = "http://" + addr(ports[0]) + "/metrics"
 		a.ReadyURL = "http://" + addr(ports[1]) + "/readyz"

@@ -21,6 +21,10 @@ type Resource struct {
 	// Demand is what a leaf queue holds plus what its pending pods ask for. It is ignored for a
 	// queue with children: a parent's demand is the sum of its children's, each capped by its limit.
 	Demand int64
+	// Usage is the queue's recent use of the resource above its guarantee: decayed, over the
+	// decayed capacity of the cluster (see Solver.UsageWeight), so a fraction in [0, 1]. 0
+	// without history.
+	Usage float64
 }
 
 // Queue is one node of the queue tree.
@@ -38,6 +42,10 @@ type Queue struct {
 // Solver computes fair shares. It keeps scratch buffers between calls so that a scheduling cycle
 // does not allocate; the zero value is ready to use. A Solver is not safe for concurrent use.
 type Solver struct {
+	// UsageWeight is how strongly recent usage moves the division of the surplus (the k of the
+	// formula in Solve's doc comment). 0 divides by the weights alone, whatever the Usage.
+	UsageWeight float64
+
 	children [][]int
 	tops     []int
 	demand   []int64
@@ -46,6 +54,7 @@ type Solver struct {
 	active   []int
 	order    []int
 	fair     [][]int64
+	adjusted []int64
 }
 
 // Solve returns fair[q][d], the fair share of queue q in resource d, given the capacity of each
@@ -69,6 +78,23 @@ type Solver struct {
 //     and leaves the rounds, and the rest is offered again to the others until nothing is left or
 //     everyone is satisfied. Children of weight 0 are water-filled (equally) only with what the
 //     positive weights leave.
+//
+// # Usage over time
+//
+// With a positive UsageWeight k and some recent usage among the siblings, round 2 divides by
+// adjusted weights instead of the weights. Usage here is what a queue held above its guarantee
+// (Resource.Usage: decayed, as a fraction of the cluster's decayed capacity): a child's
+// entitlement to what the siblings used above their guarantees is its weight's fraction w of the
+// siblings' positive weights; a child that used more than that gives up surplus in proportion to
+// the excess, one that used less gains:
+//
+//	adjusted = w - k * (usage - w * siblingsUsage)
+//
+// A child whose adjusted weight comes out at or below zero keeps the smallest positive weight: it
+// takes only what its siblings leave, still before siblings of weight 0. Round 1 is never
+// adjusted, and use within a guarantee is not usage here: a queue below its guarantee always gets
+// it, and one that only ever used its guarantee loses nothing. docs/fair-share.md has a worked
+// example.
 //
 // Shares are integers: when a division does not come out even, the remainder units go one each to
 // the children with the largest weight, then the lowest index. Surplus nobody demands stays
@@ -159,7 +185,11 @@ func (s *Solver) divide(queues []Queue, siblings []int, avail int64, d int) {
 	} else {
 		avail = s.waterfill(siblings, avail, func(c int) int64 { return s.need[c] })
 	}
-	// Round 2: surplus by priority, then weight.
+	// Round 2: surplus by priority, then (usage-adjusted) weight.
+	weight := func(c int) int64 { return max(res(queues[c], d).Weight, 0) }
+	if s.adjust(queues, siblings, d) {
+		weight = func(c int) int64 { return s.adjusted[c] }
+	}
 	s.order = append(s.order[:0], siblings...)
 	slices.SortStableFunc(s.order, func(a, b int) int {
 		return int(queues[b].Priority) - int(queues[a].Priority)
@@ -176,7 +206,7 @@ func (s *Solver) divide(queues []Queue, siblings []int, avail int64, d int) {
 		for _, c := range level {
 			s.need[c] = s.demand[c] - s.given[c]
 		}
-		avail = s.waterfill(level, avail, func(c int) int64 { return max(res(queues[c], d).Weight, 0) })
+		avail = s.waterfill(level, avail, weight)
 		for _, c := range level {
 			s.need[c] = s.demand[c] - s.given[c]
 		}
@@ -194,6 +224,40 @@ func (s *Solver) divide(queues []Queue, siblings []int, avail int64, d int) {
 	for _, c := range siblings {
 		s.divide(queues, s.children[c], s.given[c], d)
 	}
+}
+
+// adjustedScale is the integer unit of adjusted weights: a weight fraction of 1 is this many.
+const adjustedScale = 1 << 30
+
+// adjust fills s.adjusted for the siblings in dimension d and reports whether it applies: only
+// with a positive UsageWeight and some usage among the siblings. Without usage every adjusted
+// weight would be w: the division by the weights alone, which is then kept exact.
+func (s *Solver) adjust(queues []Queue, siblings []int, d int) bool {
+	if s.UsageWeight <= 0 {
+		return false
+	}
+	var weights int64
+	var usage float64
+	for _, c := range siblings {
+		r := res(queues[c], d)
+		weights += max(r.Weight, 0)
+		usage += max(r.Usage, 0)
+	}
+	if usage <= 0 || weights == 0 {
+		return false
+	}
+	s.adjusted = resize(s.adjusted, len(queues))
+	for _, c := range siblings {
+		r := res(queues[c], d)
+		if r.Weight <= 0 {
+			s.adjusted[c] = 0
+			continue
+		}
+		w := float64(r.Weight) / float64(weights)
+		a := w - s.UsageWeight*(max(r.Usage, 0)-w*usage)
+		s.adjusted[c] = max(int64(a*adjustedScale), 1)
+	}
+	return true
 }
 
 // waterfill divides avail among members by weight, each capped at s.need[c], adding to

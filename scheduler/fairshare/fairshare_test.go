@@ -153,3 +153,96 @@ func TestSolveReusesBuffers(t *testing.T) {
 		t.Errorf("Solve allocates %v times per call after warm-up", allocs)
 	}
 }
+
+func used(quota, weight, demand int64, usage float64) []Resource {
+	return []Resource{{Quota: quota, Weight: weight, Limit: NoLimit, Demand: demand, Usage: usage}}
+}
+
+// TestUsageAdjustsSurplus: recent usage moves the surplus between siblings of equal weight, never
+// a guarantee, and nothing without usage or without a UsageWeight.
+func TestUsageAdjustsSurplus(t *testing.T) {
+	cases := map[string]struct {
+		k        float64
+		queues   []Queue
+		capacity []int64
+		want     [][]int64
+	}{
+		// docs/fair-share.md's worked example: a used 60% of the cluster over the window, b 30%,
+		// c nothing (together 90%); each weighs a third, so each was entitled to 30%. Adjusted:
+		// a 1/3-(0.6-0.3), b 1/3-(0.3-0.3), c 1/3+0.3: 12 GPUs divide 0.4 : 4 : 7.6.
+		"heavy recent usage yields to a queue that had none": {
+			k: 1,
+			queues: []Queue{
+				{Parent: -1, Resources: used(0, 1, 100000, 0.6)},
+				{Parent: -1, Resources: used(0, 1, 100000, 0.3)},
+				{Parent: -1, Resources: used(0, 1, 100000, 0)},
+			},
+			capacity: []int64{12000},
+			want:     [][]int64{{399}, {4000}, {7601}}, // 400 and 7600 but for a milli-GPU of float rounding
+		},
+		"without a usage weight the weights alone divide": {
+			queues: []Queue{
+				{Parent: -1, Resources: used(0, 1, 100000, 0.6)},
+				{Parent: -1, Resources: used(0, 1, 100000, 0.3)},
+				{Parent: -1, Resources: used(0, 1, 100000, 0)},
+			},
+			capacity: []int64{12000},
+			want:     [][]int64{{4000}, {4000}, {4000}},
+		},
+		"without usage the division is exact as before": {
+			k: 1,
+			queues: []Queue{
+				{Parent: -1, Resources: used(0, 1, 100000, 0)},
+				{Parent: -1, Resources: used(0, 2, 100000, 0)},
+			},
+			capacity: []int64{3000},
+			want:     [][]int64{{1000}, {2000}},
+		},
+		// a had the whole cluster above its guarantee (usage share 1, b none): its adjusted weight
+		// is 1/2-(1-1/2) = 0, so the 8 above the guarantees go to b, but a keeps its 4.
+		"the guarantee is never affected": {
+			k: 1,
+			queues: []Queue{
+				{Parent: -1, Resources: used(4000, 1, 100000, 1)},
+				{Parent: -1, Resources: used(0, 1, 100000, 0)},
+			},
+			capacity: []int64{12000},
+			want:     [][]int64{{4000}, {8000}},
+		},
+		// A heavy queue still takes what its siblings do not want.
+		"a heavy queue takes what the others leave": {
+			k: 1,
+			queues: []Queue{
+				{Parent: -1, Resources: used(0, 1, 100000, 1)},
+				{Parent: -1, Resources: used(0, 1, 3000, 0)},
+			},
+			capacity: []int64{12000},
+			want:     [][]int64{{9000}, {3000}},
+		},
+		// The department D used half the cluster, all of it through d1; E nothing: between
+		// departments D yields to E; inside D, d1 yields to d2.
+		"a department's history counts for its projects": {
+			k: 1,
+			queues: []Queue{
+				{Parent: -1, Resources: used(0, 1, 0, 0.5)},     // 0 D
+				{Parent: 0, Resources: used(0, 1, 100000, 0.5)}, // 1 d1
+				{Parent: 0, Resources: used(0, 1, 100000, 0)},   // 2 d2
+				{Parent: -1, Resources: used(0, 1, 0, 0)},       // 3 E
+				{Parent: 3, Resources: used(0, 1, 100000, 0)},   // 4 e1
+			},
+			capacity: []int64{8000},
+			// Top (siblings used 0.5, so each was entitled to 0.25): D 1/2-(0.5-0.25) = 0.25, E
+			// 1/2+0.25 = 0.75: D 2000, E 6000. Inside D, the same: d1 0.25, d2 0.75: 500 and 1500.
+			want: [][]int64{{2000}, {500}, {1500}, {6000}, {6000}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := Solver{UsageWeight: tc.k}
+			got := s.Solve(tc.queues, tc.capacity)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("fair shares (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -336,12 +336,41 @@ type QueueStatus struct {
 	// ChildQueues lists the queues whose parent is this queue.
 	// +optional
 	ChildQueues []string `json:"childQueues,omitempty"`
+	// Usage is the queue's usage history, kept when the scheduler runs with a usage half-life
+	// (--fair-share-usage-half-life): fair share over time divides the capacity above guarantees
+	// against queues that used more than their weight entitles them to. It lives here so that a
+	// restarted scheduler, or a new leader, goes on from it.
+	// +optional
+	Usage *QueueUsage `json:"usage,omitempty"`
 	// Conditions: Ready is False with a reason when the queue cannot take work (its parent is
 	// missing, it has children and also serves namespaces, a namespace is served twice).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// QueueUsage is a queue's decayed usage and what it is measured against (docs/fair-share.md).
+// Each hour of use counts 2^(-age/halfLife): with a 24h half-life, a GPU-hour of yesterday counts
+// half a GPU-hour of now.
+type QueueUsage struct {
+	// HalfLife is the half-life the history was kept with.
+	HalfLife metav1.Duration `json:"halfLife"`
+	// Used is the queue's decayed usage in resource-hours: gpu in GPU-hours, cpu in core-hours,
+	// memory in byte-hours. A parent's is the sum of its children's.
+	// +optional
+	Used corev1.ResourceList `json:"used,omitempty"`
+	// OverQuota is the part of Used above the queue's guaranteed quota: what fair share over time
+	// weighs (use within a guarantee costs nothing).
+	// +optional
+	OverQuota corev1.ResourceList `json:"overQuota,omitempty"`
+	// Capacity is what the cluster could hand out, integrated and decayed the same way. Used
+	// over Capacity is the fraction of the cluster the queue had over the window; OverQuota over
+	// Capacity is its over-quota usage share.
+	// +optional
+	Capacity corev1.ResourceList `json:"capacity,omitempty"`
+	// ObservedTime is when the scheduler computed Used and Capacity.
+	ObservedTime metav1.Time `json:"observedTime"`
 }
 
 // QueueList is a list of Queues.

@@ -60,6 +60,11 @@ type Options struct {
 	// be made true. Default false (the engine alone does not care).
 	SharesNeedInventory bool
 
+	// FairShareUsageWeight is how strongly recent usage (snapshot.Queue.Usage) moves the
+	// division of the capacity above guarantees: the k of fairshare.Solver.UsageWeight. Default
+	// 1; negative ignores usage. Without usage history (all Usage zero) it changes nothing.
+	FairShareUsageWeight float64
+
 	// Logger receives decisions at V(2) and what-ifs at V(5). Default: discard.
 	Logger logr.Logger
 }
@@ -89,6 +94,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HoldTTL == 0 {
 		o.HoldTTL = 5 * time.Minute
+	}
+	switch {
+	case o.FairShareUsageWeight == 0:
+		o.FairShareUsageWeight = 1
+	case o.FairShareUsageWeight < 0:
+		o.FairShareUsageWeight = 0
 	}
 	if o.MaxConsolidationsPerCycle == 0 {
 		o.MaxConsolidationsPerCycle = 4

@@ -39,6 +39,10 @@ func (c *cycle) report() {
 		}
 	}
 	slices.SortFunc(res.Unschedulable, func(a, b GangReason) int { return a.Gang.Compare(b.Gang) })
+	res.Capacity = make(Amounts, len(c.e.fsCap))
+	for d, v := range c.e.fsCap {
+		put(res.Capacity, c.snap.DimName(d), v)
+	}
 	for _, q := range c.snap.Queues() {
 		st := QueueStatus{
 			Name: q.Name, FairShare: Amounts{}, Allocated: Amounts{}, AllocatedNonPreemptible: Amounts{},

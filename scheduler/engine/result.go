@@ -24,6 +24,9 @@ type Result struct {
 	Unschedulable []GangReason
 	// Queues has the status of every queue, sorted by name.
 	Queues []QueueStatus
+	// Capacity is what fair shares divided this cycle per dimension (gpu, cpu, memory,
+	// gpu/<type>): what fairway may hand out. Usage history measures queues against it.
+	Capacity Amounts
 	// Reserved are the nodes where capacity is held for a gang at the end of the cycle, sorted
 	// by node: the runtime keeps other schedulers' pods off them (v1alpha1.ReservedTaintKey).
 	Reserved []Reservation

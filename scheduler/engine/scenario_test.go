@@ -36,6 +36,7 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 	"github.com/fairway-sched/fairway/scheduler/testutil"
+	"github.com/fairway-sched/fairway/scheduler/usage"
 )
 
 var update = flag.Bool("update", false, "rewrite the scenarios' golden transcripts")
@@ -50,6 +51,9 @@ type scenario struct {
 		StaleGangGracePeriod duration `json:"staleGangGracePeriod"`
 		EvictionGracePeriod  duration `json:"evictionGracePeriod"`
 		HoldTTL              duration `json:"holdTTL"`
+		// UsageHalfLife turns on fair share over time: the harness keeps the queues' usage
+		// history (package usage) around each cycle, as the runtime does.
+		UsageHalfLife duration `json:"usageHalfLife"`
 	} `json:"options"`
 	// EvictionDelay is how many extra cycles an evicted pod keeps terminating.
 	EvictionDelay int         `json:"evictionDelay"`
@@ -338,6 +342,7 @@ func runScenario(t *testing.T, sc *scenario) string {
 	s := newSim(opts, start)
 	s.evictionDelay = sc.EvictionDelay
 	s.budgets = sc.Budgets
+	s.hist = usage.New(sc.Options.UsageHalfLife.Duration)
 	for _, ns := range sc.Nodes {
 		for _, n := range buildNodes(ns) {
 			if err := s.addNode(n); err != nil {

@@ -60,8 +60,12 @@ func (c *cycle) computeFairShare() {
 				demand = q.Allocated.At(d)
 			}
 			in.Resources[d] = fairshare.Resource{Quota: q.Quota.At(d), Weight: q.Weight.At(d), Limit: q.LimitAt(d), Demand: demand}
+			if d < snapshot.NumBaseDims {
+				in.Resources[d].Usage = q.Usage[d]
+			}
 		}
 	}
+	e.solver.UsageWeight = e.opts.FairShareUsageWeight
 	fair := e.solver.Solve(e.fsIn, e.fsCap)
 	for i, q := range queues {
 		if len(q.FairShare) != nd {

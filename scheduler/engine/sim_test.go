@@ -15,6 +15,7 @@ import (
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/usage"
 )
 
 // sim is a toy cluster around a snapshot: it plays the scheduler runtime (applies bindings and
@@ -47,6 +48,9 @@ type sim struct {
 	refused []refusedEviction
 	// refusals counts every refusal, for coverage checks.
 	refusals int
+	// hist, when set, keeps the queues' usage history on the harness's clock (fair share over
+	// time), as the runtime's loop does around each cycle.
+	hist *usage.History
 }
 
 func newSim(opts engine.Options, now time.Time) *sim {
@@ -120,7 +124,12 @@ func (s *sim) cycle() (engine.Result, error) {
 		errs = append(errs, s.syncBudgets())
 	}
 	s.refused = s.refused[:0]
+	if s.hist != nil {
+		s.hist.Advance(s.now)
+		s.hist.Apply(s.snap)
+	}
 	res := s.eng.Schedule(s.snap, s.now)
+	s.hist.Record(s.snap, res.Capacity)
 	errs = append(errs, s.checkResult(res), s.checkReasons(res))
 	if err := s.apply(res); err != nil {
 		errs = append(errs, err)

@@ -219,7 +219,8 @@ func terms(rq *v1alpha1.ResourceQuota, unit func(*resource.Quantity) int64) Quot
 }
 
 // Queue is a node of the quota tree with the live totals of everything under it. Fields are
-// read-only outside this package, except FairShare, which the engine writes every cycle.
+// read-only outside this package, except FairShare, which the engine writes every cycle,
+// and Usage.
 type Queue struct {
 	Name string
 	// Index is the queue's position in Snapshot.Queues, for callers that keep per-queue arrays.
@@ -248,6 +249,12 @@ type Queue struct {
 
 	// FairShare is the engine's latest fair share per dimension.
 	FairShare Amounts
+
+	// Usage is the queue's recent use of gpu, cpu and memory above its guarantee (indexes
+	// DimGPU, DimCPU, DimMemory): decayed, over the cluster's decayed capacity, so a fraction in
+	// [0, 1] (package usage keeps the history). Whoever runs the engine writes it before a cycle, as the
+	// engine writes FairShare; all zero without history.
+	Usage [NumBaseDims]float64
 
 	// Lending is the idle-lending policy that applies (spec.idleLending, inherited fields
 	// resolved).

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -122,5 +123,31 @@ func TestQueuesGPUTypeWithoutTypeQuota(t *testing.T) {
 	}
 	if !v.Items[0].Resources["gpu/H100"].NoTypeQuota || v.Items[1].Resources["gpu/H100"].NoTypeQuota {
 		t.Errorf("NoTypeQuota: nlp %v, vision %v", v.Items[0].Resources["gpu/H100"].NoTypeQuota, v.Items[1].Resources["gpu/H100"].NoTypeQuota)
+	}
+}
+
+// With usage history (fair share over time), the table adds RECENT USE per base resource: the
+// decayed resource-hours, the fraction of the cluster they are and the part above the guarantee.
+func TestQueuesRecentUse(t *testing.T) {
+	q := fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "nlp"}, Status: fairwayv1.QueueStatus{
+		Allocated: corev1.ResourceList{"gpu": resource.MustParse("8")},
+		Usage: &fairwayv1.QueueUsage{HalfLife: metav1.Duration{Duration: 24 * time.Hour},
+			Used: corev1.ResourceList{"gpu": resource.MustParse("36.5")}, OverQuota: corev1.ResourceList{"gpu": resource.MustParse("14.6")},
+			Capacity: corev1.ResourceList{"gpu": resource.MustParse("146")}},
+	}}
+	other := fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "vision"}}
+	v := BuildQueues([]fairwayv1.Queue{q, other}, []string{"gpu"})
+	var buf bytes.Buffer
+	if err := PrintQueues(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	want := "QUEUE    GPU GUARANTEED   GPU FAIR SHARE   GPU ALLOCATED   GPU BORROWED   GPU PENDING   GPU RECENT USE                PENDING PODS\n" +
+		"nlp      0                0                8               0              0             36.5h (25%, 10% over quota)   0\n" +
+		"vision   0                0                0               0              0             -                             0\n"
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if got := v.Items[0].UsageHalfLife; got != "24h0m0s" {
+		t.Errorf("usageHalfLife %q", got)
 	}
 }

@@ -38,6 +38,9 @@ type QueueView struct {
 	Resources map[string]QueueAmounts `json:"resources"`
 	// PendingPods counts the queue's waiting pods.
 	PendingPods int32 `json:"pendingPods"`
+	// UsageHalfLife is the half-life of the queue's usage history (status.usage), empty when
+	// the scheduler keeps none (fair share over time off).
+	UsageHalfLife string `json:"usageHalfLife,omitempty"`
 }
 
 // QueueAmounts is one resource of a queue.
@@ -59,6 +62,13 @@ type QueueAmounts struct {
 	// that type counts against its gpu quota only, so guaranteed, fair share and borrowed are
 	// those of gpu, and the table shows "-" here.
 	NoTypeQuota bool `json:"noTypeQuota,omitempty"`
+	// Used is the queue's decayed usage in resource-hours (GPU-hours, core-hours, byte-hours)
+	// and UsedShare the fraction of the cluster it is over the usage window; OverQuotaShare the
+	// same for its use above its guarantee, what fair share over time weighs (status.usage).
+	// Absent without usage history, and for GPU types.
+	Used           *Amount  `json:"used,omitempty"`
+	UsedShare      *float64 `json:"usedShare,omitempty"`
+	OverQuotaShare *float64 `json:"overQuotaShare,omitempty"`
 }
 
 // QueuesOptions are the flags of `fairway queues`.
@@ -142,6 +152,9 @@ func queueView(q *fairwayv1.Queue, depth int, resources []string) QueueView {
 			v.NotReady += ": " + c.Message
 		}
 	}
+	if u := q.Status.Usage; u != nil {
+		v.UsageHalfLife = u.HalfLife.Duration.String()
+	}
 	for _, r := range resources {
 		quota, limit := quotaOf(q, r)
 		a := QueueAmounts{
@@ -154,6 +167,14 @@ func queueView(q *fairwayv1.Queue, depth int, resources []string) QueueView {
 		}
 		a.Pending = max(statusAmount(q.Status.Requested, r)-a.Allocated, 0)
 		a.NoTypeQuota = strings.HasPrefix(r, "gpu/") && !listsGPUType(q, strings.TrimPrefix(r, "gpu/"))
+		if u := q.Status.Usage; u != nil && !strings.HasPrefix(r, "gpu/") {
+			used, over := statusAmount(u.Used, r), statusAmount(u.OverQuota, r)
+			a.Used = &used
+			if c := statusAmount(u.Capacity, r); c > 0 {
+				us, os := min(float64(used/c), 1), min(float64(over/c), 1)
+				a.UsedShare, a.OverQuotaShare = &us, &os
+			}
+		}
 		v.Resources[r] = a
 	}
 	return v
@@ -209,12 +230,21 @@ func quotaOf(q *fairwayv1.Queue, res string) (Amount, *Amount) {
 }
 
 // PrintQueues writes the tree as a table: one column group per resource. Borrowed use on loan
-// on idle notebooks' GPUs is marked "(X on loan)".
+// on idle notebooks' GPUs is marked "(X on loan)". With usage history (fair share over time),
+// a RECENT USE column per resource shows the decayed resource-hours, the fraction of the
+// cluster they are and the fraction above the queue's guarantee (what fair share weighs).
 func PrintQueues(w io.Writer, v QueueList) error {
+	history := false
+	for _, q := range v.Items {
+		history = history || q.UsageHalfLife != ""
+	}
 	headers := []string{"QUEUE"}
 	for _, r := range v.Resources {
 		R := strings.ToUpper(r)
 		headers = append(headers, R+" GUARANTEED", R+" FAIR SHARE", R+" ALLOCATED", R+" BORROWED", R+" PENDING")
+		if history && !strings.HasPrefix(r, "gpu/") {
+			headers = append(headers, R+" RECENT USE")
+		}
 	}
 	headers = append(headers, "PENDING PODS")
 	t := newTable(w, headers...)
@@ -240,11 +270,30 @@ func PrintQueues(w io.Writer, v QueueList) error {
 			}
 			cells = append(cells, guar, formatAmount(r, a.FairShare), formatAmount(r, a.Allocated),
 				borrowed, formatAmount(r, a.Pending))
+			if history && !strings.HasPrefix(r, "gpu/") {
+				cells = append(cells, recentUse(r, a))
+			}
 		}
 		cells = append(cells, fmt.Sprint(q.PendingPods))
 		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// recentUse prints decayed usage as resource-hours, the cluster's fraction they are and the
+// fraction above the guarantee: "36.5h (25%, 10% over quota)".
+func recentUse(r string, a QueueAmounts) string {
+	if a.Used == nil {
+		return "-"
+	}
+	out := formatAmount(r, *a.Used) + "h"
+	if r == "memory" {
+		out = formatAmount(r, *a.Used) + "·h"
+	}
+	if a.UsedShare != nil && a.OverQuotaShare != nil {
+		out += fmt.Sprintf(" (%.0f%%, %.0f%% over quota)", *a.UsedShare*100, *a.OverQuotaShare*100)
+	}
+	return out
 }
 
 // ParseResources checks a --resources list: gpu, cpu, memory and gpu/<type>.

@@ -49,6 +49,17 @@ func Quotas() *Board {
 				{Kind: TimeSeries, Title: "Non-preemptible allocation", Description: "What notebooks and inference hold: never preempted, so it must fit the guarantee.",
 					Targets: []Target{{Expr: perQueue("fairway_queue_allocated_nonpreemptible"), Legend: "{{queue}}"}}},
 			}},
+			{Title: "Fair share over time", Panels: []Panel{
+				{Kind: TimeSeries, Title: "Recent over-quota use by queue", Unit: "percentunit",
+					Description: "Each queue's decayed use above its guarantee over the cluster's decayed capacity (--fair-share-usage-half-life). Fair share over time " +
+						"divides the capacity above guarantees against queues whose part of this exceeds their weight's part.",
+					Targets: []Target{{Expr: `sum by (queue) (fairway_queue_over_quota_usage_share` + sel + `)`, Legend: "{{queue}}"}}},
+				{Kind: TimeSeries, Title: "Decayed usage by queue", Description: "Resource-hours (GPU-hours, core-hours, byte-hours), each hour of use counting 2^(-age/half-life).",
+					Targets: []Target{{Expr: `sum by (queue) (fairway_queue_usage` + sel + `)`, Legend: "{{queue}}"}}},
+				{Kind: TimeSeries, Title: "Usage-adjusted fair share by queue",
+					Description: "The fair share the scheduler enforces: with fair share over time, queues that used more than their weight entitles them to lately get less of the capacity above guarantees.",
+					Targets:     []Target{{Expr: perQueue("fairway_queue_fair_share"), Legend: "{{queue}}"}}},
+			}},
 			{Title: "Departments", Panels: []Panel{
 				{Kind: TimeSeries, Title: "Allocated by department", Stacked: true, Description: "The sum of each department's projects.",
 					Targets: []Target{{Expr: perDept("fairway_queue_allocated"), Legend: "{{parent}}"}}},

@@ -96,6 +96,9 @@ and takes over when the leader goes.`,
 	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", d.VolumeBindTimeout, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
 	fl.BoolVar(&o.NoNodeReservations, "no-node-reservations", false, "Leave nodes untainted while capacity there is held for a gang (fairway.dev/reserved keeps other schedulers' pods off it); only where no other scheduler uses fairway's nodes.")
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", d.OrphanGrace, "How long fairway's pods bound to a deleted node are left before they are deleted.")
+	fl.DurationVar(&o.UsageHalfLife, "fair-share-usage-half-life", d.UsageHalfLife, "Fair share over time: keep each queue's usage with this half-life (in its status) and divide the capacity above guarantees against queues that used more than their weight entitles them to (docs/fair-share.md). 0: fair share from the current cycle alone.")
+	fl.DurationVar(&o.UsageSyncPeriod, "fair-share-usage-sync-period", d.UsageSyncPeriod, "How often the usage history is written to the Queues' status: what a restart or a new leader may lose of it.")
+	fl.Float64Var(&o.Engine.FairShareUsageWeight, "fair-share-usage-weight", de.FairShareUsageWeight, "How strongly recent usage moves fair share over time (k in docs/fair-share.md); only with --fair-share-usage-half-life.")
 	fl.StringVar(&f.placement, "placement", string(de.Placement), "Node choice: binpack (fill nodes, keep whole nodes free for big gangs) or spread.")
 	fl.DurationVar(&o.Engine.EvictionGracePeriod, "eviction-grace-period", de.EvictionGracePeriod, "Grace period of an eviction of a pod whose spec sets no terminationGracePeriodSeconds (the API server always sets one); every other pod gets its own, capped by its queue's spec.maxEvictionGracePeriod.")
 	fl.DurationVar(&f.loanGrace, "loan-return-grace-period", de.LoanReturnGracePeriod, "Grace period of a pod on loan on an idle notebook's GPU when the notebook does GPU work again (0: killed at once).")
@@ -122,6 +125,12 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 		f.opts.Engine.LoanReturnGracePeriod = -1 // the engine's "none"; 0 would be its default
 	default:
 		f.opts.Engine.LoanReturnGracePeriod = f.loanGrace
+	}
+	switch {
+	case f.opts.UsageHalfLife < 0:
+		return fmt.Errorf("--fair-share-usage-half-life must not be negative (0 turns fair share over time off)")
+	case f.opts.Engine.FairShareUsageWeight <= 0:
+		return fmt.Errorf("--fair-share-usage-weight must be above 0, got %v", f.opts.Engine.FairShareUsageWeight)
 	}
 	cfg, err := restConfig(f.kubeconfig, "fairway-scheduler")
 	if err != nil {

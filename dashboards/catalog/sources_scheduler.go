@@ -8,7 +8,7 @@ import (
 
 // scheduler is the scheduler runtime's metrics (metrics.Metrics, as `fairway scheduler`
 // registers them) after one cycle with a queue tree, a waiting gang, a shared GPU, a node, a
-// PodGroup, a loan, one binding, one failed binding, one eviction and one loan return, so every
+// PodGroup, a loan, usage history, one binding, one failed binding, one eviction and one loan return, so every
 // family has a series.
 func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	m := schedmetrics.New()
@@ -19,7 +19,8 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	amounts := map[string]float64{"gpu": 1, "cpu": 1, "memory": 1}
 	m.SetState(&schedmetrics.State{
 		Queues: []schedmetrics.QueueAmounts{{Queue: "q", Guaranteed: amounts, FairShare: amounts, Allocated: amounts,
-			AllocatedNonPreemptible: amounts, Requested: amounts, Borrowed: amounts, Loaned: amounts, Loans: 1}},
+			AllocatedNonPreemptible: amounts, Requested: amounts, Borrowed: amounts, Loaned: amounts, Loans: 1,
+			Usage: amounts, OverQuotaUsageShare: amounts}},
 		Pending:   []schedmetrics.Pending{{Queue: "q", Reason: "NoNodeFits", Pods: 1, Gangs: 1}},
 		Shares:    []schedmetrics.Share{{Node: "node", GPUIndex: 0, GPUUUID: "GPU-0", Ratio: 0.5}},
 		QueueTree: []schedmetrics.QueueInfo{{Queue: "q", Parent: "dept"}},

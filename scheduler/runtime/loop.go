@@ -22,6 +22,7 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/usage"
 )
 
 // loop is the one goroutine that owns the snapshot. Each cycle it:
@@ -62,6 +63,12 @@ type loop struct {
 	expired []string
 	// reserved are the nodes tainted, or to taint, for gangs that hold capacity there.
 	reserved *reservedNodes
+
+	// hist is the queues' usage history (nil with fair share over time off); usageStatus is
+	// what was last taken of it for the Queues' status, at usageSynced.
+	hist        *usage.History
+	usageStatus map[string]*v1alpha1.QueueUsage
+	usageSynced time.Time
 
 	// budgetBackoff spaces the engine's attempts on a PodDisruptionBudget that refused an
 	// eviction, per budget.
@@ -148,6 +155,7 @@ func (l *loop) rebuild() {
 		l.apply(k)
 	}
 	l.rejects.quiet = false
+	l.restoreUsage(begin)
 	// Pods bound to nodes that no longer exist were left by a deleted node.
 	for _, o := range l.rt.inf.Pods.GetStore().List() {
 		if p := o.(*corev1.Pod); p.Spec.NodeName != "" && l.rt.inf.Node(p.Spec.NodeName) == nil {
@@ -174,9 +182,17 @@ func (l *loop) cycle(ctx context.Context) {
 		l.apply(cache.Key{Kind: cache.KindNode, Name: name}) // a kubelet-rejection backoff ended
 	}
 	applied := l.clock.Since(begin)
-	// 2. Schedule.
+	// 2. Schedule, with what the queues used lately; then remember what they hold now.
 	now := l.clock.Now()
+	if l.hist != nil {
+		l.hist.Advance(now)
+		l.hist.Apply(l.snap)
+	}
 	res := l.eng.Schedule(l.snap, now)
+	if l.hist != nil {
+		l.hist.Record(l.snap, res.Capacity)
+		l.syncUsage(now)
+	}
 	// 3. Hand out decisions; reserve the nodes held for gangs.
 	l.dispatch(&res)
 	l.reserved.update(&res, l.snap)
@@ -184,7 +200,9 @@ func (l *loop) cycle(ctx context.Context) {
 	l.resv.release(l.snap, now)
 	l.orphans.sweep(ctx, now)
 	// 5. Status and metrics.
-	l.rt.status.Publish(status.NewReport(&res, l.snap))
+	report := status.NewReport(&res, l.snap)
+	report.Usage = l.usageStatus
+	l.rt.status.Publish(report)
 	if now.Sub(l.lastState) >= time.Second || len(res.Bindings)+len(res.Evictions) > 0 {
 		l.lastState = now
 		l.rt.metrics.SetState(l.metricsState(&res))
@@ -196,6 +214,40 @@ func (l *loop) cycle(ctx context.Context) {
 			"nominations", len(res.Nominations), "evictions", len(res.Evictions), "waiting", len(res.Unschedulable),
 			"apply", applied.Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	}
+}
+
+// restoreUsage starts the usage history from what the Queues' status kept (a restarted
+// scheduler, or a new leader, goes on where the last one wrote).
+func (l *loop) restoreUsage(now time.Time) {
+	l.hist, l.usageStatus, l.usageSynced = usage.New(l.opts.UsageHalfLife), nil, time.Time{}
+	if l.hist == nil {
+		return
+	}
+	restored := 0
+	for _, o := range l.rt.inf.Queues.GetStore().List() {
+		q := o.(*v1alpha1.Queue)
+		if t, ok := usage.FromStatus(q.Status.Usage); ok {
+			l.hist.Restore(q.Name, t, now)
+			restored++
+		}
+	}
+	l.log.Info("Usage history restored from Queue status", "queues", restored, "halfLife", l.opts.UsageHalfLife)
+}
+
+// syncUsage takes the history for the Queues' status every UsageSyncPeriod: status writes stay
+// few, and a new leader loses at most that much of it.
+func (l *loop) syncUsage(now time.Time) {
+	if l.usageStatus != nil && now.Sub(l.usageSynced) < l.opts.UsageSyncPeriod {
+		return
+	}
+	l.usageSynced = now
+	m := make(map[string]*v1alpha1.QueueUsage, len(l.snap.Queues()))
+	for _, q := range l.snap.Queues() {
+		if t, ok := l.hist.Totals(q.Name); ok {
+			m[q.Name] = usage.ToStatus(t, l.hist.HalfLife())
+		}
+	}
+	l.usageStatus = m
 }
 
 func (l *loop) applyOutcome(o cache.Outcome) {

@@ -49,6 +49,9 @@ func (l *loop) metricsState(res *engine.Result) *metrics.State {
 			AllocatedNonPreemptible: naturals(q.AllocatedNonPreemptible), Requested: naturals(q.Requested), Borrowed: naturals(q.Borrowed),
 			Loaned: naturals(q.Loaned), Loans: loans[q.Name],
 		})
+		if l.hist != nil {
+			st.Queues[len(st.Queues)-1].Usage, st.Queues[len(st.Queues)-1].OverQuotaUsageShare = l.usageMetrics(q.Name)
+		}
 	}
 	type qr struct{ q, r string }
 	pend := map[qr]*metrics.Pending{}
@@ -196,4 +199,21 @@ func natural(resource string, v int64) float64 {
 		return float64(v)
 	}
 	return float64(v) / 1000
+}
+
+// usageMetrics are a queue's decayed usage in resource-hours and its over-quota usage share
+// (what fair share over time weighs), per base resource.
+func (l *loop) usageMetrics(queue string) (hours, overShare map[string]float64) {
+	t, ok := l.hist.Totals(queue)
+	if !ok {
+		return nil, nil
+	}
+	hours, overShare = map[string]float64{}, map[string]float64{}
+	sh := l.hist.OverQuotaShare(queue)
+	for d := 0; d < snapshot.NumBaseDims; d++ {
+		name := l.snap.DimName(d)
+		hours[name] = natural(name, int64(t.Used[d]/3600))
+		overShare[name] = sh[d]
+	}
+	return hours, overShare
 }

@@ -32,6 +32,15 @@ type Options struct {
 	// changed). Default 2s.
 	StatusInterval time.Duration
 
+	// UsageHalfLife turns on fair share over time: each queue's usage is kept with this
+	// half-life (package usage) in its status, and the engine divides the capacity above
+	// guarantees against queues that used more than their weight entitles them to. Default 0:
+	// fair share from the current cycle alone.
+	UsageHalfLife time.Duration
+	// UsageSyncPeriod is how often the usage history is written to the Queues' status: what a
+	// restart or a new leader may lose of it. Default 1m.
+	UsageSyncPeriod time.Duration
+
 	// ReservationImage is the image of reservation pods. Default v1alpha1.DefaultReservationImage.
 	ReservationImage string
 	// ReservationPriorityClass is the priority class of reservation pods. Default
@@ -92,6 +101,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EvictWorkers <= 0 {
 		o.EvictWorkers = 8
+	}
+	if o.UsageSyncPeriod <= 0 {
+		o.UsageSyncPeriod = time.Minute
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = 2 * time.Second

@@ -24,7 +24,7 @@ import (
 
 // allOptions turns on every optional feature of the chart.
 var allOptions = Options{
-	Set: []string{"agent.mps.enabled=true", "webhook.certManager.enabled=true", "serviceMonitor.enabled=true",
+	Set: []string{"agent.mps.enabled=true", "webhook.certManager.enabled=true", "serviceMonitor.enabled=true", "scheduler.fairShare.usageHalfLife=24h",
 		"defaultQueue.enabled=true", "defaultQueue.namespaces={team-a,team-b}"},
 	SetJSON: []string{`defaultQueue.resources={"gpu":{"quota":4,"limit":8},"cpu":{"quota":"64"}}`},
 }
@@ -206,6 +206,10 @@ func TestTemplateAllOptions(t *testing.T) {
 	if !slices.Contains(args, "--cert-mode=files") || !slices.Contains(args, "--mps-pipe-dir=/run/fairway/mps/pipe") {
 		t.Errorf("webhook args %v", args)
 	}
+	sched := into[appsv1.Deployment](t, r.Find("Deployment", "fairway-scheduler"))
+	if a := sched.Spec.Template.Spec.Containers[0].Args; !slices.Contains(a, "--fair-share-usage-half-life=24h") || !slices.Contains(a, "--fair-share-usage-weight=1") {
+		t.Errorf("scheduler args %v: fair share over time not passed on", a)
+	}
 	if r.Find("Role", "fairway-webhook") != nil {
 		t.Error("with cert-manager the webhook needs no access to Secrets")
 	}
@@ -242,6 +246,7 @@ func TestTemplateRefusesBadValues(t *testing.T) {
 		"negative replicas":     {[]string{"webhook.replicas=-1"}, "at '/webhook/replicas': minimum: got -1, want 0"},
 		"issuer without a name": {[]string{"webhook.certManager.issuerRef.kind=ClusterIssuer"}, "at '/webhook/certManager/issuerRef': missing property 'name'"},
 		"bad quota":             {[]string{"defaultQueue.resources.gpu.quota=lots"}, "at '/defaultQueue/resources/gpu/quota'"},
+		"bad usage weight":      {[]string{"scheduler.fairShare.usageWeight=0"}, "at '/scheduler/fairShare/usageWeight'"},
 		"PDB blocks drains":     {[]string{"webhook.replicas=1"}, "webhook.podDisruptionBudget.minAvailable (1) must be below webhook.replicas (1)"},
 	}
 	for name, tc := range cases {

@@ -74,7 +74,8 @@ func TestDashboards(t *testing.T) {
 	}
 	running := map[string]bool{"gpu-agent": true, "scheduler": true}
 	sched, err := fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
-		Binary: bin, Args: []string{"--leader-elect=false", "--cycle-period=500ms"},
+		// Fair share over time on, so that its usage panels have data.
+		Binary: bin, Args: []string{"--leader-elect=false", "--cycle-period=500ms", "--fair-share-usage-half-life=1h"},
 	})
 	if err != nil {
 		t.Fatal(err)

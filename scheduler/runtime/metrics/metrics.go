@@ -53,6 +53,11 @@ type QueueAmounts struct {
 	Loaned map[string]float64
 	// Loans counts the queue's pods on loan (leaving ones included).
 	Loans int
+	// Usage is the queue's decayed usage in resource-hours (GPU-hours, core-hours, byte-hours)
+	// and OverQuotaUsageShare its decayed use above its guarantee as a fraction of the cluster
+	// over the window (what fair share over time weighs), with fair share over time on; nil
+	// without.
+	Usage, OverQuotaUsageShare map[string]float64
 }
 
 // Pending counts waiting pods and gangs of a queue for one reason code.
@@ -127,6 +132,8 @@ var (
 	descRequested  = prometheus.NewDesc("fairway_queue_requested", "Allocated plus what a queue's waiting pods ask for, per resource.", []string{LabelQueue, LabelResource}, nil)
 	descBorrowed   = prometheus.NewDesc("fairway_queue_borrowed", "Allocated above the guaranteed quota, per resource; loans always count here.", []string{LabelQueue, LabelResource}, nil)
 	descLoaned     = prometheus.NewDesc("fairway_queue_loaned", "The part of fairway_queue_allocated (and of fairway_queue_borrowed) on loan on idle interactive pods' GPUs, per resource.", []string{LabelQueue, LabelResource}, nil)
+	descUsage      = prometheus.NewDesc("fairway_queue_usage", "Decayed usage of a queue per resource in resource-hours (GPU-hours, CPU core-hours, memory byte-hours): each hour of use counts 2^(-age/half-life). Only with fair share over time on.", []string{LabelQueue, LabelResource}, nil)
+	descUsageShare = prometheus.NewDesc("fairway_queue_over_quota_usage_share", "A queue's decayed use above its guarantee over the cluster's decayed capacity, 0 to 1: what fair share over time weighs (a queue above its weight's part of its siblings' use gets less of the capacity above guarantees). Only with fair share over time on.", []string{LabelQueue, LabelResource}, nil)
 	descLoans      = prometheus.NewDesc("fairway_loans", "Pods of a queue running on loan on idle interactive pods' GPUs (idle GPU lending).", []string{LabelQueue}, nil)
 	descPendPods   = prometheus.NewDesc("fairway_pending_pods", "Pods waiting to be scheduled, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
 	descPendGangs  = prometheus.NewDesc("fairway_pending_gangs", "Gangs with pods waiting, by queue and the engine's reason code.", []string{LabelQueue, LabelReason}, nil)
@@ -179,7 +186,7 @@ func (m *Metrics) SetState(s *State) { m.state.Store(s) }
 type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descLoaned, descLoans, descPendPods, descPendGangs, descShare,
+	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descLoaned, descUsage, descUsageShare, descLoans, descPendPods, descPendGangs, descShare,
 		descQueueInfo, descNodeGPUs, descPodGroups} {
 		ch <- d
 	}
@@ -194,7 +201,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, x := range []struct {
 			d *prometheus.Desc
 			v map[string]float64
-		}{{descGuaranteed, q.Guaranteed}, {descFairShare, q.FairShare}, {descAllocated, q.Allocated}, {descAllocNP, q.AllocatedNonPreemptible}, {descRequested, q.Requested}, {descBorrowed, q.Borrowed}, {descLoaned, q.Loaned}} {
+		}{{descGuaranteed, q.Guaranteed}, {descFairShare, q.FairShare}, {descAllocated, q.Allocated}, {descAllocNP, q.AllocatedNonPreemptible}, {descRequested, q.Requested}, {descBorrowed, q.Borrowed}, {descLoaned, q.Loaned}, {descUsage, q.Usage}, {descUsageShare, q.OverQuotaUsageShare}} {
 			keys := make([]string, 0, len(x.v))
 			for k := range x.v {
 				keys = append(keys, k)

@@ -33,6 +33,10 @@ type Report struct {
 	// Pending are the waiting pods of each waiting gang, as the snapshot had them after the
 	// cycle (pods whose binding is in flight are not among them).
 	Pending map[snapshot.GangKey][]types.NamespacedName
+	// Usage is the usage history to keep in each Queue's status (status.usage), nil with fair
+	// share over time off (status.usage is then cleared). A queue it does not name keeps what
+	// its status has.
+	Usage map[string]*v1alpha1.QueueUsage
 }
 
 // NewReport indexes a cycle's result; snap is the snapshot after the cycle.
@@ -139,6 +143,12 @@ func (w *Writer) writeQueues(ctx context.Context, r *Report, now metav1.Time) in
 		kids := children[q.Name]
 		slices.Sort(kids)
 		want := QueueStatus(&q.Status, r.Queues[q.Name], kids, now)
+		if r.Usage != nil {
+			want.Usage = q.Status.Usage
+			if u, ok := r.Usage[q.Name]; ok {
+				want.Usage = u
+			}
+		}
 		if equality.Semantic.DeepEqual(q.Status, want) {
 			continue
 		}

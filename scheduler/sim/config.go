@@ -23,6 +23,7 @@ import (
 //	interval: 10s
 //	placement: binpack
 //	seed: 1
+//	fairShare: {usageHalfLife: 24h, usageWeight: 1}
 type ConfigFile struct {
 	Name           string             `json:"name,omitempty"`
 	Nodes          string             `json:"nodes"`
@@ -33,6 +34,16 @@ type ConfigFile struct {
 	MaxTime        Duration           `json:"maxTime,omitempty"`
 	Placement      string             `json:"placement,omitempty"`
 	Seed           int64              `json:"seed,omitempty"`
+	// FairShare turns on fair share over time, as the scheduler's --fair-share-usage-* flags.
+	FairShare *FairShareConfig `json:"fairShare,omitempty"`
+}
+
+// FairShareConfig is fair share over time in a simulation config.
+type FairShareConfig struct {
+	// UsageHalfLife is the half-life of the queues' usage history; 0 turns it off.
+	UsageHalfLife Duration `json:"usageHalfLife,omitempty"`
+	// UsageWeight is how strongly recent usage moves fair share (default 1).
+	UsageWeight float64 `json:"usageWeight,omitempty"`
 }
 
 // LoadConfigFile reads a config file.
@@ -108,6 +119,13 @@ func (f *ConfigFile) Build() (Config, error) {
 		}
 	default:
 		return cfg, fmt.Errorf("config %s: placement %q: must be binpack or spread", f.Name, f.Placement)
+	}
+	if fs := f.FairShare; fs != nil {
+		if fs.UsageWeight < 0 {
+			return cfg, fmt.Errorf("config %s: fairShare.usageWeight %v: must be above 0", f.Name, fs.UsageWeight)
+		}
+		cfg.UsageHalfLife = time.Duration(fs.UsageHalfLife)
+		opts.FairShareUsageWeight = fs.UsageWeight
 	}
 	cfg.Options = opts
 	return cfg, nil

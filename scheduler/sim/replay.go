@@ -14,6 +14,7 @@ import (
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/usage"
 )
 
 // Config is one simulated cluster and workload.
@@ -30,6 +31,9 @@ type Config struct {
 	// Seed orders pods that arrive at the same time.
 	Seed    int64
 	Options engine.Options
+	// UsageHalfLife turns on fair share over time, as the scheduler's
+	// --fair-share-usage-half-life: the queues' usage history is kept on simulated time.
+	UsageHalfLife time.Duration
 }
 
 // Sample is the state after one cycle.
@@ -152,6 +156,7 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 	})
 	byKey := map[types.NamespacedName]*simPod{}
 	eng := engine.New(cfg.Options)
+	hist := usage.New(cfg.UsageHalfLife)
 	b := binder{snap: snap}
 	next := 0
 	done, quiet := 0, 0
@@ -182,7 +187,12 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 				}
 			}
 		}
+		if hist != nil {
+			hist.Advance(wall)
+			hist.Apply(snap)
+		}
 		res := eng.Schedule(snap, wall)
+		hist.Record(snap, res.Capacity)
 		for _, bd := range res.Bindings {
 			p := byKey[bd.Pod]
 			if p == nil {

@@ -75,7 +75,7 @@ func TestRunGolden(t *testing.T) {
 	if err := WritePlots(dir, reports...); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"allocation.png", "queues-1.png", "queues-2.png", "waits.png"} {
+	for _, f := range []string{"allocation.png", "queues-1.png", "queues-2.png", "gpu-hours-1.png", "gpu-hours-2.png", "waits.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", f, err)
 		}

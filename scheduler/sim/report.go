@@ -40,6 +40,8 @@ type QueueSummary struct {
 	Pods, Never       int
 	MeanWait, P95Wait time.Duration
 	MeanGPU, MeanFair float64
+	// GPUHours is what the queue held over the replay: each cycle's allocation until the next.
+	GPUHours float64
 }
 
 // Summarize reduces a report.
@@ -96,9 +98,12 @@ func (r *Report) Summarize() Summary {
 			q.MeanWait = sum / time.Duration(len(w))
 			q.P95Wait = w[min(len(w)-1, (len(w)*95+99)/100-1)]
 		}
-		for _, x := range r.Samples {
+		for i, x := range r.Samples {
 			q.MeanGPU += float64(x.QueueGPU[name]) / 1000
 			q.MeanFair += float64(x.QueueFairGPU[name]) / 1000
+			if i+1 < len(r.Samples) {
+				q.GPUHours += float64(x.QueueGPU[name]) / 1000 * (r.Samples[i+1].Time - x.Time).Hours()
+			}
 		}
 		if n := len(r.Samples); n > 0 {
 			q.MeanGPU /= float64(n)
@@ -159,6 +164,7 @@ func WriteSummaries(w io.Writer, sums ...Summary) {
 			return fmt.Sprintf("%s / %s", q.MeanWait.Round(time.Second), q.P95Wait.Round(time.Second))
 		}))
 		row("  GPUs held / fair (mean)", cell(func(q *QueueSummary) string { return fmt.Sprintf("%.1f / %.1f", q.MeanGPU, q.MeanFair) }))
+		row("  GPU-hours", cell(func(q *QueueSummary) string { return fmt.Sprintf("%.1f", q.GPUHours) }))
 	}
 }
 
@@ -229,7 +235,8 @@ var palette = []color.Color{
 
 // WritePlots writes allocation.png (GPU and CPU allocation and fragmented GPUs over time),
 // queues.png (each queue's GPUs against its fair share over time; queues-N.png per report when
-// there are several) and waits.png (the wait-time distribution of the pods that started) into
+// there are several), gpu-hours.png (each queue's cumulative GPU-hours; gpu-hours-N.png) and
+// waits.png (the wait-time distribution of the pods that started) into
 // dir; several reports share allocation.png and waits.png, each in its own colours.
 func WritePlots(dir string, reports ...*Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -305,6 +312,36 @@ func WritePlots(dir string, reports ...*Report) error {
 		name := "queues.png"
 		if len(reports) > 1 {
 			name = fmt.Sprintf("queues-%d.png", i+1)
+		}
+		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		// GPU-hours each queue has received so far: what fair share over time evens out.
+		p = plot.New()
+		p.Title.Text = "GPU-hours received per queue (cumulative)"
+		if len(reports) > 1 {
+			p.Title.Text += ": " + r.Name
+		}
+		p.X.Label.Text = "hours"
+		p.Y.Label.Text = "GPU-hours"
+		p.Legend.Top = true
+		p.Legend.Left = true
+		for k, q := range r.queueNames() {
+			var pts plotter.XYs
+			sum := 0.0
+			for j, s := range r.Samples {
+				pts = append(pts, plotter.XY{X: hours(s.Time), Y: sum})
+				if j+1 < len(r.Samples) {
+					sum += float64(s.QueueGPU[q]) / 1000 * (r.Samples[j+1].Time - s.Time).Hours()
+				}
+			}
+			if err := line(p, q, palette[k%len(palette)], false, pts); err != nil {
+				return err
+			}
+		}
+		name = "gpu-hours.png"
+		if len(reports) > 1 {
+			name = fmt.Sprintf("gpu-hours-%d.png", i+1)
 		}
 		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)

@@ -37,7 +37,12 @@ type TraceEntry struct {
 	CPU       string `json:"cpu,omitempty"`
 	Memory    string `json:"memory,omitempty"`
 	// Gang is the number of pods that must run together (default 1).
-	Gang     int      `json:"gang,omitempty"`
+	Gang int `json:"gang,omitempty"`
+	// Count repeats the entry as that many independent pods (or gangs), named <name>-r<i>, the
+	// i-th arriving Every later than the one before (default 1; Every 0: all at Arrival). YAML
+	// only.
+	Count    int      `json:"count,omitempty"`
+	Every    Duration `json:"every,omitempty"`
 	Priority int32    `json:"priority,omitempty"`
 	GPUTypes []string `json:"gpuTypes,omitempty"`
 }
@@ -208,16 +213,27 @@ func expand(path string, entries []TraceEntry) ([]Pod, error) {
 				*f.dst = q.Value() >> 20
 			}
 		}
-		n := max(e.Gang, 1)
-		if n == 1 {
-			out = append(out, p)
-			continue
+		if e.Count < 0 || e.Gang < 0 {
+			return nil, fmt.Errorf("%s: count %d and gang %d must not be negative", where, e.Count, e.Gang)
 		}
-		for k := range n {
-			q := p
-			q.Name = fmt.Sprintf("%s-%d", e.Name, k)
-			q.Gang, q.GangSize = e.Name, n
-			out = append(out, q)
+		count := max(e.Count, 1)
+		for r := range count {
+			one := p
+			if count > 1 {
+				one.Name = fmt.Sprintf("%s-r%d", e.Name, r)
+				one.Arrival += time.Duration(r) * time.Duration(e.Every)
+			}
+			n := max(e.Gang, 1)
+			if n == 1 {
+				out = append(out, one)
+				continue
+			}
+			for k := range n {
+				q := one
+				q.Name = fmt.Sprintf("%s-%d", one.Name, k)
+				q.Gang, q.GangSize = one.Name, n
+				out = append(out, q)
+			}
 		}
 	}
 	return out, nil

@@ -20,7 +20,7 @@ import (
 // After 12 simulated hours the last two hours must see no eviction and no binding; the checks of
 // sim.cycle hold throughout, and the guarantees hold at the end.
 func TestFairShareOverTimeSettles(t *testing.T) {
-	seeds := 60
+	seeds := 30
 	if testing.Short() {
 		seeds = 8
 	}

@@ -370,6 +370,7 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid())}
 	cancel()
 	_ = proc.Stop()
+	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)
 	return r, b.cleanup(ctx)
 }
 
@@ -410,8 +411,18 @@ func (b *bench) pod(sched, name, group string) *corev1.Pod {
 
 // cleanup deletes the burst's pods and PodGroups and waits until they are gone.
 func (b *bench) cleanup(ctx context.Context) error {
-	if err := b.cs.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
-		return err
+	// Deleting thousands of pods in one call can outlast the API server's request timeout on a
+	// loaded machine (the call then fails with a stream error though the deletion goes on): the
+	// call is repeated until it succeeds, a few times at most.
+	var err error
+	for range 5 {
+		if err = b.cs.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err == nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "bench-e2e: deleting the burst's pods: %v; again\n", err)
+	}
+	if err != nil {
+		return fmt.Errorf("deleting the burst's pods: %w", err)
 	}
 	_ = b.c.Client().DeleteAllOf(ctx, &fairwayv1.PodGroup{}, clientInNamespace(benchNS))
 	return poll(ctx, 5*time.Minute, func() bool {

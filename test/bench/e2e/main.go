@@ -304,6 +304,10 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		return result{}, errors.New("watch did not sync")
 	}
 
+	callsBefore, cerr := readAPICalls(ctx, b.cs)
+	if cerr != nil {
+		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
+	}
 	begin := time.Now()
 	ch := make(chan int)
 	var wg sync.WaitGroup
@@ -368,6 +372,9 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	span := last.Sub(begin)
 	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid())}
+	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
+		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
+	}
 	cancel()
 	_ = proc.Stop()
 	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)

@@ -110,7 +110,7 @@ BENCH_RUNS  ?= 3
 BENCH_SIM_SEEDS ?= 42-51
 
 .PHONY: bench-e2e bench-e2e-gang
-bench-e2e: tools build ## Pods/s creation to bound on kwok nodes: fairway vs kube-scheduler, same API server and client QPS/burst.
+bench-e2e: tools build ## Pods/s creation to bound on kwok nodes: fairway, kube-scheduler and a no-op binder (the ceiling), same API server and client QPS/burst (docs/performance.md).
 	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS)
 bench-e2e-gang: tools build ## The same burst in gangs of 8, fairway only.
 	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS) -gang 8
@@ -124,7 +124,7 @@ gpu-check: ## Build the real-GPU check into _output/gpu-check (run test/gpu/run.
 	test/gpu/build.sh
 
 .PHONY: bench
-bench: ## Engine benchmarks (median of 5 runs with benchstat-friendly output).
+bench: ## Engine and runtime-cycle benchmarks, KAI-shaped clusters included, outcomes checked every iteration (5 runs, benchstat-friendly; docs/performance.md).
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/...
 
 .PHONY: bench-sim

@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"fmt"
+	"hash/fnv"
+	"io"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -14,9 +17,11 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/testutil"
 )
 
-// Benchmarks time one whole cycle, snapshot to decisions; building the snapshot is not timed.
-// Between iterations the cycle's decisions are undone through the runtime's own calls
-// (Forget, CancelEviction) so every iteration schedules the same cluster.
+// Benchmarks time one whole cycle, snapshot to decisions; building the snapshot is not timed
+// (peer_bench_test.go has benchmarks that time it too). Between iterations the cycle's decisions
+// are undone through the runtime's own calls (Forget, CancelEviction) so every iteration
+// schedules the same cluster, and every iteration's outcome is checked: exact counts, and the
+// same decisions as the first iteration's.
 
 var benchNow = testutil.Epoch.Add(48 * time.Hour)
 
@@ -55,8 +60,10 @@ func undo(tb testing.TB, snap *snapshot.Snapshot, res engine.Result) {
 // meaningful when other work on the machine inflates wall time.
 func runBench(b *testing.B, snap *snapshot.Snapshot, check func(engine.Result)) {
 	e := engine.New(engine.Options{})
+	same := sameDecisions()
 	res := e.Schedule(snap, benchNow)
 	check(res)
+	same(b, res)
 	undo(b, snap, res)
 	b.ReportAllocs()
 	var cpu time.Duration
@@ -66,10 +73,100 @@ func runBench(b *testing.B, snap *snapshot.Snapshot, check func(engine.Result)) 
 		res = e.Schedule(snap, benchNow)
 		cpu += processCPU() - before
 		b.StopTimer()
+		check(res)
+		same(b, res)
 		undo(b, snap, res)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// outcome is what a benchmark's cycle must decide, counted.
+type outcome struct {
+	Bindings, Evictions, Nominations int
+	// Reclaimed and Preempted count the evictions for reclaim and for preemption.
+	Reclaimed, Preempted int
+	// NominatedPods is the sum of the nominations' pods.
+	NominatedPods int
+	// Unschedulable is the number of gangs still waiting after the cycle.
+	Unschedulable int
+}
+
+func outcomeOf(res engine.Result) outcome {
+	o := outcome{Bindings: len(res.Bindings), Evictions: len(res.Evictions), Nominations: len(res.Nominations), Unschedulable: len(res.Unschedulable)}
+	for _, n := range res.Nominations {
+		o.NominatedPods += n.Pods
+	}
+	for _, e := range res.Evictions {
+		switch e.Reason {
+		case engine.EvictReclaim:
+			o.Reclaimed++
+		case engine.EvictPreempt:
+			o.Preempted++
+		}
+	}
+	return o
+}
+
+// check fails tb unless res is exactly the outcome.
+func (want outcome) check(tb testing.TB, res engine.Result) {
+	tb.Helper()
+	if got := outcomeOf(res); got != want {
+		tb.Fatalf("cycle decided %+v, want %+v", got, want)
+	}
+}
+
+// sameDecisions returns a check that every cycle it is given decides what the first one did:
+// the same pods bound to the same nodes and GPUs, evicted for the same reasons and gangs, the
+// same gangs nominated. Every iteration of a benchmark schedules the same cluster, and the engine
+// is deterministic, so a difference is a bug (in the engine, or in the benchmark's undo).
+func sameDecisions() func(testing.TB, engine.Result) {
+	var first uint64
+	seen := false
+	return func(tb testing.TB, res engine.Result) {
+		tb.Helper()
+		d := decisionDigest(res)
+		if !seen {
+			first, seen = d, true
+			return
+		}
+		if d != first {
+			tb.Fatalf("the cycle decided differently from the first iteration's (digest %x, first %x): %+v", d, first, outcomeOf(res))
+		}
+	}
+}
+
+func decisionDigest(res engine.Result) uint64 {
+	h := fnv.New64a()
+	w := func(fields ...string) {
+		for _, f := range fields {
+			_, _ = io.WriteString(h, f)
+			_, _ = h.Write([]byte{0})
+		}
+	}
+	for _, x := range res.Bindings {
+		w("B", x.Pod.String(), x.Node)
+		for _, g := range x.GPUs {
+			w(strconv.Itoa(g.Index))
+		}
+		if x.Shared != nil {
+			w("shared", strconv.Itoa(x.Shared.Index), strconv.FormatInt(x.Shared.MilliGPU, 10))
+		}
+	}
+	for _, x := range res.Evictions {
+		w("E", x.Pod.String(), x.Node, string(x.Reason))
+		if x.Beneficiary != nil {
+			w(x.Beneficiary.String())
+		}
+	}
+	for _, x := range res.Nominations {
+		w("N", x.Gang.String(), strconv.Itoa(x.Pods))
+		w(x.Nodes...)
+	}
+	for _, x := range res.Unschedulable {
+		w("U", x.Gang.String(), string(x.Code))
+	}
+	return h.Sum64()
 }
 
 func processCPU() time.Duration {
@@ -102,11 +199,8 @@ func allocateCluster(tb testing.TB) *snapshot.Snapshot {
 }
 
 func BenchmarkAllocate100Nodes500Jobs(b *testing.B) {
-	runBench(b, allocateCluster(b), func(res engine.Result) {
-		if len(res.Bindings) != 500 {
-			b.Fatalf("%d bindings, want 500", len(res.Bindings))
-		}
-	})
+	want := outcome{Bindings: 500}
+	runBench(b, allocateCluster(b), func(res engine.Result) { want.check(b, res) })
 }
 
 // reclaimLargeJobCluster: 500 8-GPU nodes full of 4000 1-GPU pods of a queue without quota; one
@@ -131,11 +225,8 @@ func reclaimLargeJobCluster(tb testing.TB) *snapshot.Snapshot {
 }
 
 func BenchmarkReclaimLargeJob500Nodes(b *testing.B) {
-	runBench(b, reclaimLargeJobCluster(b), func(res engine.Result) {
-		if len(res.Evictions) != 2000 || len(res.Nominations) != 1 || res.Nominations[0].Pods != 250 {
-			b.Fatalf("%d evictions and %d nominations, want exactly 2000 evictions and the 250-pod gang nominated", len(res.Evictions), len(res.Nominations))
-		}
-	})
+	want := outcome{Evictions: 2000, Reclaimed: 2000, Nominations: 1, NominatedPods: 250, Unschedulable: 1}
+	runBench(b, reclaimLargeJobCluster(b), func(res engine.Result) { want.check(b, res) })
 }
 
 // reclaim8000Cluster: 500 8-GPU nodes, 4000 running and 4000 pending 1-GPU jobs over 10 queues
@@ -176,12 +267,15 @@ func reclaim8000Cluster(tb testing.TB, nodes int) *snapshot.Snapshot {
 	return snap
 }
 
+// reclaim8000Outcome is what the first cycle on reclaim8000Cluster(500) decides. The cluster has
+// no peer and no outcome to derive by hand: the counts are the engine's, recorded, so that a
+// change of decision fails the benchmark instead of changing its time;
+// TestBenchmarkClustersDecide checks that the decisions lead to the fair shares.
+var reclaim8000Outcome = outcome{Evictions: 2700, Reclaimed: 2700, Nominations: 2700, NominatedPods: 2700, Unschedulable: 4000}
+
 func BenchmarkReclaim500Nodes8000Jobs(b *testing.B) {
-	runBench(b, reclaim8000Cluster(b, 500), func(res engine.Result) {
-		if len(res.Evictions) == 0 {
-			b.Fatal("no evictions: the cluster is far from fair")
-		}
-	})
+	want := reclaim8000Outcome
+	runBench(b, reclaim8000Cluster(b, 500), func(res engine.Result) { want.check(b, res) })
 }
 
 // bigCluster: 4000 8-GPU nodes (128 CPUs each), 50 queues guaranteed 600 GPUs each, and 140,000
@@ -255,13 +349,15 @@ func bigCluster(tb testing.TB) *snapshot.Snapshot {
 	return snap
 }
 
+// bigClusterOutcome is what the first cycle on bigCluster decides, recorded as
+// reclaim8000Outcome is: 115 evictions reclaim for the five idle queues, 395 preempt within the
+// busy ones, 400 pods are bound and 435 gangs nominated; 3,200 gangs wait.
+var bigClusterOutcome = outcome{Bindings: 400, Evictions: 510, Reclaimed: 115, Preempted: 395, Nominations: 435, NominatedPods: 440, Unschedulable: 3200}
+
 func BenchmarkCycle4000Nodes140kPods(b *testing.B) {
 	snap := bigCluster(b)
-	runBench(b, snap, func(res engine.Result) {
-		if len(res.Evictions) == 0 || len(res.Nominations) == 0 {
-			b.Fatalf("%d evictions, %d nominations: the queues below their fair share should reclaim", len(res.Evictions), len(res.Nominations))
-		}
-	})
+	want := bigClusterOutcome
+	runBench(b, snap, func(res engine.Result) { want.check(b, res) })
 	b.StopTimer()
 	runtime.GC()
 	var ms runtime.MemStats

@@ -1,14 +1,23 @@
 // Command e2e is `make bench-e2e`: scheduling throughput on a local cluster of kwok nodes,
-// fairway against the real kube-scheduler, in the same run, on the same API server, with the
-// same client QPS and burst.
+// fairway against the real kube-scheduler and against the ceiling, in the same run, on the same
+// API server, with the same client QPS and burst.
+//
+// The ceiling is a no-op binder (noop.go): it binds every pod to the next node round-robin, one
+// call per pod, deciding nothing. It is what the API server and the client limits let any
+// scheduler reach; fairway's share of it says what fairway's decisions and its other API calls
+// cost.
 //
 // For each scheduler in turn it creates a burst of plain 1-GPU pods as fast as the API server
 // takes them (a creator client with its own high limits) and measures pods per second from the
 // first creation to the last binding, as seen by a watch. Only one scheduler runs at a time;
 // the pods of a run are deleted before the next. With -runs > 1 the order of the schedulers
-// alternates and the medians are printed. The last line of output is
+// rotates and the medians are printed. The last lines of output are
 //
-//	bench-e2e: nodes=N pods=M fairway=X pods/s kube-scheduler=Y pods/s ratio=X/Y
+//	bench-e2e: scheduler        pods/s   share of ceiling
+//	bench-e2e: fairway          X        X/Z
+//	bench-e2e: kube-scheduler   Y        Y/Z
+//	bench-e2e: ceiling          Z        100%
+//	bench-e2e: nodes=N pods=M fairway=X pods/s kube-scheduler=Y pods/s ceiling=Z pods/s ratio=X/Y fairway/ceiling=X/Z
 //
 // With -gang G the fairway pods come in gangs of G (PodGroup annotations, minMember G) and only
 // fairway runs (kube-scheduler has no gangs):
@@ -56,6 +65,9 @@ type options struct {
 	creators                int
 	verbose                 bool
 	keep                    string
+	// noop and kubeconfig: run as the no-op binder (the benchmark starts itself so).
+	noop       bool
+	kubeconfig string
 }
 
 func main() {
@@ -69,9 +81,18 @@ func main() {
 	flag.IntVar(&o.creators, "creators", 32, "goroutines creating pods")
 	flag.BoolVar(&o.verbose, "v", false, "log the cluster's progress")
 	flag.StringVar(&o.keep, "keep-logs", "", "copy the components' logs to this directory at the end")
+	flag.BoolVar(&o.noop, "noop-binder", false, "internal: run as the no-op binder (the ceiling) on -kubeconfig, with -qps and -burst")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "internal: the no-op binder's kubeconfig")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.noop {
+		if err := runNoopBinder(ctx, o.kubeconfig, o.qps, o.burst); err != nil {
+			fmt.Fprintln(os.Stderr, "noop-binder:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
 		os.Exit(1)
@@ -127,13 +148,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	var fw, ks []float64
+	rates := map[string][]float64{}
 	for i := range o.runs {
-		order := []string{"fairway", "kube-scheduler"}
+		order := []string{"fairway", "kube-scheduler", noopName}
 		if o.gang > 0 {
 			order = order[:1]
-		} else if i%2 == 1 {
-			slices.Reverse(order)
+		} else {
+			// Each scheduler goes first, second and last in turn.
+			order = slices.Concat(order[i%3:], order[:i%3])
 		}
 		for _, s := range order {
 			r, err := b.runOnce(ctx, s, i)
@@ -142,21 +164,29 @@ func run(ctx context.Context, o options) error {
 			}
 			fmt.Printf("bench-e2e: run %d %-14s %7.1f pods/s (created in %v, last bound %v after the first creation, p50 latency %v, p99 %v, RSS %d MiB)\n",
 				i+1, s, r.rate, r.created.Round(time.Millisecond), r.span.Round(time.Millisecond), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.rssMiB)
-			if s == "fairway" {
-				fw = append(fw, r.rate)
-			} else {
-				ks = append(ks, r.rate)
-			}
+			rates[s] = append(rates[s], r.rate)
 		}
 	}
+	fmt.Printf("bench-e2e: %d runs in %v (cluster start included)\n", o.runs, time.Since(begin).Round(time.Second))
 	if o.gang > 0 {
-		fmt.Printf("bench-e2e: nodes=%d pods=%d gang=%d fairway=%.1f pods/s\n", o.nodes, o.pods, o.gang, median(fw))
+		fmt.Printf("bench-e2e: nodes=%d pods=%d gang=%d fairway=%.1f pods/s\n", o.nodes, o.pods, o.gang, median(rates["fairway"]))
 		return nil
 	}
-	x, y := median(fw), median(ks)
-	fmt.Printf("bench-e2e: nodes=%d pods=%d fairway=%.1f pods/s kube-scheduler=%.1f pods/s ratio=%.2f\n", o.nodes, o.pods, x, y, x/y)
+	x, y, z := median(rates["fairway"]), median(rates["kube-scheduler"]), median(rates[noopName])
+	fmt.Printf("bench-e2e: %-16s %8s  %s\n", "scheduler", "pods/s", "share of ceiling")
+	for _, row := range []struct {
+		name string
+		rate float64
+	}{{"fairway", x}, {"kube-scheduler", y}, {"ceiling", z}} {
+		fmt.Printf("bench-e2e: %-16s %8.1f  %5.1f%%\n", row.name, row.rate, 100*row.rate/z)
+	}
+	fmt.Printf("bench-e2e: nodes=%d pods=%d fairway=%.1f pods/s kube-scheduler=%.1f pods/s ceiling=%.1f pods/s ratio=%.2f fairway/ceiling=%.1f%%\n",
+		o.nodes, o.pods, x, y, z, x/y, 100*x/z)
 	return nil
 }
+
+// noopName names the no-op binder's runs.
+const noopName = "noop-binder"
 
 type bench struct {
 	o   options
@@ -207,7 +237,8 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	var proc *cluster.Process
 	var err error
 	name := fmt.Sprintf("%s-%d", sched, run)
-	if sched == "fairway" {
+	switch sched {
+	case "fairway":
 		ports, perr := cluster.FreePorts(2)
 		if perr != nil {
 			return result{}, perr
@@ -217,7 +248,14 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
 			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}})
-	} else {
+	case noopName:
+		self, serr := os.Executable()
+		if serr != nil {
+			return result{}, serr
+		}
+		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: self, Args: []string{
+			"-noop-binder", "-kubeconfig=" + b.c.Kubeconfig(), "-qps=" + qps, "-burst=" + burst}})
+	default:
 		// StartKubeScheduler names its process kube-scheduler; one per cluster at a time.
 		proc, err = b.startKubeScheduler(name, qps, burst)
 	}
@@ -266,6 +304,10 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		return result{}, errors.New("watch did not sync")
 	}
 
+	callsBefore, cerr := readAPICalls(ctx, b.cs)
+	if cerr != nil {
+		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
+	}
 	begin := time.Now()
 	ch := make(chan int)
 	var wg sync.WaitGroup
@@ -330,8 +372,12 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	span := last.Sub(begin)
 	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid())}
+	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
+		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
+	}
 	cancel()
 	_ = proc.Stop()
+	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)
 	return r, b.cleanup(ctx)
 }
 
@@ -357,6 +403,9 @@ func (b *bench) pod(sched, name, group string) *corev1.Pod {
 			}}},
 		},
 	}
+	if sched == noopName {
+		p.Spec.SchedulerName = noopSchedulerName
+	}
 	if sched == "fairway" {
 		p.Spec.SchedulerName = fairwayv1.SchedulerName
 		p.Labels[fairwayv1.QueueLabel] = benchNS
@@ -369,8 +418,18 @@ func (b *bench) pod(sched, name, group string) *corev1.Pod {
 
 // cleanup deletes the burst's pods and PodGroups and waits until they are gone.
 func (b *bench) cleanup(ctx context.Context) error {
-	if err := b.cs.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
-		return err
+	// Deleting thousands of pods in one call can outlast the API server's request timeout on a
+	// loaded machine (the call then fails with a stream error though the deletion goes on): the
+	// call is repeated until it succeeds, a few times at most.
+	var err error
+	for range 5 {
+		if err = b.cs.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err == nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "bench-e2e: deleting the burst's pods: %v; again\n", err)
+	}
+	if err != nil {
+		return fmt.Errorf("deleting the burst's pods: %w", err)
 	}
 	_ = b.c.Client().DeleteAllOf(ctx, &fairwayv1.PodGroup{}, clientInNamespace(benchNS))
 	return poll(ctx, 5*time.Minute, func() bool {

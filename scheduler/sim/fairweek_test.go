@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-var fairWeekPlots = flag.String("fairweek-plots", "", "write the fair-week plots into this directory (docs/img/fair-week)")
+var fairWeekPlots = flag.String("fairweek-plots", "", "write the fair-week plots (SVG) into this directory (docs/img/fair-week)")
 
 // gpuHours is each queue's GPU-hours over the replay.
 func gpuHours(r *Report) map[string]float64 {
@@ -84,7 +84,7 @@ func TestFairWeek(t *testing.T) {
 		}
 	}
 	if *fairWeekPlots != "" {
-		if err := WritePlots(*fairWeekPlots, reports...); err != nil {
+		if err := WritePlotsAs(*fairWeekPlots, "svg", reports...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -238,7 +238,11 @@ var palette = []color.Color{
 // there are several), gpu-hours.png (each queue's cumulative GPU-hours; gpu-hours-N.png) and
 // waits.png (the wait-time distribution of the pods that started) into
 // dir; several reports share allocation.png and waits.png, each in its own colours.
-func WritePlots(dir string, reports ...*Report) error {
+func WritePlots(dir string, reports ...*Report) error { return WritePlotsAs(dir, "png", reports...) }
+
+// WritePlotsAs is WritePlots in another image format: "svg" (text, as the docs keep them) or
+// "png".
+func WritePlotsAs(dir, format string, reports ...*Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -281,8 +285,8 @@ func WritePlots(dir string, reports ...*Report) error {
 			return err
 		}
 	}
-	if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, "allocation.png")); err != nil {
-		return fmt.Errorf("allocation.png: %w", err)
+	if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, "allocation."+format)); err != nil {
+		return fmt.Errorf("allocation.%s: %w", format, err)
 	}
 	// Queues: one plot per report.
 	for i, r := range reports {
@@ -309,9 +313,9 @@ func WritePlots(dir string, reports ...*Report) error {
 				return err
 			}
 		}
-		name := "queues.png"
+		name := "queues." + format
 		if len(reports) > 1 {
-			name = fmt.Sprintf("queues-%d.png", i+1)
+			name = fmt.Sprintf("queues-%d.%s", i+1, format)
 		}
 		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -339,9 +343,9 @@ func WritePlots(dir string, reports ...*Report) error {
 				return err
 			}
 		}
-		name = "gpu-hours.png"
+		name = "gpu-hours." + format
 		if len(reports) > 1 {
-			name = fmt.Sprintf("gpu-hours-%d.png", i+1)
+			name = fmt.Sprintf("gpu-hours-%d.%s", i+1, format)
 		}
 		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -373,8 +377,8 @@ func WritePlots(dir string, reports ...*Report) error {
 			return err
 		}
 	}
-	if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, "waits.png")); err != nil {
-		return fmt.Errorf("waits.png: %w", err)
+	if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, "waits."+format)); err != nil {
+		return fmt.Errorf("waits.%s: %w", format, err)
 	}
 	return nil
 }

@@ -124,10 +124,8 @@ func (s *sim) cycle() (engine.Result, error) {
 		errs = append(errs, s.syncBudgets())
 	}
 	s.refused = s.refused[:0]
-	if s.hist != nil {
-		s.hist.Advance(s.now)
-		s.hist.Apply(s.snap)
-	}
+	s.hist.Advance(s.now)
+	s.hist.Apply(s.snap)
 	res := s.eng.Schedule(s.snap, s.now)
 	s.hist.Record(s.snap, res.Capacity)
 	errs = append(errs, s.checkResult(res), s.checkReasons(res))

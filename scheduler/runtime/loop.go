@@ -184,10 +184,8 @@ func (l *loop) cycle(ctx context.Context) {
 	applied := l.clock.Since(begin)
 	// 2. Schedule, with what the queues used lately; then remember what they hold now.
 	now := l.clock.Now()
-	if l.hist != nil {
-		l.hist.Advance(now)
-		l.hist.Apply(l.snap)
-	}
+	l.hist.Advance(now)
+	l.hist.Apply(l.snap)
 	res := l.eng.Schedule(l.snap, now)
 	if l.hist != nil {
 		l.hist.Record(l.snap, res.Capacity)

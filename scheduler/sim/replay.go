@@ -187,10 +187,8 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 				}
 			}
 		}
-		if hist != nil {
-			hist.Advance(wall)
-			hist.Apply(snap)
-		}
+		hist.Advance(wall)
+		hist.Apply(snap)
 		res := eng.Schedule(snap, wall)
 		hist.Record(snap, res.Capacity)
 		for _, bd := range res.Bindings {

@@ -20,18 +20,7 @@ func TestRunGolden(t *testing.T) {
 	var reports []*Report
 	var sums []Summary
 	for _, name := range []string{"baseline.yaml", "more-a100.yaml"} {
-		f, err := LoadConfigFile(filepath.Join("testdata/examples", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := f.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := Run(cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := runConfig(t, filepath.Join("testdata/examples", name))
 		reports = append(reports, rep)
 		sums = append(sums, rep.Summarize())
 	}
@@ -51,17 +40,7 @@ func TestRunGolden(t *testing.T) {
 		t.Errorf("summary differs from %s (-want +got); rerun with -update if intended:\n%s", golden, d)
 	}
 	// Replays are deterministic.
-	again, err := func() (*Report, error) {
-		f, _ := LoadConfigFile("testdata/examples/baseline.yaml")
-		cfg, err := f.Build()
-		if err != nil {
-			return nil, err
-		}
-		return Run(cfg, nil)
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := runConfig(t, "testdata/examples/baseline.yaml")
 	var b1, b2 bytes.Buffer
 	_ = reports[0].WriteTimeSeries(&b1)
 	_ = again.WriteTimeSeries(&b2)

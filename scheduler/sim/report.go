@@ -98,12 +98,12 @@ func (r *Report) Summarize() Summary {
 			q.MeanWait = sum / time.Duration(len(w))
 			q.P95Wait = w[min(len(w)-1, (len(w)*95+99)/100-1)]
 		}
-		for i, x := range r.Samples {
+		for _, x := range r.Samples {
 			q.MeanGPU += float64(x.QueueGPU[name]) / 1000
 			q.MeanFair += float64(x.QueueFairGPU[name]) / 1000
-			if i+1 < len(r.Samples) {
-				q.GPUHours += float64(x.QueueGPU[name]) / 1000 * (r.Samples[i+1].Time - x.Time).Hours()
-			}
+		}
+		if h := r.gpuHours(name); len(h) > 0 {
+			q.GPUHours = h[len(h)-1]
 		}
 		if n := len(r.Samples); n > 0 {
 			q.MeanGPU /= float64(n)
@@ -233,6 +233,17 @@ var palette = []color.Color{
 	color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255}, color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255},
 }
 
+// gpuHours is the GPU-hours a queue has received by each sample: each cycle's allocation held
+// until the next cycle.
+func (r *Report) gpuHours(queue string) []float64 {
+	out := make([]float64, len(r.Samples))
+	for j := 1; j < len(r.Samples); j++ {
+		prev := r.Samples[j-1]
+		out[j] = out[j-1] + float64(prev.QueueGPU[queue])/1000*(r.Samples[j].Time-prev.Time).Hours()
+	}
+	return out
+}
+
 // WritePlots writes allocation.png (GPU and CPU allocation and fragmented GPUs over time),
 // queues.png (each queue's GPUs against its fair share over time; queues-N.png per report when
 // there are several), gpu-hours.png (each queue's cumulative GPU-hours; gpu-hours-N.png) and
@@ -247,6 +258,13 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 		return err
 	}
 	hours := func(d time.Duration) float64 { return d.Hours() }
+	// perReport names the plot of report i: base.format alone, base-N.format among several.
+	perReport := func(base string, i int) string {
+		if len(reports) > 1 {
+			return fmt.Sprintf("%s-%d.%s", base, i+1, format)
+		}
+		return base + "." + format
+	}
 	line := func(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.XYs) error {
 		l, err := plotter.NewLine(pts)
 		if err != nil {
@@ -313,10 +331,7 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 				return err
 			}
 		}
-		name := "queues." + format
-		if len(reports) > 1 {
-			name = fmt.Sprintf("queues-%d.%s", i+1, format)
-		}
+		name := perReport("queues", i)
 		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -332,21 +347,14 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 		p.Legend.Left = true
 		for k, q := range r.queueNames() {
 			var pts plotter.XYs
-			sum := 0.0
-			for j, s := range r.Samples {
-				pts = append(pts, plotter.XY{X: hours(s.Time), Y: sum})
-				if j+1 < len(r.Samples) {
-					sum += float64(s.QueueGPU[q]) / 1000 * (r.Samples[j+1].Time - s.Time).Hours()
-				}
+			for j, h := range r.gpuHours(q) {
+				pts = append(pts, plotter.XY{X: hours(r.Samples[j].Time), Y: h})
 			}
 			if err := line(p, q, palette[k%len(palette)], false, pts); err != nil {
 				return err
 			}
 		}
-		name = "gpu-hours." + format
-		if len(reports) > 1 {
-			name = fmt.Sprintf("gpu-hours-%d.%s", i+1, format)
-		}
+		name = perReport("gpu-hours", i)
 		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

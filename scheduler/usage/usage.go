@@ -138,8 +138,11 @@ func (h *History) Record(snap *snapshot.Snapshot, capacity engine.Amounts) {
 }
 
 // Apply writes every queue's over-quota usage share into the snapshot (snapshot.Queue.Usage),
-// for the next cycle. With no history it writes zeros.
+// for the next cycle. A nil History writes nothing: the shares stay zero.
 func (h *History) Apply(snap *snapshot.Snapshot) {
+	if h == nil {
+		return
+	}
 	for _, sq := range snap.Queues() {
 		sq.Usage = h.OverQuotaShare(sq.Name)
 	}

@@ -83,12 +83,17 @@ func TestFairShareHistory(t *testing.T) {
 	if err := syscall.Kill(leader.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var afterChange float64
-	eventually(t, 60*time.Second, "the new leader to write team A's usage", func(ctx context.Context) (bool, error) {
-		v, at, err := used(ctx)
-		afterChange = v
-		return at.After(killed.Add(time.Second)), err
-	})
+	// usedAfter waits for a scheduler to write team A's usage observed after since.
+	usedAfter := func(since time.Time, who string) float64 {
+		var v float64
+		eventually(t, 60*time.Second, who+" to write team A's usage", func(ctx context.Context) (bool, error) {
+			u, at, err := used(ctx)
+			v = u
+			return at.After(since.Add(time.Second)), err
+		})
+		return v
+	}
+	afterChange := usedAfter(killed, "the new leader")
 	if afterChange < before*0.99 {
 		t.Errorf("after the leader change team A's usage is %.3f GPU-hours, down from %.3f: the new leader did not go on from the status", afterChange, before)
 	}
@@ -103,12 +108,7 @@ func TestFairShareHistory(t *testing.T) {
 	mu.Unlock()
 	stopped := time.Now()
 	start("fairway-scheduler-2", true)
-	var afterRestart float64
-	eventually(t, 60*time.Second, "the restarted scheduler to write team A's usage", func(ctx context.Context) (bool, error) {
-		v, at, err := used(ctx)
-		afterRestart = v
-		return at.After(stopped.Add(time.Second)), err
-	})
+	afterRestart := usedAfter(stopped, "the restarted scheduler")
 	if afterRestart < afterChange*0.99 {
 		t.Errorf("after the restart team A's usage is %.3f GPU-hours, down from %.3f: the restarted scheduler did not go on from the status", afterRestart, afterChange)
 	}

@@ -29,6 +29,10 @@ help: ## Show this help.
 tools: ## Build the local control plane and dev tools into bin/ (skipped when up to date).
 	hack/build-tools.sh
 
+.PHONY: tools-sync
+tools-sync: ## After changing a go.mod (fairway's or a tool's): put every module back on one build list, so cold builds compile each package once (hack/tools/go.work).
+	hack/tools-sync.sh
+
 # VERSION is what `fairway version` prints: stamped by `make build` and `make image`.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 

@@ -97,8 +97,10 @@ build_one() { # name module pkg ldflags tags
   # Build next to the target and rename, so a concurrent reader (another worktree sharing bin/)
   # never runs a half-written binary.
   local tmp="${BIN}/.${name}.tmp.$$"
+  # GOWORK=off: each module builds from its own go.mod, which hack/tools/go.work keeps in step
+  # with the others (see the header of that file).
   (cd "${ROOT}/hack/tools/${module}" &&
-    "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}" "${pkg}")
+    GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}" "${pkg}")
   mv -f "${tmp}" "${out}"
   echo "${stamp}" >"${stampfile}"
   echo "build-tools: built ${name} in $(fmt_secs $((SECONDS - start)))"

@@ -97,7 +97,7 @@ build_one() { # name module pkg ldflags tags
   # Build next to the target and rename, so a concurrent reader (another worktree sharing bin/)
   # never runs a half-written binary.
   local tmp="${BIN}/.${name}.tmp.$$"
-  # GOWORK=off: each module builds from its own go.mod, which hack/tools/go.work keeps in step
+  # GOWORK=off: each module builds from its own go.mod, which hack/tools/tools.work keeps in step
   # with the others (see the header of that file).
   (cd "${ROOT}/hack/tools/${module}" &&
     GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}" "${pkg}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools-sync.sh puts fairway's go.mod and every tools module under hack/tools/ on one build list
-# (hack/tools/go.work says why), then tidies each module on its own.
+# (hack/tools/tools.work says why), then tidies each module on its own.
 #
 #   hack/tools-sync.sh          # rewrite the go.mod and go.sum files
 #   hack/tools-sync.sh --check  # change nothing; exit 1 when a file would change (make verify)
@@ -8,9 +8,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
-mapfile -t mods < <(cd hack/tools && GOWORK="${ROOT}/hack/tools/go.work" go work edit -json |
+mapfile -t mods < <(cd hack/tools && GOWORK="${ROOT}/hack/tools/tools.work" go work edit -json |
   awk -F'"' '/"DiskPath"/ {print $4}' | sed "s|^|${ROOT}/hack/tools/|" | xargs -n1 realpath --relative-to="${ROOT}")
-files=(hack/tools/go.work hack/tools/go.work.sum)
+files=(hack/tools/tools.work hack/tools/tools.work.sum)
 for m in "${mods[@]}"; do files+=("$m/go.mod" "$m/go.sum"); done
 
 check=""
@@ -21,10 +21,10 @@ if [[ -n "${check}" ]]; then
   tar -cf "${tmp}/saved.tar" "${files[@]}"
 fi
 
-(cd hack/tools && GOWORK="${ROOT}/hack/tools/go.work" go work sync)
+(cd hack/tools && GOWORK="${ROOT}/hack/tools/tools.work" go work sync)
 for m in "${mods[@]}"; do (cd "$m" && GOWORK=off go mod tidy); done
 # Tidying can drop a requirement that sync added; sync once more so both fixed points agree.
-(cd hack/tools && GOWORK="${ROOT}/hack/tools/go.work" go work sync)
+(cd hack/tools && GOWORK="${ROOT}/hack/tools/tools.work" go work sync)
 
 if [[ -n "${check}" ]]; then
   mkdir -p "${tmp}/now" && tar -cf "${tmp}/now.tar" "${files[@]}"

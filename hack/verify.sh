@@ -28,7 +28,7 @@ if ! diff -q go.mod "$tmp/go.mod" >/dev/null || ! diff -q go.sum "$tmp/go.sum" >
   fail "go.mod/go.sum are not tidy (run: go mod tidy)"
 fi
 
-step "one build list for fairway and the tools (hack/tools/go.work)"
+step "one build list for fairway and the tools (hack/tools/tools.work)"
 hack/tools-sync.sh --check || fail "a go.mod is off the shared build list (run: make tools-sync)"
 
 step "generated code (controller-gen)"

@@ -38,6 +38,7 @@ import (
 // scheduling.podPriority gives its priority-0 class stays non-preemptible: a non-preemptible
 // pod of higher priority in the same queue waits rather than evict it.
 func TestAdmitTakesWhatIsOurs(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 2,
 		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}

@@ -33,6 +33,7 @@ import (
 // fake client. No scheduler runs, so nothing changes under the CLI. It then runs the real
 // kubectl with kubectl-fairway on PATH.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	var pools []cluster.NodePool
 	for _, p := range clitest.NodePools {

@@ -33,6 +33,7 @@ const maxClusterStart = 60 * time.Second
 // API server, kube-scheduler plus kwok running a pod to completion, and the Argo and KubeRay
 // helpers. The subtests share one cluster to keep the suite fast.
 func TestLocalCluster(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	c := cluster.StartT(t, cluster.Config{
 		NodePools:     []cluster.NodePool{cluster.H100Pool(4)},

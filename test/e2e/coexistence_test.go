@@ -13,15 +13,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -59,7 +56,7 @@ rules:
 // FAIRWAY_E2E_NO_RESERVATIONS=1 runs the same with --no-node-reservations, to see what the
 // taint prevents: the stream takes the freed GPUs and the gang does not start.
 func TestCoexistence(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	bin := buildFairway(t)
 	dir := t.TempDir()
 	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")

@@ -28,6 +28,7 @@ import (
 // rule's field. Every e2e cluster applies these files (cluster.StartT); nothing strips a rule
 // the API server would refuse.
 func TestCRDsApplyAsGenerated(t *testing.T) {
+	t.Parallel()
 	c := cluster.StartT(t, cluster.Config{SkipCRDs: true})
 	root, err := cluster.RepoRoot()
 	if err != nil {

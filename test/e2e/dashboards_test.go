@@ -45,6 +45,7 @@ const dashboardsStrictEnv = "FAIRWAY_DASHBOARDS_STRICT"
 // or for a component this binary does not have (reported as WAITING / MISSING, failures unless
 // FAIRWAY_DASHBOARDS_STRICT=0).
 func TestDashboards(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	begin := time.Now()
 	bin, err := gpuagents.BuildBinary(ctx, t.TempDir())

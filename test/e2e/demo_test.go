@@ -17,6 +17,7 @@ import (
 // its chart under its ServiceAccounts, the real Argo and KubeRay, and the four acts, each of
 // whose outcomes must be observed in time.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	bin := buildFairway(t)
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}, SkipCRDs: true})

@@ -4,33 +4,28 @@ package e2e
 
 import (
 	"testing"
-
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fairway-sched/fairway/test/cluster"
 )
 
 // TestEnvtest proves that controller-runtime's envtest runs on the binaries `make tools` builds
-// (KUBEBUILDER_ASSETS=bin needs etcd, kube-apiserver and kubectl there), so controller tests
-// can use envtest where a whole cluster is more than they need.
+// (it needs etcd, kube-apiserver and kubectl there: BinaryAssetsDirectory here, or
+// KUBEBUILDER_ASSETS=bin from a shell), so controller tests can use envtest where a whole
+// cluster is more than they need.
 func TestEnvtest(t *testing.T) {
+	t.Parallel()
 	bin, err := cluster.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("KUBEBUILDER_ASSETS", bin)
-	// envtest logs through controller-runtime's global logger, which otherwise prints a stack
-	// trace to complain that it was never set.
-	ctrllog.SetLogger(testr.New(t))
-	env := &envtest.Environment{}
+	env := &envtest.Environment{BinaryAssetsDirectory: bin}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("starting envtest with KUBEBUILDER_ASSETS=%s: %v", bin, err)
+		t.Fatalf("starting envtest with its binaries from %s: %v", bin, err)
 	}
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {

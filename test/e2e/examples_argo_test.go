@@ -32,6 +32,7 @@ var trainNode = regexp.MustCompile(`\[1\]\.train\((\d+)\)$`)
 // retryStrategy (retryPolicy Always) retries the step; the retry waits until prod's pod is done,
 // then runs, evaluate gets half the GPU, and the workflow Succeeds.
 func TestExampleArgo(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 1,
 		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}

@@ -30,6 +30,7 @@ import (
 // for the first consumer (as the default classes of EKS, GKE and AKS do), so fairway chooses the
 // node and the provisioner makes the volume there before the notebook is bound.
 func TestExampleJupyterHub(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 4,
 		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti"}

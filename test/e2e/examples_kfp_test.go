@@ -37,6 +37,7 @@ import (
 // (mutating-webhook/testdata/realworld/kfp/nvidia_gpu_scheduling_check.yaml) runs the same way:
 // its executor gets its GPU on main from fairway, its drivers run on kube-scheduler.
 func TestExampleKubeflowPipelines(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	ns := "kubeflow-user-alice" // a KFP profile namespace
 	gpu := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 2,

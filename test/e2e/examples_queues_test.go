@@ -28,6 +28,7 @@ import (
 // waiting pods say so; the queues' status shows allocation and fair shares, as `fairway queues`
 // prints them.
 func TestExampleQueues(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	path, err := examples.Path("queues", "nodes.yaml")
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 // the GPU left, KubeRay sees it ready and creates the submitter Job, whose pod (a CPU-only Job
 // pod) the queue's default spec.admit leaves to kube-scheduler.
 func TestExampleRay(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	ns := "ml-team"
 	small := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 1,

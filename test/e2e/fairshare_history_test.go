@@ -9,10 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr/testr"
 	"k8s.io/apimachinery/pkg/types"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -25,7 +22,7 @@ import (
 // goes on from the status. Team B then asks for the whole cluster: with team A's history, team
 // B's fair share is the larger one (without history both would get 8).
 func TestFairShareHistory(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	bin := buildFairway(t)
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(2)}})
 	ensureSchedFixtures(t, c)

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
@@ -42,6 +41,7 @@ import (
 // sub-group's topology constraint kept. A PodGroup a user wrote for another RayCluster is never
 // changed.
 func TestGangFollowerEnvtest(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	bin, err := cluster.BinDir()
 	if err != nil {
@@ -51,9 +51,7 @@ func TestGangFollowerEnvtest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("KUBEBUILDER_ASSETS", bin)
-	ctrllog.SetLogger(testr.New(t))
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "charts", "fairway", "crds")}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{BinaryAssetsDirectory: bin, CRDDirectoryPaths: []string{filepath.Join(root, "charts", "fairway", "crds")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)

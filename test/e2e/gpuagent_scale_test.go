@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -23,7 +22,6 @@ import (
 // demo are expected to use, and bounds what they cost: start-up time and memory.
 func TestGPUAgentsAreCheap(t *testing.T) {
 	const nodes = 16
-	ctrllog.SetLogger(testr.New(t))
 	bin, err := gpuagents.BuildBinary(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
@@ -35,7 +34,7 @@ import (
 // PodResources path, the metrics endpoint serves the expected series, idleness is signalled
 // within a poll or two, and a lost GPU is reported.
 func TestGPUAgent(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	ctx := t.Context()
 	bin, err := gpuagents.BuildBinary(ctx, t.TempDir())
 	if err != nil {

@@ -8,15 +8,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
@@ -40,7 +37,7 @@ import (
 //     other label changes and status updates still go through: the API server's match
 //     condition keeps them off the webhook, and status updates never reach it.
 func TestQueueIsolation(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	ctx := t.Context()
 	bin := buildFairway(t)
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})

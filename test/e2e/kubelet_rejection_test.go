@@ -10,12 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -28,7 +25,7 @@ import (
 // that keeps making pods only the rejecting node could take does not get them bound there in a
 // loop.
 func TestKubeletRejection(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	bin := buildFairway(t)
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(3)}})
 	ensureSchedFixtures(t, c)

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
@@ -55,7 +54,6 @@ const lendingRounds = 20
 // (--loan-return-grace-period) comes after that, as does kwok's removal of the pod. The median
 // must be under 2 s.
 func TestIdleLending(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
 	ctx := t.Context()
 	bin := buildFairway(t)
 	dir := t.TempDir()

@@ -35,6 +35,7 @@ import (
 //     gang's minimum; once a node takes the head, all four start, and workers the autoscaler
 //     adds later join them.
 func TestRayGangFollowsOwner(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	ns := "ray-scale"
 	pool := cluster.NodePool{Name: "cpu", Count: 1, CPU: "64", Memory: "256Gi"}

@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
@@ -47,7 +46,7 @@ rules:
 // more than its whole share; afterwards every pod has run, and the API server's audit log shows
 // each was bound exactly once.
 func TestSchedulerCrashSafety(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	bin := buildFairway(t)
 	dir := t.TempDir()
 	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")

@@ -14,7 +14,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -26,7 +25,7 @@ import (
 // node under a gang and shared GPUs. The subtests share the cluster and run one after another;
 // each cleans up after itself.
 func TestScheduler(t *testing.T) {
-	ctrllog.SetLogger(testr.New(t))
+	t.Parallel()
 	bin := buildFairway(t)
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(4)}})
 	ensureSchedFixtures(t, c)

@@ -24,6 +24,7 @@ import (
 // GPU with a reservation pod, and gets the UUID the gpu-agent learnt from the kubelet's
 // PodResources API in its GPU ConfigMap.
 func TestStack(t *testing.T) {
+	t.Parallel()
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}, Logger: testr.New(t)})
 	ctx := t.Context()
 	newNamespace(t, c, "team-s")

@@ -96,6 +96,7 @@ func runningPod(ctx context.Context, c *cluster.Cluster, namespace, name string)
 // annotations themselves (the webhook, left out here, would make each bare pod a gang of its
 // own); TestVolumesArgo runs with the webhook.
 func TestVolumes(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "a100", Count: 3, GPUType: "A100", GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUsPerNode: 4,
 		GPUMemoryMiB: 81920, CPU: "64", Memory: "512Gi"}
@@ -244,6 +245,7 @@ func TestVolumes(t *testing.T) {
 // WaitForFirstConsumer class) before the first step, fairway places the step and asks for the
 // volume on its node, and the second step follows the volume to that node.
 func TestVolumesArgo(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	gpu := cluster.NodePool{Name: "a100", Count: 2, GPUType: "A100", GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUsPerNode: 4,
 		GPUMemoryMiB: 81920, CPU: "64", Memory: "512Gi"}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,18 +303,27 @@ func testArgoRecreatable(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-var argoStarted = map[*cluster.Cluster]bool{}
+// argoStarted says which clusters run a workflow-controller; tests run in parallel.
+var argoStarted struct {
+	sync.Mutex
+	on map[*cluster.Cluster]bool
+}
 
 // startArgoOnce starts the workflow-controller for the first Argo subtest of a cluster.
 func startArgoOnce(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	if argoStarted[c] {
+	argoStarted.Lock()
+	defer argoStarted.Unlock()
+	if argoStarted.on[c] {
 		return
 	}
 	if _, err := c.StartArgo(t.Context(), cluster.ArgoOptions{}); err != nil {
 		t.Fatalf("starting Argo: %v", err)
 	}
-	argoStarted[c] = true
+	if argoStarted.on == nil {
+		argoStarted.on = map[*cluster.Cluster]bool{}
+	}
+	argoStarted.on[c] = true
 }
 
 func workflowDone(u *unstructured.Unstructured) (string, bool) {

@@ -25,6 +25,7 @@ import (
 // Kubeflow-Pipelines-shaped workflows), the real KubeRay operator and JupyterHub's KubeSpawner.
 // The subtests share one cluster and one webhook.
 func TestWebhook(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	// kube-scheduler runs too: KFP's drivers are left to it (Queue spec.admit).
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(2)}, KubeScheduler: true})

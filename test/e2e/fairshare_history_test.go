@@ -5,11 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/types"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"

@@ -5,15 +5,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
+	"testing"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"strings"
-	"testing"
-	"time"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"

@@ -27,9 +27,9 @@ for m in "${mods[@]}"; do (cd "$m" && GOWORK=off go mod tidy); done
 (cd hack/tools && GOWORK="${ROOT}/hack/tools/tools.work" go work sync)
 
 if [[ -n "${check}" ]]; then
-  mkdir -p "${tmp}/now" && tar -cf "${tmp}/now.tar" "${files[@]}"
-  tar -C "${tmp}/now" -xf "${tmp}/now.tar"
-  mkdir -p "${tmp}/was" && tar -C "${tmp}/was" -xf "${tmp}/saved.tar"
+  mkdir -p "${tmp}/now" "${tmp}/was"
+  cp --parents "${files[@]}" "${tmp}/now/"
+  tar -C "${tmp}/was" -xf "${tmp}/saved.tar"
   if ! diff -ru "${tmp}/was" "${tmp}/now" >"${tmp}/diff"; then
     grep '^diff\|^[-+][^-+]' "${tmp}/diff" | head -40 >&2
     echo "tools-sync: these go.mod/go.sum files are not on the shared build list (run: make tools-sync)" >&2
@@ -39,12 +39,14 @@ if [[ -n "${check}" ]]; then
   # package the builds compile comes from one version of its module. A replace directive (the
   # kubernetes module's staging modules) can hide a difference from sync: list the packages.
   # remove_all_sd is Prometheus's build tag (hack/build-tools.sh); it is inert elsewhere.
+  # Each compiled package's module and the version it is built from (a replace's, if any).
+  mod_version='{{with .Module}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}'
   for m in "${mods[@]}"; do
     if [[ "$m" == "." ]]; then
-      (GOWORK=off go list -deps -test -f '{{with .Module}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' ./...)
+      (GOWORK=off go list -deps -test -f "${mod_version}" ./...)
     else
       mapfile -t pkgs < <(grep -ho '"[^"]*"' "$m"/*.go | tr -d '"')
-      (cd "$m" && GOWORK=off go list -tags=remove_all_sd -deps -f '{{with .Module}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' "${pkgs[@]}")
+      (cd "$m" && GOWORK=off go list -tags=remove_all_sd -deps -f "${mod_version}" "${pkgs[@]}")
     fi
   done | awk 'NF == 2 && $1 !~ /^github.com\/fairway-sched\// {print}' | sort -u >"${tmp}/used"
   split="$(awk '{n[$1]++; v[$1] = v[$1] " " $2} END {for (p in n) if (n[p] > 1) print p ":" v[p]}' "${tmp}/used")"

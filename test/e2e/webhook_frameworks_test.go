@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -303,27 +302,18 @@ func testArgoRecreatable(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// argoStarted says which clusters run a workflow-controller; tests run in parallel.
-var argoStarted struct {
-	sync.Mutex
-	on map[*cluster.Cluster]bool
-}
+var argoStarted = map[*cluster.Cluster]bool{}
 
 // startArgoOnce starts the workflow-controller for the first Argo subtest of a cluster.
 func startArgoOnce(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	argoStarted.Lock()
-	defer argoStarted.Unlock()
-	if argoStarted.on[c] {
+	if argoStarted[c] {
 		return
 	}
 	if _, err := c.StartArgo(t.Context(), cluster.ArgoOptions{}); err != nil {
 		t.Fatalf("starting Argo: %v", err)
 	}
-	if argoStarted.on == nil {
-		argoStarted.on = map[*cluster.Cluster]bool{}
-	}
-	argoStarted.on[c] = true
+	argoStarted[c] = true
 }
 
 func workflowDone(u *unstructured.Unstructured) (string, bool) {

@@ -43,10 +43,10 @@ type peerTopology struct {
 	want   outcome
 }
 
-// snapshot builds a snapshot from the objects in the order the runtime applies a rebuild's
-// changes: nodes, then queues, then pods.
+// snapshot builds a snapshot from the objects as the runtime's rebuild does: sized for the
+// objects, then nodes, queues and pods in that order.
 func (t *peerTopology) snapshot(tb testing.TB) *snapshot.Snapshot {
-	snap := snapshot.New()
+	snap := snapshot.NewSized(len(t.nodes), len(t.pods))
 	for _, n := range t.nodes {
 		mustNoErr(tb, snap.UpsertNode(n))
 	}

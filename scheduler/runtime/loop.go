@@ -138,7 +138,17 @@ func (l *loop) Start(ctx context.Context) error {
 // restarted scheduler, starts from.
 func (l *loop) rebuild() {
 	begin := l.clock.Now()
-	l.snap = snapshot.New()
+	keys := l.rt.inf.AllKeys()
+	var nodes, pods int
+	for _, k := range keys {
+		switch k.Kind {
+		case cache.KindNode:
+			nodes++
+		case cache.KindPod:
+			pods++
+		}
+	}
+	l.snap = snapshot.NewSized(nodes, pods)
 	l.eng = engine.New(l.opts.Engine)
 	l.resv = newReservations(l.rt.gpu, l.log)
 	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)
@@ -151,7 +161,7 @@ func (l *loop) rebuild() {
 	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
 	// says how long ago, and their nodes may have changed since.
 	l.rejects.quiet = true
-	for _, k := range l.rt.inf.AllKeys() {
+	for _, k := range keys {
 		l.apply(k)
 	}
 	l.rejects.quiet = false

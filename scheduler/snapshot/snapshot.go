@@ -72,12 +72,18 @@ type Snapshot struct {
 }
 
 // New returns an empty snapshot.
-func New() *Snapshot {
+func New() *Snapshot { return NewSized(0, 0) }
+
+// NewSized returns an empty snapshot with room for about nodes nodes and pods pods, for a
+// snapshot built from caches whose sizes are known (a rebuild): growing the maps of pods and
+// gangs one pod at a time rehashes them again and again, a twentieth of a rebuild's time. Gangs
+// are sized as if every pod were its own, the commonest case.
+func NewSized(nodes, pods int) *Snapshot {
 	return &Snapshot{
-		nodeByName: make(map[string]*Node),
+		nodeByName: make(map[string]*Node, nodes),
 		queues:     make(map[string]*Queue),
-		gangs:      make(map[GangKey]*Gang),
-		tasks:      make(map[types.NamespacedName]*Task),
+		gangs:      make(map[GangKey]*Gang, pods),
+		tasks:      make(map[types.NamespacedName]*Task, pods),
 		podGroups:  make(map[types.NamespacedName]*GangSpec),
 		orphans:    make(map[string][]*Task),
 		classes:    make(map[string]*FilterClass),

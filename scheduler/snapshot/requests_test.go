@@ -1,0 +1,100 @@
+package snapshot_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+// TestRequestsMatchPodRequests checks that the requests PodInfoFromPod reads are those of
+// component-helpers' resource.PodRequests, which kube-scheduler and the kubelet use, for random
+// pods: several containers, quantities in every notation (milli, decimal and binary suffixes,
+// exponents, fractions that round up), extended resources beyond the six the summing keeps
+// without a map, and pods that take PodRequests' own path (init and sidecar containers,
+// overhead, pod-level requests).
+func TestRequestsMatchPodRequests(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	amounts := map[corev1.ResourceName][]string{
+		corev1.ResourceCPU:              {"1", "100m", "0.5", "250m", "2", "1500m", "0.0001", "1e-1", "3.3"},
+		corev1.ResourceMemory:           {"1Gi", "1G", "1500Mi", "512M", "1e9", "123456789", "0.5Gi", "1k"},
+		v1alpha1.ResourceGPU:            {"1", "2", "8"},
+		corev1.ResourceEphemeralStorage: {"10Gi", "1G", "0.1G"},
+		"hugepages-2Mi":                 {"2Mi", "4Mi"},
+		"example.com/a":                 {"1", "3"},
+		"example.com/b":                 {"2", "500m"},
+		"example.com/c":                 {"7"},
+	}
+	names := make([]corev1.ResourceName, 0, len(amounts))
+	for n := range amounts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	randomList := func() corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for _, n := range names {
+			if rng.IntN(2) == 0 {
+				vs := amounts[n]
+				l[n] = resource.MustParse(vs[rng.IntN(len(vs))])
+			}
+		}
+		return l
+	}
+	always := corev1.ContainerRestartPolicyAlways
+	for i := range 3000 {
+		pod := testutil.MakePod("a", fmt.Sprintf("p%d", i)).Queue("a").Obj()
+		pod.Spec.Containers = nil
+		for c := range 1 + rng.IntN(4) {
+			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+				Name: fmt.Sprintf("c%d", c), Resources: corev1.ResourceRequirements{Requests: randomList()},
+			})
+		}
+		switch rng.IntN(8) {
+		case 0:
+			pod.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: randomList()}}}
+		case 1:
+			pod.Spec.InitContainers = []corev1.Container{{Name: "sidecar", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: randomList()}}}
+		case 2:
+			pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("120Mi")}
+		case 3:
+			pod.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
+		}
+		want := requestOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+		got := snapshot.PodInfoFromPod(pod).Req
+		got.HostPorts = nil
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("pod %d (%d containers, %d init, overhead %v, pod-level %v):\nread %+v\nwant %+v (resource.PodRequests)",
+				i, len(pod.Spec.Containers), len(pod.Spec.InitContainers), pod.Spec.Overhead != nil, pod.Spec.Resources != nil, got, want)
+		}
+	}
+}
+
+// requestOf is what a Request holds for a pod whose effective requests are l (no GPU share).
+func requestOf(l corev1.ResourceList) snapshot.Request {
+	var r snapshot.Request
+	for name, q := range l {
+		switch name {
+		case corev1.ResourceCPU:
+			r.MilliCPU = q.MilliValue()
+		case corev1.ResourceMemory:
+			r.Memory = q.Value()
+		case v1alpha1.ResourceGPU:
+			r.WholeGPUs = q.Value()
+		default:
+			if v := q.Value(); v > 0 {
+				r.Scalars = append(r.Scalars, snapshot.Scalar{Name: name, Value: v})
+			}
+		}
+	}
+	slices.SortFunc(r.Scalars, func(a, b snapshot.Scalar) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return r
+}

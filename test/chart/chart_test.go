@@ -24,7 +24,7 @@ import (
 
 // allOptions turns on every optional feature of the chart.
 var allOptions = Options{
-	Set: []string{"agent.mps.enabled=true", "webhook.certManager.enabled=true", "serviceMonitor.enabled=true", "scheduler.fairShare.usageHalfLife=24h",
+	Set: []string{"agent.mps.enabled=true", "agent.nvml=mock:dgxh100", "webhook.certManager.enabled=true", "serviceMonitor.enabled=true", "scheduler.fairShare.usageHalfLife=24h",
 		"defaultQueue.enabled=true", "defaultQueue.namespaces={team-a,team-b}"},
 	SetJSON: []string{`defaultQueue.resources={"gpu":{"quota":4,"limit":8},"cpu":{"quota":"64"}}`},
 }
@@ -137,7 +137,8 @@ func TestTemplateDefaults(t *testing.T) {
 	ds := into[appsv1.DaemonSet](t, r.Find("DaemonSet", "fairway-agent"))
 	ps := ds.Spec.Template.Spec
 	ac := ps.Containers[0]
-	if !ps.HostPID || ps.RuntimeClassName == nil || *ps.RuntimeClassName != "nvidia" || !slices.Contains(ac.Args, "--mps=false") {
+	if !ps.HostPID || ps.RuntimeClassName == nil || *ps.RuntimeClassName != "nvidia" || !slices.Contains(ac.Args, "--mps=false") ||
+		!slices.Contains(ac.Args, "--nvml=real") {
 		t.Errorf("agent: hostPID %v, runtime class %v, args %v", ps.HostPID, ps.RuntimeClassName, ac.Args)
 	}
 	term := ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
@@ -215,7 +216,8 @@ func TestTemplateAllOptions(t *testing.T) {
 	}
 	ds := into[appsv1.DaemonSet](t, r.Find("DaemonSet", "fairway-agent"))
 	c := ds.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, "--mps=true") || !slices.Contains(c.Args, "--mps-pipe-directory=/run/fairway/mps/pipe") {
+	if !slices.Contains(c.Args, "--mps=true") || !slices.Contains(c.Args, "--mps-pipe-directory=/run/fairway/mps/pipe") ||
+		!slices.Contains(c.Args, "--nvml=mock:dgxh100") {
 		t.Errorf("agent args %v", c.Args)
 	}
 	var mps *corev1.VolumeMount
@@ -247,6 +249,7 @@ func TestTemplateRefusesBadValues(t *testing.T) {
 		"issuer without a name": {[]string{"webhook.certManager.issuerRef.kind=ClusterIssuer"}, "at '/webhook/certManager/issuerRef': missing property 'name'"},
 		"bad quota":             {[]string{"defaultQueue.resources.gpu.quota=lots"}, "at '/defaultQueue/resources/gpu/quota'"},
 		"bad usage weight":      {[]string{"scheduler.fairShare.usageWeight=0"}, "at '/scheduler/fairShare/usageWeight'"},
+		"unknown mock system":   {[]string{"agent.nvml=mock:dgx1"}, "at '/agent/nvml': 'mock:dgx1' does not match pattern"},
 		"PDB blocks drains":     {[]string{"webhook.replicas=1"}, "webhook.podDisruptionBudget.minAvailable (1) must be below webhook.replicas (1)"},
 	}
 	for name, tc := range cases {

@@ -81,13 +81,14 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
 	}
 	for _, o := range r.Objects {
-		if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "PriorityClass" || strings.HasPrefix(o.GetKind(), "Cluster") {
+		if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "PriorityClass" || strings.HasPrefix(o.GetKind(), "Cluster") ||
+			strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 			continue
 		}
 		if o.GetNamespace() != Namespace {
@@ -232,6 +233,37 @@ func TestTemplateAllOptions(t *testing.T) {
 	q := into[fairwayv1.Queue](t, r.Find("Queue", "default"))
 	if !slices.Equal(q.Spec.Namespaces, []string{"team-a", "team-b"}) || q.Spec.Resources.GPU.Quota.String() != "4" || q.Spec.Resources.CPU.Quota.String() != "64" {
 		t.Errorf("default queue spec %+v", q.Spec)
+	}
+}
+
+// TestAdmissionPolicies checks that the policies name the release's ServiceAccounts and follow
+// their values; test/e2e's TestChart proves on a real API server that they refuse what they must.
+func TestAdmissionPolicies(t *testing.T) {
+	r := render(t, Options{})
+	for name, user := range map[string]string{
+		"fairway-agent-own-node":           "system:serviceaccount:" + Namespace + ":fairway-agent",
+		"fairway-scheduler-own-configmaps": "system:serviceaccount:" + Namespace + ":fairway-scheduler",
+	} {
+		p := r.Find("ValidatingAdmissionPolicy", name)
+		if p == nil {
+			t.Fatalf("no policy %s", name)
+		}
+		conds, _, _ := unstructured.NestedSlice(p.Object, "spec", "matchConditions")
+		if len(conds) != 1 || !strings.Contains(fmt.Sprint(conds[0]), `"`+user+`"`) {
+			t.Errorf("policy %s matches %v, want requests of %s", name, conds, user)
+		}
+		if fp, _, _ := unstructured.NestedString(p.Object, "spec", "failurePolicy"); fp != "Fail" {
+			t.Errorf("policy %s failure policy %q", name, fp)
+		}
+		b := r.Find("ValidatingAdmissionPolicyBinding", name)
+		if acts, _, _ := unstructured.NestedStringSlice(b.Object, "spec", "validationActions"); b == nil || !slices.Equal(acts, []string{"Deny"}) {
+			t.Errorf("binding of %s: %v", name, b)
+		}
+	}
+	for opts, want := range map[string]int{"agent.enabled=false": 1, "admissionPolicies.enabled=false": 0} {
+		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
+			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
+		}
 	}
 }
 

@@ -37,7 +37,9 @@ import (
 // notebook; a queue borrows and is reclaimed; PodGroup and Queue status are written; pods left on
 // a deleted node are removed; the uninstall hook deletes the webhook's configuration. The API
 // server's audit log then shows that no request of these ServiceAccounts was refused, and that
-// every verb each chart rule grants was used or is justified in the template.
+// every verb each chart rule grants was used or is justified in the template. Last, the chart's
+// ValidatingAdmissionPolicies refuse what RBAC grants but the identities must not do
+// (checkAdmissionPolicies).
 func TestChart(t *testing.T) {
 	t.Parallel()
 	bin := buildFairway(t)
@@ -112,6 +114,7 @@ func TestChart(t *testing.T) {
 	}
 
 	checkRBAC(t, c, rules, auditLog)
+	checkAdmissionPolicies(t, c)
 
 	t.Run("AllOptions", func(t *testing.T) {
 		// cert-manager and the Prometheus Operator are not in the local cluster: stand-in CRDs

@@ -60,6 +60,10 @@ type Options struct {
 	IdleThreshold   float64
 	// Args are extra agent flags.
 	Args []string
+	// NodeArgs, when set, gives more flags for the agent of one node (after Args): its own
+	// kubeconfig, say, when each agent's identity carries its node's name as a pod-bound token's
+	// does.
+	NodeArgs func(node string) ([]string, error)
 	// ReadyTimeout bounds the wait for every agent to be ready; 60s when zero.
 	ReadyTimeout time.Duration
 	Log          logr.Logger
@@ -193,6 +197,14 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Fleet, error
 			args = append(args, "--idle-threshold="+strconv.FormatFloat(opts.IdleThreshold, 'g', -1, 64))
 		}
 		args = append(args, opts.Args...)
+		if opts.NodeArgs != nil {
+			more, err := opts.NodeArgs(n.Name)
+			if err != nil {
+				f.Stop()
+				return nil, fmt.Errorf("the flags of the agent of %s: %w", n.Name, err)
+			}
+			args = append(args, more...)
+		}
 		p, err := c.StartProcess(cluster.ProcessSpec{Name: "gpu-agent-" + n.Name, Path: opts.Binary, Args: args, StopTimeout: 5 * time.Second})
 		if err != nil {
 			f.Stop()

@@ -92,11 +92,13 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 	}
 	if !o.NoAgents {
 		ao := o.Agents
-		kc, err := as(o.RunAs.Agent)
-		if err != nil {
-			return nil, err
+		if user := o.RunAs.Agent; user != "" {
+			// Each agent is its node's pod: its identity carries the node's name.
+			ao.NodeArgs = func(node string) ([]string, error) {
+				kc, err := c.KubeconfigAsNode(user, node)
+				return []string{"--kubeconfig=" + kc}, err
+			}
 		}
-		ao.Args = append(append([]string(nil), ao.Args...), kc...)
 		ao.Binary = s.Binary
 		if ao.Log.GetSink() == nil {
 			ao.Log = o.Log

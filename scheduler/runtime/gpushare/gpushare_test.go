@@ -179,7 +179,8 @@ func TestReleaseRefusesHeldOrOvertakenSlots(t *testing.T) {
 
 func TestPrepareWritesConfigMapAndRecordsTheGPU(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nb", UID: "nb-uid"}}
-	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb"}, Data: map[string]string{EnvVisibleDevices: "GPU-old"}}
+	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb", Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}},
+		Data: map[string]string{EnvVisibleDevices: "GPU-old"}} // an earlier attempt's
 	cs := fake.NewClientset(pod, stale)
 	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
 	env := Env("GPU-7", true, 500, 40000)
@@ -194,6 +195,27 @@ func TestPrepareWritesConfigMapAndRecordsTheGPU(t *testing.T) {
 	got, _ := cs.CoreV1().Pods("a").Get(context.Background(), "nb", metav1.GetOptions{})
 	if got.Annotations[v1alpha1.GPUIndexAnnotation] != "3" || got.Annotations[v1alpha1.GPUUUIDAnnotation] != "GPU-7" || got.Labels[v1alpha1.GPUGroupLabel] != "n1-3" {
 		t.Errorf("pod annotations %v labels %v", got.Annotations, got.Labels)
+	}
+}
+
+// TestPrepareLeavesAUsersConfigMap: a ConfigMap of the GPU ConfigMap's name that fairway did not
+// make is not written over, and the pod is not told it has a GPU.
+func TestPrepareLeavesAUsersConfigMap(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nb", UID: "nb-uid"}}
+	users := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb"}, Data: map[string]string{"settings": "mine"}}
+	cs := fake.NewClientset(pod, users)
+	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
+	err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, Env("GPU-7", true, 500, 40000))
+	if !errors.Is(err, ErrNotOurs) {
+		t.Fatalf("Prepare over a user's ConfigMap: %v, want ErrNotOurs", err)
+	}
+	cm, _ := cs.CoreV1().ConfigMaps("a").Get(context.Background(), "fairway-gpu-nb", metav1.GetOptions{})
+	if diff := cmp.Diff(map[string]string{"settings": "mine"}, cm.Data); diff != "" || len(cm.OwnerReferences) != 0 {
+		t.Errorf("the user's ConfigMap changed (-want +got):\n%s owners %v", diff, cm.OwnerReferences)
+	}
+	got, _ := cs.CoreV1().Pods("a").Get(context.Background(), "nb", metav1.GetOptions{})
+	if _, ok := got.Annotations[v1alpha1.GPUUUIDAnnotation]; ok {
+		t.Errorf("pod annotated %v", got.Annotations)
 	}
 }
 

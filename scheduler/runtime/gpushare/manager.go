@@ -26,6 +26,9 @@ import (
 var (
 	// ErrNoGPUReported: no gpu-agent reported which GPU the kubelet gave a reservation in time.
 	ErrNoGPUReported = errors.New("no GPU reported for the reservation")
+	// ErrNotOurs: an object of the name fairway would write exists and is not fairway's (it lacks
+	// v1alpha1.ManagedByLabel); it is left as it is.
+	ErrNotOurs = errors.New("exists and is not fairway's (no " + v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue + " label); left as it is")
 )
 
 // Options configure a Manager.
@@ -250,10 +253,10 @@ func (m *Manager) reservationPod(k SlotKey) *corev1.Pod {
 			Name:      ReservationName(k),
 			Namespace: m.opts.Namespace,
 			Labels: map[string]string{
-				v1alpha1.ReservationLabel:      "true",
-				v1alpha1.GPUGroupLabel:         GroupID(k),
-				"app.kubernetes.io/managed-by": "fairway",
-				"app.kubernetes.io/component":  "gpu-reservation",
+				v1alpha1.ReservationLabel:     "true",
+				v1alpha1.GPUGroupLabel:        GroupID(k),
+				v1alpha1.ManagedByLabel:       v1alpha1.ManagedByValue,
+				"app.kubernetes.io/component": "gpu-reservation",
 			},
 			Annotations: map[string]string{snapshot.ReservationSlotAnnotation: strconv.Itoa(k.Slot)},
 		},

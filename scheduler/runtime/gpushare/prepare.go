@@ -85,7 +85,7 @@ func (m *Manager) writeConfigMap(ctx context.Context, pod PodRef, name string, e
 	want := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: pod.Namespace, OwnerReferences: []metav1.OwnerReference{owner},
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "fairway"},
+			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue},
 		},
 		Data: env,
 	}
@@ -97,10 +97,15 @@ func (m *Manager) writeConfigMap(ctx context.Context, pod PodRef, name string, e
 		}
 		return nil
 	}
-	// A previous attempt (maybe by another leader) wrote it: make it say what it must now.
+	// A previous attempt (maybe by another leader) wrote it: make it say what it must now. A
+	// ConfigMap of that name that fairway did not make is its author's: it is never written over
+	// (the chart's admission policy refuses that too).
 	cur, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading GPU ConfigMap %s/%s: %w", pod.Namespace, name, err)
+	}
+	if cur.Labels[v1alpha1.ManagedByLabel] != v1alpha1.ManagedByValue {
+		return fmt.Errorf("GPU ConfigMap %s/%s: %w", pod.Namespace, name, ErrNotOurs)
 	}
 	if maps.Equal(cur.Data, env) && len(cur.OwnerReferences) == 1 && cur.OwnerReferences[0].UID == pod.UID {
 		return nil

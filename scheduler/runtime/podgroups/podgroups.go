@@ -32,8 +32,8 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 )
 
-// ManagedByLabel marks PodGroups the runtime created.
-const ManagedByLabel = "app.kubernetes.io/managed-by"
+// ManagedByLabel marks PodGroups the runtime created (with v1alpha1.ManagedByValue).
+const ManagedByLabel = v1alpha1.ManagedByLabel
 
 // Derive returns the PodGroup a gang's pods call for: name and namespace from their annotation,
 // minMember (the largest fairway.dev/min-member), queue, priority class, preemptibility,
@@ -53,7 +53,7 @@ func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 	pg := &v1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: first.Annotations[v1alpha1.PodGroupAnnotation], Namespace: first.Namespace,
-			Labels: map[string]string{ManagedByLabel: "fairway"},
+			Labels: map[string]string{ManagedByLabel: v1alpha1.ManagedByValue},
 		},
 		Spec: v1alpha1.PodGroupSpec{
 			MinMember:         1,
@@ -254,7 +254,7 @@ func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) er
 		}
 		return err
 	}
-	if cur.Labels[ManagedByLabel] != "fairway" {
+	if cur.Labels[ManagedByLabel] != v1alpha1.ManagedByValue {
 		return nil // someone else's: leave its owners alone
 	}
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })

@@ -1,0 +1,136 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/test/chart"
+	"github.com/fairway-sched/fairway/test/cluster"
+)
+
+// checkAdmissionPolicies proves the chart's ValidatingAdmissionPolicies on the API server, with
+// the components' identities impersonated (the agent's with its node's name, as its pod-bound
+// token carries it): what RBAC grants but a component must not do is refused, each with the
+// policy's message, and what the component does is allowed. It runs after checkRBAC, whose
+// audit-log check would count these refusals as the components'.
+func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	as := func(user, node string) kubernetes.Interface {
+		cfg := c.RESTConfig()
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		if node != "" {
+			cfg.Impersonate.Extra = map[string][]string{fairwayv1.NodeNameExtra: {node}}
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	agent := cluster.ServiceAccountUser(chart.Namespace, "fairway-agent")
+	sched := cluster.ServiceAccountUser(chart.Namespace, "fairway-scheduler")
+	annotate := []byte(`{"metadata":{"annotations":{"e2e.fairway.dev/touched":"yes"}}}`)
+	idle := []byte(`{"status":{"conditions":[{"type":"fairway.dev/GPUIdle","status":"False"}]}}`)
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-h100-0", Namespace: "default"},
+		Spec:       corev1.PodSpec{NodeName: "h100-0", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if _, err := c.Clientset().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	users := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "users-settings", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+	if _, err := c.Clientset().CoreV1().ConfigMaps("default").Create(ctx, users, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	type check struct {
+		what string
+		do   func() error
+		// refused is a part of the refusal's message; "" when the request must succeed.
+		refused string
+	}
+	ours := func(name string, labels map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels}}
+	}
+	fw := map[string]string{fairwayv1.ManagedByLabel: fairwayv1.ManagedByValue}
+	checks := []check{
+		{"the agent of gpu-7 patches Node h100-0", func() error {
+			_, err := as(agent, "gpu-7").CoreV1().Nodes().Patch(ctx, "h100-0", types.MergePatchType, annotate, metav1.PatchOptions{})
+			return err
+		}, "the gpu-agent of node gpu-7 may change only its own Node and the pods on it, not Node h100-0"},
+		{"the agent of h100-0 patches its own Node", func() error {
+			_, err := as(agent, "h100-0").CoreV1().Nodes().Patch(ctx, "h100-0", types.MergePatchType, annotate, metav1.PatchOptions{})
+			return err
+		}, ""},
+		{"the agent of gpu-7 patches a pod on h100-0", func() error {
+			_, err := as(agent, "gpu-7").CoreV1().Pods("default").Patch(ctx, pod.Name, types.MergePatchType, annotate, metav1.PatchOptions{})
+			return err
+		}, "not pod default/on-h100-0 on node h100-0"},
+		{"the agent of gpu-7 patches the status of a pod on h100-0", func() error {
+			_, err := as(agent, "gpu-7").CoreV1().Pods("default").Patch(ctx, pod.Name, types.StrategicMergePatchType, idle, metav1.PatchOptions{}, "status")
+			return err
+		}, "not pod default/on-h100-0 on node h100-0"},
+		{"the agent of h100-0 patches the pod on its node", func() error {
+			_, err := as(agent, "h100-0").CoreV1().Pods("default").Patch(ctx, pod.Name, types.MergePatchType, annotate, metav1.PatchOptions{})
+			return err
+		}, ""},
+		{"the agent's identity without a node patches a Node", func() error {
+			_, err := as(agent, "").CoreV1().Nodes().Patch(ctx, "h100-0", types.MergePatchType, annotate, metav1.PatchOptions{})
+			return err
+		}, "this request names none"},
+		{"the scheduler updates a user's ConfigMap", func() error {
+			cm, err := as(sched, "").CoreV1().ConfigMaps("default").Get(ctx, users.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cm.Data = map[string]string{"k": "overwritten"}
+			_, err = as(sched, "").CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{})
+			return err
+		}, "ConfigMap default/users-settings is not one"},
+		{"the scheduler creates an unlabelled ConfigMap", func() error {
+			_, err := as(sched, "").CoreV1().ConfigMaps("default").Create(ctx, ours("unlabelled", nil), metav1.CreateOptions{})
+			return err
+		}, "ConfigMap default/unlabelled is not one"},
+		{"the scheduler creates a ConfigMap of its own", func() error {
+			_, err := as(sched, "").CoreV1().ConfigMaps("default").Create(ctx, ours("fairway-gpu-x", fw), metav1.CreateOptions{})
+			return err
+		}, ""},
+		{"the scheduler takes the label off its own ConfigMap", func() error {
+			cm, err := as(sched, "").CoreV1().ConfigMaps("default").Get(ctx, "fairway-gpu-x", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cm.Labels = nil
+			_, err = as(sched, "").CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{})
+			return err
+		}, "ConfigMap default/fairway-gpu-x would lose the label"},
+	}
+	for _, ch := range checks {
+		err := ch.do()
+		switch {
+		case ch.refused == "" && err != nil:
+			t.Errorf("%s: %v, want it allowed", ch.what, err)
+		case ch.refused != "" && err == nil:
+			t.Errorf("%s: allowed, want it refused", ch.what)
+		case ch.refused != "" && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), ch.refused)):
+			t.Errorf("%s: %v, want a refusal saying %q", ch.what, err, ch.refused)
+		case ch.refused != "":
+			t.Logf("%s: refused: %v", ch.what, err)
+		}
+	}
+	cm, err := c.Clientset().CoreV1().ConfigMaps("default").Get(ctx, users.Name, metav1.GetOptions{})
+	if err != nil || cm.Data["k"] != "v" {
+		t.Errorf("the user's ConfigMap: %v %v", cm.Data, err)
+	}
+}

@@ -201,23 +201,7 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 // containers, overhead, pod-level resources) and GPU-share annotations, returning what is wrong.
 func readRequest(pod *corev1.Pod, r *Request) []string {
 	var problems []string
-	if containersOnly(pod) {
-		var sum requestSum
-		for i := range pod.Spec.Containers {
-			sum.addList(pod.Spec.Containers[i].Resources.Requests)
-		}
-		for i := range sum.n {
-			r.setAmount(sum.names[i], &sum.qs[i])
-		}
-		for name, q := range sum.more {
-			r.setAmount(name, &q)
-		}
-	} else {
-		for name, q := range resource.PodRequests(pod, resource.PodResourcesOptions{}) {
-			r.setAmount(name, &q)
-		}
-	}
-	slices.SortFunc(r.Scalars, func(a, b Scalar) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	r.readAmounts(pod)
 	if pod.Labels[v1alpha1.ReservationLabel] == "true" {
 		// A reservation's nvidia.com/gpu is the GPU its slot's fractional pods share.
 		r.Reservation = true
@@ -243,6 +227,33 @@ func readRequest(pod *corev1.Pod, r *Request) []string {
 		r.HostPorts = appendPorts(r.HostPorts, c.Ports)
 	}
 	return problems
+}
+
+// readAmounts fills r's resource amounts from the pod's effective requests: the containers' sum
+// added here for the pods it is the whole answer for (containersOnly), resource.PodRequests for
+// the others.
+func (r *Request) readAmounts(pod *corev1.Pod) {
+	if containersOnly(pod) {
+		var sum requestSum
+		for i := range pod.Spec.Containers {
+			sum.addList(pod.Spec.Containers[i].Resources.Requests)
+		}
+		for i := range sum.n {
+			r.setAmount(sum.names[i], &sum.qs[i])
+		}
+		for name, q := range sum.more {
+			r.setAmount(name, &q)
+		}
+	} else {
+		for name, q := range resource.PodRequests(pod, resource.PodResourcesOptions{}) {
+			r.setAmount(name, &q)
+		}
+	}
+	r.sortScalars()
+}
+
+func (r *Request) sortScalars() {
+	slices.SortFunc(r.Scalars, func(a, b Scalar) int { return strings.Compare(string(a.Name), string(b.Name)) })
 }
 
 // setAmount records the pod's total request q of one resource.

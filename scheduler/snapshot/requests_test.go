@@ -1,22 +1,20 @@
-package snapshot_test
+package snapshot
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/scheduler/snapshot"
-	"github.com/fairway-sched/fairway/scheduler/testutil"
 )
 
-// TestRequestsMatchPodRequests checks that the requests PodInfoFromPod reads are those of
+// TestRequestsMatchPodRequests checks that the requests readRequest reads are those of
 // component-helpers' resource.PodRequests, which kube-scheduler and the kubelet use, for random
 // pods: several containers, quantities in every notation (milli, decimal and binary suffixes,
 // exponents, fractions that round up), extended resources beyond the six the summing keeps
@@ -51,8 +49,7 @@ func TestRequestsMatchPodRequests(t *testing.T) {
 	}
 	always := corev1.ContainerRestartPolicyAlways
 	for i := range 3000 {
-		pod := testutil.MakePod("a", fmt.Sprintf("p%d", i)).Queue("a").Obj()
-		pod.Spec.Containers = nil
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("p%d", i)}}
 		for c := range 1 + rng.IntN(4) {
 			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
 				Name: fmt.Sprintf("c%d", c), Resources: corev1.ResourceRequirements{Requests: randomList()},
@@ -68,33 +65,16 @@ func TestRequestsMatchPodRequests(t *testing.T) {
 		case 3:
 			pod.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
 		}
-		want := requestOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
-		got := snapshot.PodInfoFromPod(pod).Req
-		got.HostPorts = nil
+		// The oracle: what readRequest did before it summed containers itself.
+		var want, got Request
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			want.setAmount(name, &q)
+		}
+		want.sortScalars()
+		got.readAmounts(pod)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("pod %d (%d containers, %d init, overhead %v, pod-level %v):\nread %+v\nwant %+v (resource.PodRequests)",
 				i, len(pod.Spec.Containers), len(pod.Spec.InitContainers), pod.Spec.Overhead != nil, pod.Spec.Resources != nil, got, want)
 		}
 	}
-}
-
-// requestOf is what a Request holds for a pod whose effective requests are l (no GPU share).
-func requestOf(l corev1.ResourceList) snapshot.Request {
-	var r snapshot.Request
-	for name, q := range l {
-		switch name {
-		case corev1.ResourceCPU:
-			r.MilliCPU = q.MilliValue()
-		case corev1.ResourceMemory:
-			r.Memory = q.Value()
-		case v1alpha1.ResourceGPU:
-			r.WholeGPUs = q.Value()
-		default:
-			if v := q.Value(); v > 0 {
-				r.Scalars = append(r.Scalars, snapshot.Scalar{Name: name, Value: v})
-			}
-		}
-	}
-	slices.SortFunc(r.Scalars, func(a, b snapshot.Scalar) int { return strings.Compare(string(a.Name), string(b.Name)) })
-	return r
 }

@@ -103,7 +103,7 @@ func TestGangFollowerEnvtest(t *testing.T) {
 	// The PodGroups the runtime made from the pods of two RayClusters, before KubeRay's CRDs
 	// are even known to the follower; the second is a user's.
 	managed := &fairwayv1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: adapters.GroupName("ray", "rc"), Labels: map[string]string{podgroups.ManagedByLabel: "fairway"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: adapters.GroupName("ray", "rc"), Labels: map[string]string{fairwayv1.ManagedByLabel: fairwayv1.ManagedByValue}},
 		Spec: fairwayv1.PodGroupSpec{MinMember: 7, Queue: "ray-team", SubGroups: []fairwayv1.SubGroup{
 			{Name: kuberay.HeadGroup, MinMember: 1},
 			{Name: "workers", MinMember: 6, TopologyConstraint: &fairwayv1.TopologyConstraint{RequiredLevel: "fairway.dev/rack"}},

@@ -301,7 +301,7 @@ func (f *Follower) forget(key ownerKey) {
 // follow patches one PodGroup to the shape, when the runtime created it and it differs.
 func (f *Follower) follow(ctx context.Context, name types.NamespacedName, shape adapters.GangShape) error {
 	cur := f.inf.PodGroup(name.Namespace, name.Name)
-	if cur == nil || cur.Labels[ManagedByLabel] != v1alpha1.ManagedByValue || cur.DeletionTimestamp != nil {
+	if cur == nil || cur.Labels[v1alpha1.ManagedByLabel] != v1alpha1.ManagedByValue || cur.DeletionTimestamp != nil {
 		return nil
 	}
 	subs := WithTopology(shape.SubGroups, cur.Spec.SubGroups)

@@ -32,9 +32,6 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 )
 
-// ManagedByLabel marks PodGroups the runtime created (with v1alpha1.ManagedByValue).
-const ManagedByLabel = v1alpha1.ManagedByLabel
-
 // Derive returns the PodGroup a gang's pods call for: name and namespace from their annotation,
 // minMember (the largest fairway.dev/min-member), queue, priority class, preemptibility,
 // topology and sub-groups (fairway.dev/sub-groups) from the oldest pod, and its owners (see the package documentation). pods must be
@@ -53,7 +50,7 @@ func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 	pg := &v1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: first.Annotations[v1alpha1.PodGroupAnnotation], Namespace: first.Namespace,
-			Labels: map[string]string{ManagedByLabel: v1alpha1.ManagedByValue},
+			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue},
 		},
 		Spec: v1alpha1.PodGroupSpec{
 			MinMember:         1,
@@ -254,7 +251,7 @@ func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) er
 		}
 		return err
 	}
-	if cur.Labels[ManagedByLabel] != v1alpha1.ManagedByValue {
+	if cur.Labels[v1alpha1.ManagedByLabel] != v1alpha1.ManagedByValue {
 		return nil // someone else's: leave its owners alone
 	}
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })

@@ -35,7 +35,7 @@ func TestDerive(t *testing.T) {
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
 	}
-	if got.Name != "llm" || got.Namespace != "ml" || got.Labels[ManagedByLabel] != "fairway" {
+	if got.Name != "llm" || got.Namespace != "ml" || got.Labels[v1alpha1.ManagedByLabel] != "fairway" {
 		t.Errorf("meta %+v", got.ObjectMeta)
 	}
 	wantOwner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "llm-abc", UID: "rs"}}

@@ -256,8 +256,11 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("policy %s failure policy %q", name, fp)
 		}
 		b := r.Find("ValidatingAdmissionPolicyBinding", name)
-		if acts, _, _ := unstructured.NestedStringSlice(b.Object, "spec", "validationActions"); b == nil || !slices.Equal(acts, []string{"Deny"}) {
-			t.Errorf("binding of %s: %v", name, b)
+		if b == nil {
+			t.Fatalf("no binding of %s", name)
+		}
+		if acts, _, _ := unstructured.NestedStringSlice(b.Object, "spec", "validationActions"); !slices.Equal(acts, []string{"Deny"}) {
+			t.Errorf("binding of %s: validation actions %v, want [Deny]", name, acts)
 		}
 	}
 	for opts, want := range map[string]int{"agent.enabled=false": 1, "admissionPolicies.enabled=false": 0} {

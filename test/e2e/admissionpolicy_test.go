@@ -54,6 +54,18 @@ func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 
+	// The agent of node ("" for an identity without one) patches a Node, or the test pod (its
+	// status with subresource "status").
+	agentPatchesNode := func(node, target string) error {
+		_, err := as(agent, node).CoreV1().Nodes().Patch(ctx, target, types.MergePatchType, annotate, metav1.PatchOptions{})
+		return err
+	}
+	agentPatchesPod := func(node string, pt types.PatchType, patch []byte, sub ...string) error {
+		_, err := as(agent, node).CoreV1().Pods("default").Patch(ctx, pod.Name, pt, patch, metav1.PatchOptions{}, sub...)
+		return err
+	}
+	schedCMs := as(sched, "").CoreV1().ConfigMaps("default")
+
 	type check struct {
 		what string
 		do   func() error
@@ -65,54 +77,38 @@ func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
 	}
 	fw := map[string]string{fairwayv1.ManagedByLabel: fairwayv1.ManagedByValue}
 	checks := []check{
-		{"the agent of gpu-7 patches Node h100-0", func() error {
-			_, err := as(agent, "gpu-7").CoreV1().Nodes().Patch(ctx, "h100-0", types.MergePatchType, annotate, metav1.PatchOptions{})
-			return err
-		}, "the gpu-agent of node gpu-7 may change only its own Node and the pods on it, not Node h100-0"},
-		{"the agent of h100-0 patches its own Node", func() error {
-			_, err := as(agent, "h100-0").CoreV1().Nodes().Patch(ctx, "h100-0", types.MergePatchType, annotate, metav1.PatchOptions{})
-			return err
-		}, ""},
-		{"the agent of gpu-7 patches a pod on h100-0", func() error {
-			_, err := as(agent, "gpu-7").CoreV1().Pods("default").Patch(ctx, pod.Name, types.MergePatchType, annotate, metav1.PatchOptions{})
-			return err
-		}, "not pod default/on-h100-0 on node h100-0"},
+		{"the agent of gpu-7 patches Node h100-0", func() error { return agentPatchesNode("gpu-7", "h100-0") }, "the gpu-agent of node gpu-7 may change only its own Node and the pods on it, not Node h100-0"},
+		{"the agent of h100-0 patches its own Node", func() error { return agentPatchesNode("h100-0", "h100-0") }, ""},
+		{"the agent of gpu-7 patches a pod on h100-0", func() error { return agentPatchesPod("gpu-7", types.MergePatchType, annotate) }, "not pod default/on-h100-0 on node h100-0"},
 		{"the agent of gpu-7 patches the status of a pod on h100-0", func() error {
-			_, err := as(agent, "gpu-7").CoreV1().Pods("default").Patch(ctx, pod.Name, types.StrategicMergePatchType, idle, metav1.PatchOptions{}, "status")
-			return err
+			return agentPatchesPod("gpu-7", types.StrategicMergePatchType, idle, "status")
 		}, "not pod default/on-h100-0 on node h100-0"},
-		{"the agent of h100-0 patches the pod on its node", func() error {
-			_, err := as(agent, "h100-0").CoreV1().Pods("default").Patch(ctx, pod.Name, types.MergePatchType, annotate, metav1.PatchOptions{})
-			return err
-		}, ""},
-		{"the agent's identity without a node patches a Node", func() error {
-			_, err := as(agent, "").CoreV1().Nodes().Patch(ctx, "h100-0", types.MergePatchType, annotate, metav1.PatchOptions{})
-			return err
-		}, "this request names none"},
+		{"the agent of h100-0 patches the pod on its node", func() error { return agentPatchesPod("h100-0", types.MergePatchType, annotate) }, ""},
+		{"the agent's identity without a node patches a Node", func() error { return agentPatchesNode("", "h100-0") }, "this request names none"},
 		{"the scheduler updates a user's ConfigMap", func() error {
-			cm, err := as(sched, "").CoreV1().ConfigMaps("default").Get(ctx, users.Name, metav1.GetOptions{})
+			cm, err := schedCMs.Get(ctx, users.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			cm.Data = map[string]string{"k": "overwritten"}
-			_, err = as(sched, "").CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{})
+			_, err = schedCMs.Update(ctx, cm, metav1.UpdateOptions{})
 			return err
 		}, "ConfigMap default/users-settings is not one"},
 		{"the scheduler creates an unlabelled ConfigMap", func() error {
-			_, err := as(sched, "").CoreV1().ConfigMaps("default").Create(ctx, ours("unlabelled", nil), metav1.CreateOptions{})
+			_, err := schedCMs.Create(ctx, ours("unlabelled", nil), metav1.CreateOptions{})
 			return err
 		}, "ConfigMap default/unlabelled is not one"},
 		{"the scheduler creates a ConfigMap of its own", func() error {
-			_, err := as(sched, "").CoreV1().ConfigMaps("default").Create(ctx, ours("fairway-gpu-x", fw), metav1.CreateOptions{})
+			_, err := schedCMs.Create(ctx, ours("fairway-gpu-x", fw), metav1.CreateOptions{})
 			return err
 		}, ""},
 		{"the scheduler takes the label off its own ConfigMap", func() error {
-			cm, err := as(sched, "").CoreV1().ConfigMaps("default").Get(ctx, "fairway-gpu-x", metav1.GetOptions{})
+			cm, err := schedCMs.Get(ctx, "fairway-gpu-x", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			cm.Labels = nil
-			_, err = as(sched, "").CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{})
+			_, err = schedCMs.Update(ctx, cm, metav1.UpdateOptions{})
 			return err
 		}, "ConfigMap default/fairway-gpu-x would lose the label"},
 	}

@@ -54,9 +54,14 @@ func (c *Cluster) AddNodes(ctx context.Context, pools ...NodePool) ([]string, er
 // WaitNodesReady waits until every kwok node (annotation kwok.x-k8s.io/node) is Ready and
 // schedulable: condition Ready=True and no node.kubernetes.io/not-ready or unreachable taint,
 // which the node lifecycle controller removes a moment after kwok reports Ready.
+//
+// Each poll lists every node, so the interval grows with the count (1 ms a node, at least
+// 200 ms): at 5,000 nodes a list is megabytes of JSON, and listing it back to back kept the API
+// server busy on a 2-vCPU machine while kwok was trying to report those nodes Ready.
 func (c *Cluster) WaitNodesReady(ctx context.Context) error {
 	var pending []string
-	err := poll(ctx, 200*time.Millisecond, "nodes to be Ready and schedulable", nil, func(ctx context.Context) (bool, error) {
+	interval := max(200*time.Millisecond, time.Duration(c.nodeCount())*time.Millisecond)
+	err := poll(ctx, interval, "nodes to be Ready and schedulable", nil, func(ctx context.Context) (bool, error) {
 		list, err := c.clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil

@@ -121,8 +121,8 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("bench-e2e: starting a cluster of %d kwok nodes (%d GPUs each)\n", o.nodes, gpus)
 	begin := time.Now()
 	// Starting the cluster is mostly kwok taking over its nodes: on 2 vCPUs 2,000 nodes were all
-	// Ready after 7m45s, and 5,000 were half Ready after 10 minutes, so the limit grows with the
-	// node count (10 minutes up to 2,400 nodes, 25 at 6,000).
+	// Ready after 7m45s and 5,000 after 17m50s (with leaseFlags), so the limit grows with the
+	// node count (10 minutes up to 2,400 nodes, 21 at 5,000).
 	cfg := cluster.Config{NodePools: []cluster.NodePool{pool}, SkipCRDs: true, Logger: log,
 		StartTimeout: max(10*time.Minute, time.Duration(o.nodes)*250*time.Millisecond)}
 	cfg.KwokFlags, cfg.ControllerManagerFlags = leaseFlags(o.nodes)
@@ -422,19 +422,40 @@ func (b *bench) pod(sched, name, group string) *corev1.Pod {
 }
 
 // cleanup deletes the burst's pods and PodGroups and waits until they are gone.
+//
+// The pods are deleted one call each, 32 at a time, rather than with one DeleteCollection: the
+// API server deletes a collection with one worker (--delete-collection-workers), and at 5,000
+// pods on a loaded 2-vCPU machine that outlasted its request timeout five times over.
 func (b *bench) cleanup(ctx context.Context) error {
-	// Deleting thousands of pods in one call can outlast the API server's request timeout on a
-	// loaded machine (the call then fails with a stream error though the deletion goes on): the
-	// call is repeated until it succeeds, a few times at most.
-	var err error
-	for range 5 {
-		if err = b.cs.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err == nil {
-			break
-		}
-		fmt.Fprintf(os.Stderr, "bench-e2e: deleting the burst's pods: %v; again\n", err)
-	}
+	list, err := b.cs.CoreV1().Pods(benchNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("deleting the burst's pods: %w", err)
+		return fmt.Errorf("listing the burst's pods: %w", err)
+	}
+	work := make(chan string)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for name := range work {
+				err := b.cs.CoreV1().Pods(benchNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+				if err != nil && !apierrors.IsNotFound(err) {
+					select {
+					case errs <- fmt.Errorf("deleting pod %s: %w", name, err):
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range list.Items {
+		work <- list.Items[i].Name
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
 	}
 	_ = b.c.Client().DeleteAllOf(ctx, &fairwayv1.PodGroup{}, clientInNamespace(benchNS))
 	return poll(ctx, 5*time.Minute, func() bool {

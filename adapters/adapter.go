@@ -98,23 +98,18 @@ type ObjectReader interface {
 var ErrKindNotInstalled = errors.New("kind not served by the API server")
 
 // WorkloadKind names the kind of work a pod does; it is written to the pod's
-// fairway.dev/workload-kind annotation and decides the default priority.
-type WorkloadKind string
+// fairway.dev/workload-kind annotation and decides the default priority. Queue policies are
+// written per kind, so api/v1alpha1 owns the names.
+type WorkloadKind = fairwayv1.WorkloadKind
 
-// The workload kinds fairway knows.
+// The workload kinds fairway knows (v1alpha1's).
 const (
-	// KindPipelineStep is one step of a Kubeflow pipeline run.
-	KindPipelineStep WorkloadKind = "pipeline-step"
-	// KindWorkflowStep is one step of an Argo workflow.
-	KindWorkflowStep WorkloadKind = "workflow-step"
-	// KindRay is a head or worker of a Ray cluster.
-	KindRay WorkloadKind = "ray"
-	// KindNotebook is an interactive notebook server.
-	KindNotebook WorkloadKind = "notebook"
-	// KindTraining is a replica of a distributed training job.
-	KindTraining WorkloadKind = "training"
-	// KindPod is any other pod: a gang of its own.
-	KindPod WorkloadKind = "pod"
+	KindPipelineStep = fairwayv1.KindPipelineStep
+	KindWorkflowStep = fairwayv1.KindWorkflowStep
+	KindRay          = fairwayv1.KindRay
+	KindNotebook     = fairwayv1.KindNotebook
+	KindTraining     = fairwayv1.KindTraining
+	KindPod          = fairwayv1.KindPod
 )
 
 // Workload is what an adapter says about the workload a pod belongs to. The webhook turns it into

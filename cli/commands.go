@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// NewCommands returns the client commands: queues, jobs, why and nodes. Each starts from a copy
+// NewCommands returns the client commands: queues, jobs, why, nodes and policy. Each starts from a copy
 // of base, so tests can set Client and Now; flags fill in the rest.
 func NewCommands(base Options) []*cobra.Command {
 	queues := func() *cobra.Command {
@@ -75,7 +75,31 @@ shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
 		o.AddFlags(cmd.Flags(), false)
 		return cmd
 	}
-	return []*cobra.Command{queues(), jobs(), why(), nodes()}
+	policy := func() *cobra.Command {
+		o := base.clone()
+		cmd := &cobra.Command{
+			Use:   "policy [QUEUE]",
+			Short: "Show what each kind of work may ask for in a namespace's queue: GPU types, default GPU, cap, borrowing",
+			Long: `Show the queue policy (spec.policy, resolved over the queue's ancestors as the webhook and the
+scheduler resolve it) of the queues that serve the namespace, or of the queue named: per kind
+of work (notebook, training, pipeline-step, workflow-step, ray, pod), the GPU types it may use,
+what a pod asking for no GPU gets, the most GPU one pod may ask for, whether it may borrow
+above the guaranteed quota, and whether CPU-only pods may use GPU nodes.`,
+			Example: "  fairway policy -n team-a\n  fairway policy research -o yaml",
+			Args:    cobra.MaximumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				queue := ""
+				if len(args) == 1 {
+					queue = args[0]
+				}
+				return run(cmd, o, func() error { return RunPolicy(cmd.Context(), o, queue) })
+			},
+		}
+		o.AddFlags(cmd.Flags(), true)
+		_ = cmd.Flags().MarkHidden("all-namespaces") // the queues of one namespace
+		return cmd
+	}
+	return []*cobra.Command{queues(), jobs(), why(), nodes(), policy()}
 }
 
 func run(cmd *cobra.Command, o *Options, f func() error) error {

@@ -35,9 +35,13 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 	fairwayv1.ReasonNonPreemptible: "Non-preemptible work (notebooks, inference) runs only within the queue's guaranteed " +
 		"quota, and that is in use. Stop another non-preemptible workload of the queue, raise the queue's quota, or " +
 		"run this one as preemptible (a priority class below 100, or label fairway.dev/preemptibility=preemptible).",
+	fairwayv1.ReasonQueuePolicy: "The queue's policy (spec.policy, inherited from the queue named in the message) does not let " +
+		"this kind of work borrow above the guaranteed quota, and the quota is in use. Wait for the queue's work to " +
+		"finish, or ask an administrator to raise the quota or set borrowing: Allowed; `fairway policy` shows the rules.",
 	fairwayv1.ReasonNoNodeFits: "No node has room, and nothing could be reclaimed, preempted or moved for the gang (the message says " +
 		"why, per node). Ask for less (fewer GPUs, a GPU share), wait for running work to end, or check node " +
-		"selectors, tolerations and the GPU type asked for.",
+		"selectors, tolerations and the GPU type asked for; nodes the queue's policy closes are counted as such " +
+		"(`fairway policy` lists the GPU types each kind of work may use).",
 	fairwayv1.ReasonTopology: "No domain of the required topology level (an NVLink domain, a rack) can hold the whole gang. " +
 		"Shrink the gang, or make the topology preferred instead of required.",
 	fairwayv1.ReasonWaitingEvictions: "Capacity is being freed for the gang: pods are being preempted or reclaimed and get their " +

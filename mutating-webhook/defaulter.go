@@ -57,7 +57,9 @@ func NewPodDefaulter(list []adapters.Adapter, state ClusterState, objects adapte
 //     does not take and pods whose requirements fairway does not evaluate (with a warning).
 //  3. Resolve the queue and check the namespace may use it.
 //  4. Default the priority class for the workload kind.
-//  5. Normalize the GPU share and wire the GPU environment into the GPU container.
+//  5. Apply the queue's policy (a default GPU request; refuse GPU types it closes and GPU
+//     above its per-pod cap), normalize the GPU share and wire the GPU environment into the GPU
+//     container.
 //  6. Write the gang, the fairway labels and the scheduler name.
 func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *corev1.Pod) ([]string, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("pod", klog.KObj(pod), "generateName", pod.GenerateName)
@@ -153,7 +155,13 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		}
 	}
 
-	// 5. The GPU share.
+	// 5. The queue's policy (its default GPU request first, so that step 6 normalizes a
+	// default share as it does one the user wrote), then the GPU share.
+	warn, err = d.applyPolicy(ctx, pod, w, queue)
+	if err != nil {
+		return warnings, err
+	}
+	warnings = append(warnings, warn...)
 	warn, err = d.gpuShare(req, pod, w)
 	if err != nil {
 		return warnings, err

@@ -76,6 +76,9 @@ type ClusterState interface {
 	// QueueAdmit is the queue's effective spec.admit (v1alpha1.DefaultAdmitPolicy when unset or
 	// when the queue is gone).
 	QueueAdmit(ctx context.Context, name string) (fairwayv1.AdmitPolicy, error)
+	// QueuePolicies returns the spec.policy of the queue and of each ancestor, the queue first,
+	// for fairwayv1.ResolvePolicy; it stops at a parent that does not exist or at a loop.
+	QueuePolicies(ctx context.Context, name string) ([]fairwayv1.PolicyLevel, error)
 	// LargestGPUMemoryMiB is the memory of the largest GPU any node reports (node label
 	// fairway.dev/gpu-memory), 0 when no node reports one.
 	LargestGPUMemoryMiB() int64

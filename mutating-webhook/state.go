@@ -127,6 +127,25 @@ func (s *cachedState) QueueAdmit(ctx context.Context, name string) (fairwayv1.Ad
 	return q.Spec.Admit.Effective(), nil
 }
 
+func (s *cachedState) QueuePolicies(ctx context.Context, name string) ([]fairwayv1.PolicyLevel, error) {
+	var chain []fairwayv1.PolicyLevel
+	seen := map[string]bool{}
+	for name != "" && !seen[name] {
+		seen[name] = true
+		q := &fairwayv1.Queue{}
+		// The policies are only read, so the cache's objects need no copy.
+		if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, q, client.UnsafeDisableDeepCopy); err != nil {
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			return nil, fmt.Errorf("reading queue %s: %w", name, err)
+		}
+		chain = append(chain, fairwayv1.PolicyLevel{Queue: name, Policy: q.Spec.Policy})
+		name = q.Spec.Parent
+	}
+	return chain, nil
+}
+
 func (s *cachedState) LargestGPUMemoryMiB() int64 { return s.gpus.largest() }
 
 func (s *cachedState) PriorityClassExists(ctx context.Context, name string) (bool, error) {

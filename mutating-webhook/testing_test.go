@@ -28,7 +28,9 @@ type staticState struct {
 	priorityClasses []string
 	globalDefault   string
 	gpuMemoryMiB    int64
-	admit           map[string]fairwayv1.AdmitPolicy // queue -> spec.admit; unset: the default
+	admit           map[string]fairwayv1.AdmitPolicy  // queue -> spec.admit; unset: the default
+	policies        map[string]*fairwayv1.QueuePolicy // queue -> spec.policy
+	parents         map[string]string                 // queue -> spec.parent
 }
 
 func (s *staticState) QueuesServing(_ context.Context, ns string) ([]string, error) {
@@ -46,6 +48,14 @@ func (s *staticState) QueueExists(_ context.Context, name string) (bool, error) 
 
 func (s *staticState) QueueAdmit(_ context.Context, name string) (fairwayv1.AdmitPolicy, error) {
 	return s.admit[name].Effective(), nil
+}
+
+func (s *staticState) QueuePolicies(_ context.Context, name string) ([]fairwayv1.PolicyLevel, error) {
+	var chain []fairwayv1.PolicyLevel
+	for ; name != "" && len(chain) < 10; name = s.parents[name] {
+		chain = append(chain, fairwayv1.PolicyLevel{Queue: name, Policy: s.policies[name]})
+	}
+	return chain, nil
 }
 
 func (s *staticState) LargestGPUMemoryMiB() int64 { return s.gpuMemoryMiB }

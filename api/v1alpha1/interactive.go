@@ -10,7 +10,7 @@ func IsInteractive(pod *corev1.Pod) bool {
 	if pod == nil || pod.Labels[ReservationLabel] == "true" {
 		return false
 	}
-	if pod.Annotations[WorkloadKindAnnotation] == "notebook" {
+	if WorkloadKind(pod.Annotations[WorkloadKindAnnotation]) == KindNotebook {
 		return true
 	}
 	switch Preemptibility(pod.Labels[PreemptibilityLabel]) {

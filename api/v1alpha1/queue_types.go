@@ -107,6 +107,13 @@ type QueueSpec struct {
 	// +kubebuilder:validation:MaxItems=7
 	GPUTypes []GPUTypeQuota `json:"gpuTypes,omitempty"`
 
+	// Policy says what the pods of the queue (and of its children, which inherit it) may ask
+	// for and what they get when they ask for nothing: GPU types, GPU per pod, a default GPU
+	// request, borrowing, per kind of work. The webhook applies its defaults and refuses pods
+	// that break it; the scheduler places pods only on the GPU types it allows. See QueuePolicy.
+	// +optional
+	Policy *QueuePolicy `json:"policy,omitempty"`
+
 	// Priority orders sibling queues when capacity above their guarantees is divided: higher
 	// priority queues are satisfied first, then weights divide what is left within one priority.
 	// +optional

@@ -37,6 +37,9 @@ const (
 	ReasonQueueLimit UnschedulableReason = "QueueLimit"
 	// ReasonNonPreemptible: non-preemptible work beyond the guaranteed quota.
 	ReasonNonPreemptible UnschedulableReason = "NonPreemptibleOverQuota"
+	// ReasonQueuePolicy: the queue's policy (QueuePolicy) keeps the gang waiting: its kind of
+	// work may not borrow above the guaranteed quota. The message names the policy's queue.
+	ReasonQueuePolicy UnschedulableReason = "QueuePolicy"
 	// ReasonNoNodeFits: no placement fits, and neither reclaim, preemption nor consolidation
 	// could make room; the message says why, per node and per refused victim.
 	ReasonNoNodeFits UnschedulableReason = "NoNodeFits"
@@ -63,6 +66,7 @@ var unschedulableReasons = []UnschedulableReason{
 	ReasonWaitingForPods,
 	ReasonQueueLimit,
 	ReasonNonPreemptible,
+	ReasonQueuePolicy,
 	ReasonNoNodeFits,
 	ReasonTopology,
 	ReasonWaitingEvictions,

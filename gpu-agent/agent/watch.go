@@ -90,7 +90,7 @@ func Watch(ctx context.Context, lib *Library, opts WatchOptions) (*Woken, error)
 	pods := []corev1.Pod{{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "owner", UID: watchOwnerUID,
-			Annotations: map[string]string{fairwayv1alpha1.WorkloadKindAnnotation: "notebook"},
+			Annotations: map[string]string{fairwayv1alpha1.WorkloadKindAnnotation: string(fairwayv1alpha1.KindNotebook)},
 		},
 		// Idle already, as the condition would say: the monitor seeds its tracker from it, so
 		// the first poll compares with nothing and only utilization can wake the owner there.

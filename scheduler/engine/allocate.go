@@ -356,7 +356,7 @@ func (c *cycle) planHolds(g *snapshot.Gang, set []*snapshot.Task) string {
 					}
 					held, heldWhole := heldByOthers(n, g, true)
 					r := &t.Req
-					if c.noShares(n, r) {
+					if c.noShares(n, r) || policyFit(n, t, g) != Fits {
 						continue
 					}
 					whole := r.WholeGPUs

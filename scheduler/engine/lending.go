@@ -320,7 +320,7 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 		case !c.snap.ClassNodes(t.Class).Has(n.ID):
 			why[2]++
 			continue
-		case FitsNode(n, &t.Req, g, false) != Fits:
+		case policyFit(n, t, g) != Fits || FitsNode(n, &t.Req, g, false) != Fits:
 			why[3]++
 			continue
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -52,6 +53,10 @@ func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) 
 	if amt <= 0 {
 		return nil
 	}
+	noBorrow := gangPolicy(g)
+	if noBorrow != nil && noBorrow.Borrowing != v1alpha1.BorrowingNever {
+		noBorrow = nil
+	}
 	for a := g.Queue; a != nil; a = a.Parent {
 		if lim := a.LimitAt(d); lim >= 0 {
 			// Loans count against limits (not against guarantees or fair share).
@@ -70,8 +75,25 @@ func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) 
 					snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, np+amt-quota))}
 			}
 		}
+		if noBorrow != nil && a.QuotaSet(d) {
+			used, quota := a.Allocated.At(d)+a.Held.At(d)-gangHeld(g, d), a.Quota.At(d)
+			if used+amt > quota {
+				return &placeFailure{code: ReasonQueuePolicy, msg: fmt.Sprintf("queue %s: %s does not let them borrow above guaranteed quota (borrowing: Never), and the %s quota is %s: the queue holds %s and %s needs %s (%s missing)",
+					a.Name, noBorrow.Describe(v1alpha1.RuleBorrowing), c.snap.DimName(d), snapshot.FormatAmount(d, quota),
+					snapshot.FormatAmount(d, used), what, snapshot.FormatAmount(d, amt), snapshot.FormatAmount(d, used+amt-quota))}
+			}
+		}
 	}
 	return nil
+}
+
+// gangPolicy is the policy of the gang's queue for the gang's kind of work (one adapter made
+// all of a gang's pods, so they share one kind); nil without a policy.
+func gangPolicy(g *snapshot.Gang) *v1alpha1.EffectivePolicy {
+	if len(g.Tasks) == 0 {
+		return nil
+	}
+	return g.Queue.Policy(g.Tasks[0].Kind)
 }
 
 // gangOverLimit checks the pods the gang needs to start against its queue's limits and quotas:

@@ -14,6 +14,8 @@ const (
 	FailTaint
 	FailAffinity
 	FailDomain
+	FailPolicyGPUType
+	FailPolicyCPUOnGPU
 	FailGPUType
 	FailTooFewGPUs
 	FailGPUs
@@ -41,6 +43,10 @@ func (f FitFailure) String() string {
 		return "node selector/affinity mismatch"
 	case FailDomain:
 		return "outside the topology domain"
+	case FailPolicyGPUType:
+		return "GPU type closed by the queue's policy"
+	case FailPolicyCPUOnGPU:
+		return "GPU node, which the queue's policy keeps CPU-only pods off"
 	case FailGPUType:
 		return "over the queue's GPU limit or quota on this node"
 	case FailTooFewGPUs:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -512,6 +513,9 @@ func (c *cycle) findNodeAfterRelease(t *snapshot.Task, g *snapshot.Gang, cand bi
 
 // tryNode checks one node for one pod of gang g and picks its GPUs.
 func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, afterRelease bool) (snapshot.Assignment, FitFailure) {
+	if f := policyFit(n, t, g); f != Fits {
+		return snapshot.Assignment{}, f
+	}
 	if t.Req.GPU() && n.TypeDim >= 0 && !t.IsShadow() && c.typeOverLimit(g, t, n.TypeDim) {
 		return snapshot.Assignment{}, FailGPUType
 	}
@@ -564,7 +568,7 @@ func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set,
 		}
 		if f == Fits {
 			_, f = c.tryNode(n, t, g, afterRelease)
-			if f != Fits && f != FailGPUType && (n.HeldWhole > 0 || n.Held.Pods > 0) && c.fitsIgnoringHolds(n, t, afterRelease) {
+			if f != Fits && f != FailGPUType && f != FailPolicyGPUType && f != FailPolicyCPUOnGPU && (n.HeldWhole > 0 || n.Held.Pods > 0) && c.fitsIgnoringHolds(n, t, afterRelease) {
 				held++
 				continue
 			}
@@ -579,6 +583,14 @@ func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set,
 		p := fmt.Sprintf("%d %s", counts[f], f)
 		if f == FailTaint && example != "" {
 			p += " (" + example + ")"
+		}
+		if pol := g.Queue.Policy(t.Kind); pol != nil {
+			switch f {
+			case FailPolicyGPUType:
+				p += fmt.Sprintf(" (%s allows %s)", pol.Describe(v1alpha1.RuleGPUTypes), pol.GPUTypesText())
+			case FailPolicyCPUOnGPU:
+				p += " (set " + v1alpha1.RuleCPUOnGPUNodes + " in the policy to allow it)"
+			}
 		}
 		if f == FailTooFewGPUs || f == FailGPUs {
 			p += fmt.Sprintf(" (%d needed)", t.Req.WholeGPUs)
@@ -619,4 +631,24 @@ func (c *cycle) fitsIgnoringHolds(n *snapshot.Node, t *snapshot.Task, afterRelea
 // GPU inventory (Options.SharesNeedInventory).
 func (c *cycle) noShares(n *snapshot.Node, r *snapshot.Request) bool {
 	return c.e.opts.SharesNeedInventory && r.Shared() && !n.Inventory
+}
+
+// policyFit applies the policy of the gang's queue for the pod's kind to one node: a GPU pod
+// goes only to the GPU types the policy allows, and a pod without GPUs goes to GPU nodes only
+// when the policy lets it (v1alpha1.QueuePolicy). Reservations and shadows follow their gang's
+// pods, which were checked.
+func policyFit(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang) FitFailure {
+	pol := g.Queue.Policy(t.Kind)
+	if pol == nil || t.IsShadow() || t.Req.Reservation {
+		return Fits
+	}
+	if t.Req.GPU() {
+		// A node without GPUs is refused for that, not for its (absent) type.
+		if len(n.Slots) > 0 && !pol.AllowsGPUType(n.GPUType) {
+			return FailPolicyGPUType
+		}
+	} else if !pol.CPUOnGPUNodes && len(n.Slots) > 0 {
+		return FailPolicyCPUOnGPU
+	}
+	return Fits
 }

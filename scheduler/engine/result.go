@@ -132,6 +132,7 @@ const (
 	ReasonWaitingForPods   = v1alpha1.ReasonWaitingForPods
 	ReasonQueueLimit       = v1alpha1.ReasonQueueLimit
 	ReasonNonPreemptible   = v1alpha1.ReasonNonPreemptible
+	ReasonQueuePolicy      = v1alpha1.ReasonQueuePolicy
 	ReasonNoNodeFits       = v1alpha1.ReasonNoNodeFits
 	ReasonTopology         = v1alpha1.ReasonTopology
 	ReasonWaitingEvictions = v1alpha1.ReasonWaitingEvictions

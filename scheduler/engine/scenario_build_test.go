@@ -101,6 +101,7 @@ func buildQueue(qs queueSpec) *v1alpha1.Queue {
 		b.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: d.Duration}
 	}
 	b.Spec.IdleLending = qs.IdleLending
+	b.Spec.Policy = qs.Policy
 	if qs.Namespaces != nil {
 		b.Namespaces(qs.Namespaces...)
 	}

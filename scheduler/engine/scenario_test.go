@@ -126,6 +126,8 @@ type queueSpec struct {
 	MaxEvictionGracePeriod *duration `json:"maxEvictionGracePeriod"`
 	// IdleLending is the Queue's spec.idleLending as written.
 	IdleLending *v1alpha1.IdleLending `json:"idleLending"`
+	// Policy is the Queue's spec.policy as written.
+	Policy *v1alpha1.QueuePolicy `json:"policy"`
 	// Namespaces the queue serves; when absent, the namespace of its own name.
 	Namespaces []string `json:"namespaces"`
 }

@@ -671,6 +671,10 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 			}
 			visited.Add(id)
 			n := nodes[id]
+			if policyFit(n, t, g) != Fits {
+				// Evicting pods from a node the pod may not use would free nothing it can take.
+				continue
+			}
 			if need > 0 {
 				evictable := n.PreemptibleMilliGPU
 				if pol.victimQueues != nil {

@@ -80,12 +80,16 @@ type PodInfo struct {
 	Loan bool
 	// BorrowOptIn is fairway.dev/borrow-idle-gpu: "true".
 	BorrowOptIn bool
+	// Kind is the pod's fairway.dev/workload-kind (KindPod when it has none or an unknown one):
+	// the queue policy that applies to it.
+	Kind v1alpha1.WorkloadKind
 }
 
 // readIdle fills the idle-lending fields of info from the pod.
 func readIdle(pod *corev1.Pod, info *PodInfo) {
 	ann := pod.Annotations
 	info.Interactive = v1alpha1.IsInteractive(pod)
+	info.Kind = v1alpha1.KindOf(pod)
 	info.Loan = ann[v1alpha1.LoanAnnotation] == "true"
 	info.BorrowOptIn = ann[v1alpha1.BorrowIdleGPUAnnotation] == "true"
 	info.IdleMemMiB = -1
@@ -450,7 +454,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
 		GPUs: Assignment{Shared: -1}, resvSlot: -1, Recreatable: info.Recreatable, Grace: info.Grace,
 		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
-		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan,
+		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan, Kind: info.Kind,
 	}
 	if !info.IdleChanged.IsZero() {
 		t.idleChanged = info.IdleChanged.UnixNano()
@@ -485,7 +489,7 @@ func sameTask(a, b *Task) bool {
 		a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
 		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
 		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && a.Req.Reservation == b.Req.Reservation &&
-		a.resvSlot == b.resvSlot && a.loanHint == b.loanHint && a.Interactive == b.Interactive && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
+		a.resvSlot == b.resvSlot && a.loanHint == b.loanHint && a.Interactive == b.Interactive && a.Kind == b.Kind && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
 		slices.Equal(a.Req.HostPorts, b.Req.HostPorts) && (a.Problem == nil) == (b.Problem == nil) &&
 		(a.Problem == nil || *a.Problem == *b.Problem)
 }

@@ -30,6 +30,9 @@ type QueueSpec struct {
 	GPUTypes map[string]QuotaTerms
 	// Lending is the Queue's spec.idleLending as written; Queue.Lending is what applies.
 	Lending LendingSpec
+	// Policy is the Queue's spec.policy (a copy), nil when it sets none; Queue.Policy resolves it
+	// with the ancestors'.
+	Policy *v1alpha1.QueuePolicy
 	// Namespaces are the namespaces whose pods may use the queue, sorted: the Queue's
 	// spec.namespaces (QueueSpecFromQueue) and, resolved by the runtime from the namespaces'
 	// labels, those its spec.namespaceSelector matches. Gangs of other namespaces that name the
@@ -189,6 +192,9 @@ func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
 			qs.Lending.MaxLoansPerGPU = max(*l.MaxLoansPerGPU, 1)
 		}
 	}
+	if q.Spec.Policy != nil {
+		qs.Policy = q.Spec.Policy.DeepCopy()
+	}
 	for _, t := range q.Spec.GPUTypes {
 		if qs.GPUTypes == nil {
 			qs.GPUTypes = make(map[string]QuotaTerms)
@@ -263,6 +269,10 @@ type Queue struct {
 	// MaxEvictionGrace caps the grace period of the queue's evicted pods: its own
 	// spec.maxEvictionGracePeriod, else the nearest ancestor's; NoGraceCap when none sets one.
 	MaxEvictionGrace time.Duration
+
+	// policies holds the resolved policy per kind (index kindIndex), all nil when no queue of
+	// the ancestry has a policy.
+	policies []*v1alpha1.EffectivePolicy
 
 	// own counts only the gangs accounted to this queue itself.
 	own Totals
@@ -406,3 +416,36 @@ func (q *Queue) IsAncestorOf(o *Queue) bool {
 
 // String is the queue name.
 func (q *Queue) String() string { return q.Name }
+
+// resolvePolicies fills q.policies from the spec.policy of q and its ancestors, one per kind.
+func resolvePolicies(q *Queue) {
+	q.policies = nil
+	var chain []v1alpha1.PolicyLevel
+	set := false
+	for a := q; a != nil; a = a.Parent {
+		chain = append(chain, v1alpha1.PolicyLevel{Queue: a.Name, Policy: a.Spec.Policy})
+		set = set || a.Spec.Policy != nil
+	}
+	if !set {
+		return
+	}
+	q.policies = make([]*v1alpha1.EffectivePolicy, len(v1alpha1.WorkloadKinds))
+	for i, k := range v1alpha1.WorkloadKinds {
+		p := v1alpha1.ResolvePolicy(k, chain)
+		q.policies[i] = &p
+	}
+}
+
+// Policy is the queue policy that applies to pods of kind k in the queue (v1alpha1.ResolvePolicy
+// over the queue and its ancestors), nil when no queue of the ancestry has a policy. An unknown
+// kind gets the rules for KindPod.
+func (q *Queue) Policy(k v1alpha1.WorkloadKind) *v1alpha1.EffectivePolicy {
+	if q == nil || q.policies == nil {
+		return nil
+	}
+	i := slices.Index(v1alpha1.WorkloadKinds, k)
+	if i < 0 {
+		i = slices.Index(v1alpha1.WorkloadKinds, v1alpha1.KindPod)
+	}
+	return q.policies[i]
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -222,7 +223,8 @@ func queueSpecEqual(a, b QueueSpec) bool {
 	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base ||
 		a.PreemptMinRuntime != b.PreemptMinRuntime || a.ReclaimMinRuntime != b.ReclaimMinRuntime ||
 		!ptrEqual(a.MaxEvictionGrace, b.MaxEvictionGrace) ||
-		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) || !slices.Equal(a.Namespaces, b.Namespaces) {
+		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) || !slices.Equal(a.Namespaces, b.Namespaces) ||
+		!equality.Semantic.DeepEqual(a.Policy, b.Policy) {
 		return false
 	}
 	for k, v := range a.GPUTypes {
@@ -345,6 +347,7 @@ func (s *Snapshot) relink() {
 	for _, q := range s.queueList {
 		resolveLending(q)
 		resolveGraceCap(q)
+		resolvePolicies(q)
 		s.anyLends = s.anyLends || q.Lending.Lend
 		for a := q.Parent; a != nil; a = a.Parent {
 			q.Depth++

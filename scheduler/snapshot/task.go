@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 // TaskState is where a pod is in the snapshot.
@@ -129,6 +131,10 @@ type Task struct {
 	// Budgets are the PodDisruptionBudgets whose allowance an eviction of the pod would use
 	// (see SetPodBudgets); nil for almost every pod.
 	Budgets []*Budget
+
+	// Kind is the pod's kind of work (fairway.dev/workload-kind): which rules of its queue's
+	// policy apply to it (Queue.Policy).
+	Kind v1alpha1.WorkloadKind
 
 	// Idle lending (see Lendable). Interactive pods (notebooks, non-preemptible work) may lend
 	// the GPU they share while the gpu-agent reports them idle.

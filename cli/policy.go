@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,12 +91,12 @@ func RunPolicy(ctx context.Context, o *Options, queue string) error {
 // BuildPolicy resolves the policy of queue name for every kind of work, from the queue and its
 // ancestors in byName (fairwayv1.ResolvePolicy, as the webhook and the scheduler do).
 func BuildPolicy(name string, byName map[string]*fairwayv1.Queue) PolicyView {
-	var chain []fairwayv1.PolicyLevel
-	seen := map[string]bool{}
-	for n := name; n != "" && !seen[n] && byName[n] != nil; n = byName[n].Spec.Parent {
-		seen[n] = true
-		chain = append(chain, fairwayv1.PolicyLevel{Queue: n, Policy: byName[n].Spec.Policy})
-	}
+	chain, _ := fairwayv1.PolicyChain(name, func(n string) (*fairwayv1.QueueSpec, error) {
+		if q := byName[n]; q != nil {
+			return &q.Spec, nil
+		}
+		return nil, nil
+	})
 	v := PolicyView{Queue: name}
 	for _, k := range fairwayv1.WorkloadKinds {
 		p := fairwayv1.ResolvePolicy(k, chain)
@@ -126,33 +125,28 @@ func BuildPolicy(name string, byName map[string]*fairwayv1.Queue) PolicyView {
 
 // PrintPolicy writes one table per queue: a row per kind of work.
 func PrintPolicy(w io.Writer, l PolicyList) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, q := range l.Items {
 		if i > 0 {
-			fmt.Fprintln(tw)
+			fmt.Fprintln(w)
 		}
 		if !q.Set {
-			fmt.Fprintf(tw, "Queue %s has no policy: every GPU type is open to every kind of work, with no default or cap.\n", q.Queue)
+			fmt.Fprintf(w, "Queue %s has no policy: every GPU type is open to every kind of work, with no default or cap.\n", q.Queue)
 			continue
 		}
-		fmt.Fprintf(tw, "Queue %s\n", q.Queue)
-		fmt.Fprintln(tw, "KIND\tGPU TYPES\tDEFAULT GPU\tMAX GPU/POD\tBORROWING\tCPU ON GPU NODES")
+		fmt.Fprintf(w, "Queue %s\n", q.Queue)
+		t := newTable(w, "KIND", "GPU TYPES", "DEFAULT GPU", "MAX GPU/POD", "BORROWING", "CPU ON GPU NODES")
 		for _, k := range q.Kinds {
 			types := strings.Join(k.GPUTypes, ",")
 			if types == "" {
 				types = "any"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Kind, types, dash(k.DefaultGPU), dash(k.MaxGPUsPerPod), k.Borrowing, yesNo(k.CPUOnGPUNodes))
+			t.row(string(k.Kind), types, k.DefaultGPU, k.MaxGPUsPerPod, string(k.Borrowing), yesNo(k.CPUOnGPUNodes))
+		}
+		if err := t.flush(); err != nil {
+			return err
 		}
 	}
-	return tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return nil
 }
 
 func yesNo(b bool) string {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/api/gpurequest"
@@ -101,22 +102,10 @@ func (d *PodDefaulter) podGPUMilli(pod *corev1.Pod) (int64, string, error) {
 		}
 		return milli, fmt.Sprintf("%d MiB of GPU memory (%s), at least %s of the largest GPU", share.MemoryMiB, share.Key, formatGPUs(milli)), nil
 	}
-	gpus := func(c *corev1.Container) int64 {
-		q, ok := c.Resources.Limits[fairwayv1.ResourceGPU]
-		if !ok {
-			q = c.Resources.Requests[fairwayv1.ResourceGPU]
-		}
-		return q.Value()
-	}
-	var sum, initMax int64
-	for i := range pod.Spec.Containers {
-		sum += gpus(&pod.Spec.Containers[i])
-	}
-	for i := range pod.Spec.InitContainers {
-		initMax = max(initMax, gpus(&pod.Spec.InitContainers[i]))
-	}
-	n := max(sum, initMax)
-	return n * 1000, fmt.Sprintf("%d GPUs (%s)", n, fairwayv1.ResourceGPU), nil
+	// An extended resource's request equals its limit, and only the limit is sure to be set
+	// before the API server's defaulting.
+	gpus := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[fairwayv1.ResourceGPU]
+	return gpus.Value() * 1000, fmt.Sprintf("%d GPUs (%s)", gpus.Value(), fairwayv1.ResourceGPU), nil
 }
 
 // pinnedGPUTypes returns the GPU types the pod's node constraints confine it to, sorted, and

@@ -124,6 +124,17 @@ func TestPolicyRefusals(t *testing.T) {
 			ns:      "jhub",
 			wantMsg: "queue research-dept's policy for notebook pods allows at most 0.5 GPU per pod; the pod asks for 0.75 of a GPU (fairway.dev/gpu-fraction)",
 		},
+		"notebook with whole GPUs above the per-pod cap": {
+			pod: func(t *testing.T) *corev1.Pod {
+				p := notebook(t)
+				p.Spec.InitContainers = []corev1.Container{{Name: "fetch", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}}}}
+				p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("2")}
+				return p
+			},
+			ns:      "jhub",
+			wantMsg: "queue research-dept's policy for notebook pods allows at most 0.5 GPU per pod; the pod asks for 2 GPUs (nvidia.com/gpu)",
+		},
 		"plain pod whose affinity allows only T4": {
 			pod: func(*testing.T) *corev1.Pod {
 				p := makePod("p").obj()

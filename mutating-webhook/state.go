@@ -128,22 +128,17 @@ func (s *cachedState) QueueAdmit(ctx context.Context, name string) (fairwayv1.Ad
 }
 
 func (s *cachedState) QueuePolicies(ctx context.Context, name string) ([]fairwayv1.PolicyLevel, error) {
-	var chain []fairwayv1.PolicyLevel
-	seen := map[string]bool{}
-	for name != "" && !seen[name] {
-		seen[name] = true
+	return fairwayv1.PolicyChain(name, func(name string) (*fairwayv1.QueueSpec, error) {
 		q := &fairwayv1.Queue{}
 		// The policies are only read, so the cache's objects need no copy.
 		if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, q, client.UnsafeDisableDeepCopy); err != nil {
 			if apierrors.IsNotFound(err) {
-				break
+				return nil, nil
 			}
 			return nil, fmt.Errorf("reading queue %s: %w", name, err)
 		}
-		chain = append(chain, fairwayv1.PolicyLevel{Queue: name, Policy: q.Spec.Policy})
-		name = q.Spec.Parent
-	}
-	return chain, nil
+		return &q.Spec, nil
+	})
 }
 
 func (s *cachedState) LargestGPUMemoryMiB() int64 { return s.gpus.largest() }

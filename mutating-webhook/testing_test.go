@@ -51,11 +51,9 @@ func (s *staticState) QueueAdmit(_ context.Context, name string) (fairwayv1.Admi
 }
 
 func (s *staticState) QueuePolicies(_ context.Context, name string) ([]fairwayv1.PolicyLevel, error) {
-	var chain []fairwayv1.PolicyLevel
-	for ; name != "" && len(chain) < 10; name = s.parents[name] {
-		chain = append(chain, fairwayv1.PolicyLevel{Queue: name, Policy: s.policies[name]})
-	}
-	return chain, nil
+	return fairwayv1.PolicyChain(name, func(name string) (*fairwayv1.QueueSpec, error) {
+		return &fairwayv1.QueueSpec{Parent: s.parents[name], Policy: s.policies[name]}, nil
+	})
 }
 
 func (s *staticState) LargestGPUMemoryMiB() int64 { return s.gpuMemoryMiB }

@@ -16,6 +16,27 @@ type PolicyLevel struct {
 	Policy *QueuePolicy
 }
 
+// PolicyChain lists the policies of queue and of its ancestors, the queue first, for
+// ResolvePolicy. get returns a queue's spec, nil when the queue does not exist; the walk stops
+// there, or where the parents loop (the scheduler reports both on the queue).
+func PolicyChain(queue string, get func(name string) (*QueueSpec, error)) ([]PolicyLevel, error) {
+	var chain []PolicyLevel
+	seen := map[string]bool{}
+	for name := queue; name != "" && !seen[name]; {
+		seen[name] = true
+		spec, err := get(name)
+		if err != nil {
+			return nil, err
+		}
+		if spec == nil {
+			break
+		}
+		chain = append(chain, PolicyLevel{Queue: name, Policy: spec.Policy})
+		name = spec.Parent
+	}
+	return chain, nil
+}
+
 // EffectivePolicy is the policy that applies to one kind of work in one queue, each rule taken
 // from the nearest queue that sets it (QueuePolicy). The webhook and the scheduler both resolve
 // policies with ResolvePolicy, so a pod is refused at admission for exactly the rules the

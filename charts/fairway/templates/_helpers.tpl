@@ -50,3 +50,11 @@ podAntiAffinity:
 {{- define "fairway.serviceAccount" -}}
 fairway-{{ . }}
 {{- end -}}
+
+{{/*
+The --zap-log-level of a logLevel value: controller-runtime's flag takes info, debug, error or a
+verbosity above 0, and refuses 0, which is plain info.
+*/}}
+{{- define "fairway.zapLogLevel" -}}
+{{- if eq (int .) 0 }}info{{ else }}{{ . }}{{ end -}}
+{{- end -}}

@@ -36,6 +36,7 @@ type Cluster struct {
 
 	pki        *pki
 	apiPort    int
+	serviceIP  net.IP
 	kubeconfig string
 	restConfig *rest.Config
 	scheme     *runtime.Scheme
@@ -95,6 +96,7 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	_, serviceNet, _ := net.ParseCIDR(ServiceCIDR)
 	firstServiceIP := slices.Clone(serviceNet.IP.To4())
 	firstServiceIP[3]++
+	c.serviceIP = firstServiceIP
 	if c.pki, err = newPKI(filepath.Join(c.workDir, "pki"), firstServiceIP); err != nil {
 		return c, err
 	}
@@ -246,6 +248,14 @@ func (c *Cluster) waitDefaultServiceAccount(ctx context.Context) error {
 // RESTConfig returns a copy of the admin REST config (client certificate of AdminUser, who is
 // in system:masters).
 func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfig) }
+
+// APIPort is the port the API server listens on, at 127.0.0.1.
+func (c *Cluster) APIPort() int { return c.apiPort }
+
+// KubernetesServiceIP is the ClusterIP of the default/kubernetes Service (the first of
+// ServiceCIDR), which the kubelet gives pods as KUBERNETES_SERVICE_HOST and the API server's
+// certificate names. Nothing routes it unless something plays kube-proxy (test/nodes does).
+func (c *Cluster) KubernetesServiceIP() net.IP { return slices.Clone(c.serviceIP) }
 
 // Kubeconfig returns the path of the admin kubeconfig file, for kubectl and for processes.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }

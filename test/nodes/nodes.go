@@ -55,6 +55,11 @@ type Config struct {
 	// Kubelet is merged over the KubeletConfiguration Start writes (a YAML fragment's fields),
 	// e.g. {"nodeStatusUpdateFrequency": "1m"}.
 	Kubelet map[string]any
+	// KubernetesService routes the default/kubernetes Service (its ClusterIP, port 443) from the
+	// nodes' pods to the API server on the host's loopback, as kube-proxy routes it to the API
+	// server's endpoints, so in-cluster clients (fairway's chart, Argo's executor) reach the API
+	// server. Off, pods reach nothing of the control plane, as before.
+	KubernetesService bool
 	// ReadyTimeout bounds the wait for every node to be Ready; 3 minutes when zero.
 	ReadyTimeout time.Duration
 	Log          logr.Logger
@@ -221,6 +226,9 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 		return fmt.Errorf("node %s: writing the kubeconfig: %w", n.Name, err)
 	}
 	files := map[string][]byte{"ca.crt": ca, "cni.conflist": cniConfig(n), "node-ip": fmt.Appendf(nil, "%s %s\n", n.Link, n.IP)}
+	if cfg.KubernetesService {
+		files["kubernetes-service"] = fmt.Appendf(nil, "%s %s %s 443 %d\n", n.Name, n.Bridge, ns.c.KubernetesServiceIP(), ns.c.APIPort())
+	}
 	if files["kubelet.yaml"], err = kubeletConfig(n, healthzPort, cfg.Kubelet); err != nil {
 		return err
 	}
@@ -259,7 +267,7 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 		args = append(args, "--cap-drop", c)
 	}
 	if len(cfg.ExtraImages) > 0 {
-		args = append(args, "-v", filepath.Join(ns.dir, "images")+":/etc/fairway-node/images:ro")
+		args = append(args, "-v", filepath.Join(ns.dir, "images")+":/var/lib/fairway-node/extra-images:ro")
 	}
 	args = append(args, cfg.Image,
 		"--config=/etc/fairway-node/kubelet.yaml",
@@ -496,9 +504,12 @@ func (ns *Nodes) Stop() error {
 				// container. The container (which has NET_ADMIN there) removes them when it still
 				// runs; the host's ip otherwise.
 				// So do the CNI firewall plugin's per-pod rules of pods that never got a CNI DEL.
+				// And the kubernetes Service's routing (KubernetesService), tagged with the node's name.
 				links := "ip link delete " + n.Bridge + " 2>/dev/null; ip link delete " + n.Link + " 2>/dev/null; " +
 					"iptables -S CNI-FORWARD 2>/dev/null | grep -F -- ' " + strings.TrimSuffix(n.PodCIDR, "0/24") + "' | " +
-					"sed 's/^-A/-D/' | while read -r r; do iptables $r; done; true"
+					"sed 's/^-A/-D/' | while read -r r; do iptables $r; done; " +
+					"for t in nat filter; do iptables -t $t -S 2>/dev/null | grep -F -- '--comment fairway-node-" + n.Name + " ' | " +
+					"sed 's/^-A/-D/' | while read -r r; do iptables -t $t $r; done; done; true"
 				if exec.Command("docker", "exec", n.Container, "sh", "-c", links).Run() != nil {
 					_ = exec.Command("sh", "-c", links).Run()
 				}

@@ -47,6 +47,24 @@ if [[ -f "${conf}/node-ip" ]]; then
   ip link set "${link}" up
 fi
 
+# The kubernetes Service, routed as kube-proxy routes it (test/nodes Config.KubernetesService):
+# the API server listens on the host's 127.0.0.1 only, so a pod's connection to the Service's
+# ClusterIP is DNATed there as it enters the host from the node's pod bridge. Loopback
+# destinations from outside need route_localnet on that bridge (made here, before the CNI
+# plugin, which reuses it), and kube-proxy's guard against its abuse: anything else arriving on
+# the bridge for 127.0.0.0/8 is dropped. The rules carry the node's name, so Stop finds them.
+if [[ -f "${conf}/kubernetes-service" ]]; then
+  read -r node bridge svc_ip svc_port api_port <"${conf}/kubernetes-service"
+  ip link show "${bridge}" >/dev/null 2>&1 || ip link add "${bridge}" type bridge
+  ip link set "${bridge}" up
+  echo 1 >"/proc/sys/net/ipv4/conf/${bridge}/route_localnet"
+  tag="fairway-node-${node}"
+  iptables -t nat -A PREROUTING -i "${bridge}" -d "${svc_ip}/32" -p tcp --dport "${svc_port}" \
+    -m comment --comment "${tag}" -j DNAT --to-destination "127.0.0.1:${api_port}"
+  iptables -t filter -I INPUT -i "${bridge}" -d 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT \
+    -m comment --comment "${tag}" -j DROP
+fi
+
 mkdir -p /etc/cni/net.d
 if [[ -f "${conf}/cni.conflist" ]]; then
   cp "${conf}/cni.conflist" /etc/cni/net.d/10-fairway.conflist
@@ -58,7 +76,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 ctr version >/dev/null || { echo "fairway-node: containerd did not start:" >&2; tail -20 "${logs}/containerd.log" >&2; exit 1; }
-for img in /var/lib/fairway-node/images/*.tar "${conf}"/images/*.tar; do
+for img in /var/lib/fairway-node/images/*.tar /var/lib/fairway-node/extra-images/*.tar; do
   [[ -f "${img}" ]] || continue
   ctr -n k8s.io images import --snapshotter native "${img}" >/dev/null
 done

@@ -9,5 +9,6 @@ start=${SECONDS}
 "${HERE}/base.sh"
 "${HERE}/node.sh"
 "${HERE}/fairway.sh"
+"${HERE}/standins.sh"
 log "done in $(fmt_secs $((SECONDS - start)))"
 docker image ls --format '  {{.Repository}}:{{.Tag}}\t{{.Size}}' | grep -E 'fairway' >&2 || true

@@ -9,6 +9,11 @@ NODE_IMAGE="${NODE_IMAGE:-fairway.local/node:dev}"
 FAIRWAY_IMAGE="${FAIRWAY_IMAGE:-ghcr.io/fairway-sched/fairway:dev}"
 PAUSE_IMAGE="${PAUSE_IMAGE:-fairway.local/pause:3.10}"
 BUSYBOX_IMAGE="${BUSYBOX_IMAGE:-fairway.local/busybox:1}"
+# The tools' own pods (hack/images/standins.sh); test/e2enodes names the same images.
+ARGOEXEC_IMAGE="${ARGOEXEC_IMAGE:-fairway.local/argoexec:dev}"
+KFP_IMAGE="${KFP_IMAGE:-fairway.local/kfp-standin:dev}"
+RAY_IMAGE="${RAY_IMAGE:-fairway.local/ray-standin:dev}"
+ARGO_MODULE=github.com/argoproj/argo-workflows/v3
 
 log() { echo "images: $*" >&2; }
 fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }

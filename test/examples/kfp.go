@@ -518,32 +518,43 @@ func KFPDriverOutputs(pod *corev1.Pod) (outputs map[string]string, ok bool, err 
 	if len(command) == 0 || command[0] != "driver" {
 		return nil, false, nil
 	}
-	flags := map[string]string{}
-	for i := 0; i+1 < len(main.Args); i += 2 {
-		flags[strings.TrimPrefix(main.Args[i], "--")] = main.Args[i+1]
-	}
-	h := fnv.New32a()
-	h.Write([]byte(pod.Annotations[argoNodeIDAnnotation]))
-	executionID := strconv.FormatUint(uint64(h.Sum32()%100000+1), 10)
-	switch flags["type"] {
-	case "ROOT_DAG", "DAG":
-		return map[string]string{"execution-id": executionID, "iteration-count": "0", "condition": "true"}, true, nil
-	case "CONTAINER":
-	default:
-		return nil, false, fmt.Errorf("driver pod %s: unknown --type %q", pod.Name, flags["type"])
-	}
-	var spec KFPContainerSpec
-	if err := json.Unmarshal([]byte(flags["container"]), &spec); err != nil {
-		return nil, true, fmt.Errorf("driver pod %s: --container: %w", pod.Name, err)
-	}
-	res, err := spec.Resources.Resources()
+	outputs, err = KFPDriverRun(main.Args, pod.Annotations[argoNodeIDAnnotation])
 	if err != nil {
 		return nil, true, fmt.Errorf("driver pod %s: %w", pod.Name, err)
 	}
+	return outputs, true, nil
+}
+
+// KFPDriverRun is KFPDriverOutputs for the driver's own arguments (flags and values, as the
+// workflow passes them to the driver command) in the Argo node nodeID: the real-node tier's
+// stand-in driver image (test/standins/kfp) runs it in the driver's pod.
+func KFPDriverRun(args []string, nodeID string) (map[string]string, error) {
+	flags := map[string]string{}
+	for i := 0; i+1 < len(args); i += 2 {
+		flags[strings.TrimPrefix(args[i], "--")] = args[i+1]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(nodeID))
+	executionID := strconv.FormatUint(uint64(h.Sum32()%100000+1), 10)
+	switch flags["type"] {
+	case "ROOT_DAG", "DAG":
+		return map[string]string{"execution-id": executionID, "iteration-count": "0", "condition": "true"}, nil
+	case "CONTAINER":
+	default:
+		return nil, fmt.Errorf("unknown --type %q", flags["type"])
+	}
+	var spec KFPContainerSpec
+	if err := json.Unmarshal([]byte(flags["container"]), &spec); err != nil {
+		return nil, fmt.Errorf("--container: %w", err)
+	}
+	res, err := spec.Resources.Resources()
+	if err != nil {
+		return nil, err
+	}
 	executorInput := `{"inputs":{},"outputs":{}}`
-	var args []string
+	var component []string
 	for _, a := range append(slices.Clone(spec.Command), spec.Args...) {
-		args = append(args, strings.ReplaceAll(a, "{{$}}", executorInput))
+		component = append(component, strings.ReplaceAll(a, "{{$}}", executorInput))
 	}
 	patch := corev1.PodSpec{Containers: []corev1.Container{{
 		Name:  "main",
@@ -551,7 +562,7 @@ func KFPDriverOutputs(pod *corev1.Pod) (outputs map[string]string, ok bool, err 
 		Command: []string{"/kfp-launcher/launch", "--pipeline_name", flags["pipeline_name"], "--run_id", flags["run_id"],
 			"--execution_id", executionID, "--executor_input", executorInput, "--component_spec", flags["component"],
 			"--pod_name", "$(KFP_POD_NAME)", "--pod_uid", "$(KFP_POD_UID)", "--"},
-		Args:      args,
+		Args:      component,
 		Resources: res,
 	}}}
 	if cfg := flags["kubernetes_config"]; cfg != "" {
@@ -562,7 +573,7 @@ func KFPDriverOutputs(pod *corev1.Pod) (outputs map[string]string, ok bool, err 
 			Tolerations []corev1.Toleration `json:"tolerations"`
 		}
 		if err := json.Unmarshal([]byte(cfg), &k8s); err != nil {
-			return nil, true, fmt.Errorf("driver pod %s: --kubernetes_config: %w", pod.Name, err)
+			return nil, fmt.Errorf("--kubernetes_config: %w", err)
 		}
 		if k8s.NodeSelector != nil {
 			patch.NodeSelector = k8s.NodeSelector.Labels
@@ -571,9 +582,9 @@ func KFPDriverOutputs(pod *corev1.Pod) (outputs map[string]string, ok bool, err 
 	}
 	b, err := json.Marshal(patch)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
-	return map[string]string{"pod-spec-patch": string(b), "cached-decision": "false", "condition": "true"}, true, nil
+	return map[string]string{"pod-spec-patch": string(b), "cached-decision": "false", "condition": "true"}, nil
 }
 
 // ArgoTaskResult is the WorkflowTaskResult by which Argo's wait container reports a pod's output

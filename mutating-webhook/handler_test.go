@@ -30,6 +30,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // the reference of what the webhook writes; regenerate them with -update and review the diff.
 func TestFrameworkPods(t *testing.T) {
 	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/mpijob/testdata/mpijob.yaml")...)
 	cases := map[string]struct {
 		fixture string
 		// namespace is the request's; the pod body keeps its own unless it has none.
@@ -46,6 +47,7 @@ func TestFrameworkPods(t *testing.T) {
 		"jupyterhub-whole":  {fixture: "../adapters/jupyterhub/testdata/kubespawner-default.yaml"},
 		"pytorchjob-worker": {fixture: "../adapters/pytorchjob/testdata/worker.yaml"},
 		"jobset-node":       {fixture: "../adapters/jobset/testdata/trainjob-node.yaml"},
+		"mpijob-launcher":   {fixture: "../adapters/mpijob/testdata/launcher.yaml"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -97,6 +99,7 @@ func TestControllerSelectorLabelsAreNeverPatched(t *testing.T) {
 	protected := append(argo.SelectorLabels(), kuberay.ClusterLabel, kuberay.NodeTypeLabel, kuberay.GroupLabel,
 		"app.kubernetes.io/created-by", "pipeline/runid")
 	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/mpijob/testdata/mpijob.yaml")...)
 	for _, fixture := range []string{
 		"../adapters/argo/testdata/step-gpu.yaml",
 		"../adapters/kfp/testdata/executor-2.17.yaml",

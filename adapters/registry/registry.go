@@ -8,12 +8,17 @@ import (
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/argo"
+	"github.com/fairway-sched/fairway/adapters/jaxjob"
 	"github.com/fairway-sched/fairway/adapters/jobset"
 	"github.com/fairway-sched/fairway/adapters/jupyterhub"
 	"github.com/fairway-sched/fairway/adapters/kfp"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
+	"github.com/fairway-sched/fairway/adapters/mpijob"
+	"github.com/fairway-sched/fairway/adapters/paddlejob"
 	"github.com/fairway-sched/fairway/adapters/plainpod"
 	"github.com/fairway-sched/fairway/adapters/pytorchjob"
+	"github.com/fairway-sched/fairway/adapters/tfjob"
+	"github.com/fairway-sched/fairway/adapters/xgboostjob"
 )
 
 // All returns every adapter, most specific first: the first adapter that recognises a pod claims
@@ -26,6 +31,11 @@ func All() []adapters.Adapter {
 		kuberay.New(),
 		jupyterhub.New(),
 		pytorchjob.New(),
+		mpijob.New(),
+		tfjob.New(),
+		xgboostjob.New(),
+		paddlejob.New(),
+		jaxjob.New(),
 		jobset.New(),
 		plainpod.New(),
 	}

@@ -26,6 +26,12 @@ func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 		"../jupyterhub/testdata/z2jh-notebook.yaml": "jupyterhub",
 		"../jupyterhub/testdata/placeholder.yaml":   "none",
 		"../pytorchjob/testdata/worker.yaml":        "pytorchjob",
+		"../mpijob/testdata/launcher.yaml":          "mpijob",
+		"../mpijob/testdata/worker.yaml":            "mpijob",
+		"../tfjob/testdata/ps.yaml":                 "tfjob",
+		"../xgboostjob/testdata/master.yaml":        "xgboostjob",
+		"../paddlejob/testdata/worker.yaml":         "paddlejob",
+		"../jaxjob/testdata/worker.yaml":            "jaxjob",
 		"../jobset/testdata/trainjob-node.yaml":     "jobset",
 	}
 	all := registry.All()
@@ -52,7 +58,7 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "Job"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "JobSet", "TrainJob", "Job"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}

@@ -31,6 +31,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 func TestFrameworkPods(t *testing.T) {
 	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
 	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/mpijob/testdata/mpijob.yaml")...)
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/usergang/testdata/indexed-job.yaml")...)
 	cases := map[string]struct {
 		fixture string
 		// namespace is the request's; the pod body keeps its own unless it has none.
@@ -48,6 +49,8 @@ func TestFrameworkPods(t *testing.T) {
 		"pytorchjob-worker": {fixture: "../adapters/pytorchjob/testdata/worker.yaml"},
 		"jobset-node":       {fixture: "../adapters/jobset/testdata/trainjob-node.yaml"},
 		"mpijob-launcher":   {fixture: "../adapters/mpijob/testdata/launcher.yaml"},
+		"gang-indexed-job":  {fixture: "../adapters/usergang/testdata/indexed-job-pod.yaml"},
+		"gang-kueue":        {fixture: "../adapters/usergang/testdata/kueue-pod.yaml"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -100,6 +103,7 @@ func TestControllerSelectorLabelsAreNeverPatched(t *testing.T) {
 		"app.kubernetes.io/created-by", "pipeline/runid")
 	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
 	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/mpijob/testdata/mpijob.yaml")...)
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/usergang/testdata/indexed-job.yaml")...)
 	for _, fixture := range []string{
 		"../adapters/argo/testdata/step-gpu.yaml",
 		"../adapters/kfp/testdata/executor-2.17.yaml",

@@ -18,12 +18,14 @@ import (
 	"github.com/fairway-sched/fairway/adapters/plainpod"
 	"github.com/fairway-sched/fairway/adapters/pytorchjob"
 	"github.com/fairway-sched/fairway/adapters/tfjob"
+	"github.com/fairway-sched/fairway/adapters/usergang"
 	"github.com/fairway-sched/fairway/adapters/xgboostjob"
 )
 
 // All returns every adapter, most specific first: the first adapter that recognises a pod claims
 // it, so one workload is never managed twice. Kubeflow Pipelines comes before Argo because KFP
-// pods are Argo pods too; the plain-pod fallback comes last and claims the rest.
+// pods are Argo pods too; gangs users name themselves (usergang) come after every framework,
+// which knows its own pods' gangs better, and the plain-pod fallback comes last and claims the rest.
 func All() []adapters.Adapter {
 	return []adapters.Adapter{
 		kfp.New(),
@@ -37,6 +39,7 @@ func All() []adapters.Adapter {
 		paddlejob.New(),
 		jaxjob.New(),
 		jobset.New(),
+		usergang.New(),
 		plainpod.New(),
 	}
 }

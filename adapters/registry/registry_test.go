@@ -33,6 +33,8 @@ func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 		"../paddlejob/testdata/worker.yaml":         "paddlejob",
 		"../jaxjob/testdata/worker.yaml":            "jaxjob",
 		"../jobset/testdata/trainjob-node.yaml":     "jobset",
+		"../usergang/testdata/kueue-pod.yaml":       "gang",
+		"../usergang/testdata/indexed-job-pod.yaml": "gang",
 	}
 	all := registry.All()
 	for fixture, want := range cases {
@@ -58,7 +60,7 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "JobSet", "TrainJob", "Job"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "JobSet", "TrainJob", "PodGroup", "PodGroup", "PodGroup", "PodGroup", "Job"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}

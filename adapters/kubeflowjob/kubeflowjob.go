@@ -62,6 +62,11 @@ type Kind struct {
 	// cannot run without (launcher, master, chief) first, the workers last. A type not listed
 	// comes after the listed ones.
 	Order []string
+	// FailedReplicasFail says the kind's controller never makes a failed replica again, whatever
+	// its restartPolicy: the MPIJob controller of v1.8.1 fails the job when the launcher pod
+	// fails and leaves failed workers failed, where the other kinds delete a failed pod of a
+	// replica type that restarts and make it anew (pkg/controller.v1/common/pod.go).
+	FailedReplicasFail bool
 	// ElasticType is the replica type whose minimum is spec.elasticPolicy.minReplicas, when set,
 	// instead of its replicas ("Worker" for PyTorchJob and PaddleJob); empty for kinds that are
 	// not elastic.
@@ -148,9 +153,13 @@ func (a *Adapter) GangShapes(job *unstructured.Unstructured) []adapters.GangShap
 
 // Restarted reports whether the operator brings a replica of the type back after its pod is
 // evicted without failing the job: the replica type's restartPolicy (the kind's default when it
-// sets none) is OnFailure, Always or ExitCode. Under Never the operator fails the job when the
-// pod fails, which an eviction on a real node does before the pod is deleted.
+// sets none) is OnFailure, Always or ExitCode, and the kind's controller replaces failed pods.
+// Under Never the operator fails the job when the pod fails, which an evicted pod on a real node
+// does before it is deleted (the kubelet gives a deleted pod a terminal phase).
 func (a *Adapter) Restarted(job *unstructured.Unstructured, replicaType string) bool {
+	if a.kind.FailedReplicasFail {
+		return false
+	}
 	replicas, _, _ := unstructured.NestedMap(job.Object, "spec", a.kind.ReplicaSpecsField)
 	for name, r := range replicas {
 		rs, ok := r.(map[string]any)

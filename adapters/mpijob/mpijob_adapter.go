@@ -35,7 +35,9 @@ const (
 var MPIJobGVK = schema.GroupVersionKind{Group: kubeflowjob.Group, Version: "v1", Kind: "MPIJob"}
 
 // Kind describes MPIJob to the Training Operator core. Both replica types default to
-// restartPolicy Never (mpi_defaults.go).
+// restartPolicy Never (mpi_defaults.go), and whatever the policy the controller fails the job
+// when its launcher pod fails (an eviction on a real node does) and never replaces a failed
+// worker: no MPIJob pod is recreatable.
 var Kind = kubeflowjob.Kind{
 	Framework:            Name,
 	GVK:                  MPIJobGVK,
@@ -44,6 +46,7 @@ var Kind = kubeflowjob.Kind{
 	Container:            Container,
 	DefaultRestartPolicy: corev1.RestartPolicyNever,
 	Order:                []string{"Launcher", "Worker"},
+	FailedReplicasFail:   true,
 }
 
 // New returns the MPIJob adapter.

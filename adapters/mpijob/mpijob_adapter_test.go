@@ -3,6 +3,7 @@ package mpijob_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,17 +84,21 @@ func TestShapeMinAvailable(t *testing.T) {
 	}
 }
 
-// Replicas restarted OnFailure come back after an eviction; the default (Never) fails the job.
+// The MPIJob controller fails the job with its launcher and never replaces a failed worker, so
+// no replica comes back after an eviction, whatever its restartPolicy.
 func TestRestarted(t *testing.T) {
 	job := adaptertest.LoadObjects(t, filepath.Join("testdata", "mpijob.yaml"))[0]
 	a := mpijob.New()
-	if a.Restarted(job, mpijob.LauncherType) || a.Restarted(job, mpijob.WorkerType) {
-		t.Error("restartPolicy unset (Never for MPIJob): Restarted = true, want false")
-	}
-	if err := unstructured.SetNestedField(job.Object, "OnFailure", "spec", "mpiReplicaSpecs", "Worker", "restartPolicy"); err != nil {
-		t.Fatal(err)
-	}
-	if !a.Restarted(job, mpijob.WorkerType) {
-		t.Error("restartPolicy OnFailure: Restarted = false, want true")
+	for _, policy := range []string{"", "OnFailure", "Always", "ExitCode"} {
+		for _, typ := range []string{"Launcher", "Worker"} {
+			if policy != "" {
+				if err := unstructured.SetNestedField(job.Object, policy, "spec", "mpiReplicaSpecs", typ, "restartPolicy"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a.Restarted(job, strings.ToLower(typ)) {
+				t.Errorf("%s with restartPolicy %q: Restarted = true, want false", typ, policy)
+			}
+		}
 	}
 }

@@ -47,7 +47,7 @@ import (
 // them. An evicted pod is deleted at once, with no terminal phase, so the operator sees it gone
 // and makes it again. On a real node the kubelet first marks it Failed: the PyTorchJob (restart
 // policy OnFailure) then still replaces it, but training-operator v1.8.1 fails an MPIJob whose
-// launcher failed, and that job would not come back (docs/training-operator.md).
+// launcher failed, and that job would not come back (docs/gangs.md).
 func TestExampleTrainingOperator(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

@@ -65,3 +65,17 @@ func TestWatchedKinds(t *testing.T) {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}
 }
+
+// BenchmarkMatch: the cost of recognition for the pod that asks every adapter, a pod of no
+// framework (the webhook does this once per admitted pod; make bench-webhook holds it to its
+// latency budget end to end).
+func BenchmarkMatch(b *testing.B) {
+	all := registry.All()
+	pod := adaptertest.LoadPod(b, "../jupyterhub/testdata/placeholder.yaml")
+	b.ReportAllocs()
+	for b.Loop() {
+		if registry.Match(all, pod) == nil {
+			b.Fatal("no adapter")
+		}
+	}
+}

@@ -40,7 +40,8 @@ import (
 //     they wait, none bound, while prod runs.
 //  4. prod's pods finish: both jobs come back whole.
 //
-// What kwok hides: no container runs. Pods are Running as soon as they are bound, so the MPI
+// What kwok hides: no container runs. (Its nodes report ephemeral-storage only when asked, as
+// here: the launcher's kubectl-delivery init container requests 5Gi.) Pods are Running as soon as they are bound, so the MPI
 // launcher's kubectl-delivery init container, which on a real node waits until every worker is
 // Ready, and the PyTorch workers' init container, which waits for the master's DNS name, pass at
 // once; the operator itself creates the launcher right after the workers, without waiting for
@@ -53,7 +54,7 @@ func TestExampleTrainingOperator(t *testing.T) {
 	ctx := t.Context()
 	ns := "ml-team"
 	four := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 4,
-		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti"}
+		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti", EphemeralStorage: "1Ti"}
 	c := startExample(t, []cluster.NodePool{four}, []client.Object{
 		exampleQueue("ml-team", ns, ""), exampleQueue("prod", "prod", "6"),
 	}, stack.Options{NoAgents: true, ProbeNamespace: ns})
@@ -175,7 +176,7 @@ func TestExampleTrainingOperator(t *testing.T) {
 
 	// 2. Two more GPUs: the launcher starts with its workers.
 	two := cluster.NodePool{Name: "h100-more", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 2,
-		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti"}
+		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti", EphemeralStorage: "1Ti"}
 	if _, err := c.AddNodes(ctx, two); err != nil {
 		t.Fatal(err)
 	}

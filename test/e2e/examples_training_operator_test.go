@@ -39,6 +39,8 @@ import (
 //     whole (every pod of both gangs is evicted), the operator makes their pods again, and
 //     they wait, none bound, while prod runs.
 //  4. prod's pods finish: both jobs come back whole.
+//  5. A TFJob, an XGBoostJob and a PaddleJob of the operator's own examples: the pods the real
+//     operator makes for them are recognised, one gang each.
 //
 // What kwok hides: no container runs. (Its nodes report ephemeral-storage only when asked, as
 // here: the launcher's kubectl-delivery init container requests 5Gi.) Pods are Running as soon as they are bound, so the MPI
@@ -253,7 +255,57 @@ func TestExampleTrainingOperator(t *testing.T) {
 	})
 	t.Logf("both jobs bound whole again %v after prod's pods bound", time.Since(begin).Round(time.Millisecond))
 	for _, j := range []*job{pt, mpi} {
-		checkGang(j, podsIn(t, c, ctx, ns, j.sel))
+		pods := podsIn(t, c, ctx, ns, j.sel)
+		checkGang(j, pods)
+		// The PyTorchJob's replicas restart OnFailure; the MPIJob's launcher fails its job.
+		want := map[string]string{pytorchjob.Name: "true", mpijob.Name: "false"}[j.framework]
+		for _, p := range pods {
+			if got := p.Annotations[fairwayv1.RecreatableAnnotation]; got != want {
+				t.Errorf("pod %s: %s %q, want %q", p.Name, fairwayv1.RecreatableAnnotation, got, want)
+			}
+		}
+	}
+
+	// 5. The operator's other kinds, from its own examples (the adapters' test data): their pods,
+	// as the real operator makes them, are recognised and sized as one gang each. They ask for
+	// CPU only (the PaddleJob's GPUs are taken out: the GPUs are busy).
+	for _, tc := range []struct {
+		file, framework string
+		size            int
+	}{
+		{"adapters/tfjob/testdata/tf_job_mnist.yaml", "tfjob", 6},
+		{"adapters/xgboostjob/testdata/xgboostjob.yaml", "xgboostjob", 3},
+		{"adapters/paddlejob/testdata/simple-gpu.yaml", "paddlejob", 2},
+	} {
+		obj := loadUnstructured(t, tc.file)
+		obj.SetNamespace(ns)
+		specs, _, _ := unstructured.NestedMap(obj.Object, "spec")
+		for field, v := range specs {
+			if !strings.HasSuffix(field, "ReplicaSpecs") {
+				continue
+			}
+			for _, r := range v.(map[string]any) {
+				containers, _, _ := unstructured.NestedSlice(r.(map[string]any), "template", "spec", "containers")
+				for _, c := range containers {
+					delete(c.(map[string]any), "resources")
+				}
+				if err := unstructured.SetNestedSlice(r.(map[string]any), containers, "template", "spec", "containers"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := unstructured.SetNestedMap(obj.Object, v.(map[string]any), "spec", field); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustCreate(t, c, obj)
+		sel := map[string]string{kubeflowjob.JobNameLabel: obj.GetName()}
+		pods := waitPods(t, c, ns, sel, tc.size, 60*time.Second)
+		for i := range pods {
+			checkPod(t, &pods[i], expectPod{queue: ns, framework: tc.framework, kind: string(adapters.KindTraining),
+				podGroup: adapters.GroupName(tc.framework, obj.GetName()), subGroup: pods[i].Labels[kubeflowjob.ReplicaTypeLabel],
+				minMember: tc.size, priorityClass: fairwayv1.PriorityClassTraining, priority: ptr.To[int32](50)})
+		}
+		t.Logf("%s %s: %d pods, one gang", obj.GetKind(), obj.GetName(), len(pods))
 	}
 }
 

@@ -87,6 +87,10 @@ func TestExampleGangs(t *testing.T) {
 	for i := range pods {
 		checkPod(t, &pods[i], expectPod{queue: ns, framework: usergang.Name, kind: string(adapters.KindTraining), podGroup: group,
 			minMember: 4, priorityClass: fairwayv1.PriorityClassTraining, priority: ptr.To[int32](50)})
+		// Its podFailurePolicy ignores evictions: the Job controller makes an evicted worker again.
+		if got := pods[i].Annotations[fairwayv1.RecreatableAnnotation]; got != "true" {
+			t.Errorf("pod %s: %s %q, want \"true\"", pods[i].Name, fairwayv1.RecreatableAnnotation, got)
+		}
 	}
 
 	// Three GPUs for a gang of four: it waits whole, with its reason.

@@ -12,8 +12,9 @@
 //     unless the API server enables it): spec.schedulingGroup.podGroupName names a
 //     scheduling.k8s.io PodGroup, whose spec.schedulingPolicy.gang.minCount is the size (a basic
 //     policy is no gang). The Job controller's WorkloadWithJob feature makes these for Jobs;
-//   - fairway's own: annotation fairway.dev/gang: "true" on a Job's pod template makes the Job's
-//     pods one gang of min(parallelism, completions), the usual shape of an indexed Job.
+//   - fairway's own, which wins over the others: annotation fairway.dev/gang: "true" on a Job's
+//     pod template makes the Job's pods one gang of min(parallelism, completions), the usual
+//     shape of an indexed Job.
 //
 // A gang is work a user wants placed whole, so it runs as training (fairway-training,
 // preemptible), unlike single plain pods. The framework adapters come first in the registry: a
@@ -99,10 +100,15 @@ func (*Adapter) Recognize(pod *corev1.Pod) bool {
 	return ok
 }
 
-// Describe implements adapters.Adapter. The conventions are tried in the order of the package
-// comment; a pod that uses two gets the first.
+// Describe implements adapters.Adapter. fairway's own annotation comes first, the others in the
+// order of the package comment; a pod that uses two gets the first. (With the WorkloadWithJob
+// feature gate the Job controller points a Job's pods at a PodGroup of its own; a user who also
+// wrote fairway.dev/gang on the Job meant that gang.)
 func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.ObjectReader) (adapters.Workload, error) {
 	w := adapters.Workload{Kind: adapters.KindTraining, MinMember: 1, PriorityClass: fairwayv1.PriorityClassTraining}
+	if _, ok := pod.Annotations[fairwayv1.GangAnnotation]; ok {
+		return jobGang(ctx, pod, objects, w)
+	}
 	switch {
 	case pod.Labels[KueuePodGroupNameLabel] != "":
 		name := pod.Labels[KueuePodGroupNameLabel]
@@ -131,8 +137,6 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		name := *pod.Spec.SchedulingGroup.PodGroupName
 		w.PodGroup = adapters.GroupName("gang", name)
 		w.MinMember, w.Warnings = workloadMinCount(ctx, objects, pod.Namespace, name)
-	default:
-		return jobGang(ctx, pod, objects, w)
 	}
 	return w, nil
 }

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -25,7 +27,13 @@ import (
 
 // workloadAPIFlags serve Kubernetes' Workload API (scheduling.k8s.io/v1beta1 Workload and
 // PodGroup, and the pods' spec.schedulingGroup): in Kubernetes 1.37 it is beta and off by default.
-var workloadAPIFlags = []string{"--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true"}
+// WorkloadWithJob (alpha) lets the Job controller make a Workload and a PodGroup for an Indexed
+// Job whose parallelism is its completions and point the Job's pods at the PodGroup; the API
+// server needs it too, for the job-controller's RBAC role to allow it.
+var (
+	workloadAPIFlags = []string{"--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true,WorkloadWithJob=true"}
+	workloadJobFlags = []string{"--feature-gates=GenericWorkload=true,WorkloadWithJob=true"}
+)
 
 // TestExampleGangs runs examples/gangs/indexed-job.yaml, an Indexed Job of 4 workers of a GPU
 // each whose pod template carries fairway.dev/gang: "true", on a node of 3 GPUs: no worker is
@@ -34,15 +42,18 @@ var workloadAPIFlags = []string{"--runtime-config=scheduling.k8s.io/v1beta1=true
 //
 // On the same cluster, whose API server serves Kubernetes' Workload API, the other conventions
 // of user-made gangs reach the scheduler as gangs of their size: a Kueue plain pod group (label
-// and total-count annotation) and pods that name a scheduling.k8s.io/v1beta1 PodGroup with a gang
-// policy in spec.schedulingGroup.
+// and total-count annotation), pods that name a scheduling.k8s.io/v1beta1 PodGroup with a gang
+// policy in spec.schedulingGroup, and an Indexed Job that asks for a gang in its own
+// spec.scheduling (feature gate WorkloadWithJob, alpha), for which the Job controller makes that
+// PodGroup itself. The example Job gets one too, of the basic policy (no gang); its
+// fairway.dev/gang annotation wins.
 func TestExampleGangs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ns := "ml-team"
 	three := cluster.NodePool{Name: "h100", Count: 1, GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 3,
 		GPUMemoryMiB: 81559, CPU: "96", Memory: "1Ti"}
-	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{three}, APIServerFlags: workloadAPIFlags},
+	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{three}, APIServerFlags: workloadAPIFlags, ControllerManagerFlags: workloadJobFlags},
 		[]client.Object{exampleQueue("ml-team", ns, "")}, stack.Options{NoAgents: true, ProbeNamespace: ns})
 
 	job := exampleObject(t, ns, "gangs", "indexed-job.yaml")
@@ -174,4 +185,34 @@ func TestExampleGangs(t *testing.T) {
 		}
 		return n == 4, fmt.Errorf("%d of 4 bound", n)
 	})
+
+	// An Indexed Job of 2 that asks Kubernetes for a gang (spec.scheduling, WorkloadWithJob)
+	// instead of fairway's annotation: the Job controller makes its PodGroup, gang of parallelism.
+	k8sJob := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "k8s-indexed", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
+			Scheduling: &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
+				Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{}}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sleep", "3600"}}}}},
+		},
+	}
+	mustCreate(t, c, k8sJob)
+	jobPods := waitPods(t, c, ns, map[string]string{"batch.kubernetes.io/job-name": k8sJob.Name}, 2, 60*time.Second)
+	for i := range jobPods {
+		p := &jobPods[i]
+		if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil {
+			t.Fatalf("the Job controller did not point pod %s at a PodGroup (WorkloadWithJob)", p.Name)
+		}
+		checkPod(t, p, expectPod{queue: ns, framework: usergang.Name, kind: string(adapters.KindTraining),
+			podGroup: adapters.GroupName("gang", *p.Spec.SchedulingGroup.PodGroupName), minMember: 2,
+			priorityClass: fairwayv1.PriorityClassTraining, priority: ptr.To[int32](50)})
+	}
+	t.Logf("Job %s: the Job controller's PodGroup %s, a gang of 2", k8sJob.Name, *jobPods[0].Spec.SchedulingGroup.PodGroupName)
+	if p := podsIn(t, c, ctx, ns, sel); p[0].Spec.SchedulingGroup == nil {
+		t.Logf("the example Job's pods name no PodGroup of the Job controller")
+	} else {
+		t.Logf("the example Job's pods also name PodGroup %s; fairway.dev/gang wins", *p[0].Spec.SchedulingGroup.PodGroupName)
+	}
 }

@@ -43,6 +43,7 @@ TOOLS=(
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|"
   "workflow-controller|argo|github.com/argoproj/argo-workflows/v3/cmd/workflow-controller|"
   "ray-operator|kuberay|github.com/ray-project/kuberay/ray-operator|"
+  "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|"
   # remove_all_sd: the tests scrape static targets only; without the cloud service discoveries
   # (AWS, Azure, GCE, Kubernetes, ...) the cold build compiles 3,600 Go files instead of 11,500.
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus||remove_all_sd"

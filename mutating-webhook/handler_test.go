@@ -30,6 +30,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // the reference of what the webhook writes; regenerate them with -update and review the diff.
 func TestFrameworkPods(t *testing.T) {
 	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/mpijob/testdata/mpijob.yaml")...)
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/usergang/testdata/indexed-job.yaml")...)
 	cases := map[string]struct {
 		fixture string
 		// namespace is the request's; the pod body keeps its own unless it has none.
@@ -46,6 +48,9 @@ func TestFrameworkPods(t *testing.T) {
 		"jupyterhub-whole":  {fixture: "../adapters/jupyterhub/testdata/kubespawner-default.yaml"},
 		"pytorchjob-worker": {fixture: "../adapters/pytorchjob/testdata/worker.yaml"},
 		"jobset-node":       {fixture: "../adapters/jobset/testdata/trainjob-node.yaml"},
+		"mpijob-launcher":   {fixture: "../adapters/mpijob/testdata/launcher.yaml"},
+		"gang-indexed-job":  {fixture: "../adapters/usergang/testdata/indexed-job-pod.yaml"},
+		"gang-kueue":        {fixture: "../adapters/usergang/testdata/kueue-pod.yaml"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -97,6 +102,8 @@ func TestControllerSelectorLabelsAreNeverPatched(t *testing.T) {
 	protected := append(argo.SelectorLabels(), kuberay.ClusterLabel, kuberay.NodeTypeLabel, kuberay.GroupLabel,
 		"app.kubernetes.io/created-by", "pipeline/runid")
 	rayObjects := adaptertest.LoadObjects(t, "../adapters/kuberay/testdata/raycluster.yaml")
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/mpijob/testdata/mpijob.yaml")...)
+	rayObjects = append(rayObjects, adaptertest.LoadObjects(t, "../adapters/usergang/testdata/indexed-job.yaml")...)
 	for _, fixture := range []string{
 		"../adapters/argo/testdata/step-gpu.yaml",
 		"../adapters/kfp/testdata/executor-2.17.yaml",

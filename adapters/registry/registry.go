@@ -8,17 +8,24 @@ import (
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/argo"
+	"github.com/fairway-sched/fairway/adapters/jaxjob"
 	"github.com/fairway-sched/fairway/adapters/jobset"
 	"github.com/fairway-sched/fairway/adapters/jupyterhub"
 	"github.com/fairway-sched/fairway/adapters/kfp"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
+	"github.com/fairway-sched/fairway/adapters/mpijob"
+	"github.com/fairway-sched/fairway/adapters/paddlejob"
 	"github.com/fairway-sched/fairway/adapters/plainpod"
 	"github.com/fairway-sched/fairway/adapters/pytorchjob"
+	"github.com/fairway-sched/fairway/adapters/tfjob"
+	"github.com/fairway-sched/fairway/adapters/usergang"
+	"github.com/fairway-sched/fairway/adapters/xgboostjob"
 )
 
 // All returns every adapter, most specific first: the first adapter that recognises a pod claims
 // it, so one workload is never managed twice. Kubeflow Pipelines comes before Argo because KFP
-// pods are Argo pods too; the plain-pod fallback comes last and claims the rest.
+// pods are Argo pods too; gangs users name themselves (usergang) come after every framework,
+// which knows its own pods' gangs better, and the plain-pod fallback comes last and claims the rest.
 func All() []adapters.Adapter {
 	return []adapters.Adapter{
 		kfp.New(),
@@ -26,7 +33,13 @@ func All() []adapters.Adapter {
 		kuberay.New(),
 		jupyterhub.New(),
 		pytorchjob.New(),
+		mpijob.New(),
+		tfjob.New(),
+		xgboostjob.New(),
+		paddlejob.New(),
+		jaxjob.New(),
 		jobset.New(),
+		usergang.New(),
 		plainpod.New(),
 	}
 }

@@ -26,7 +26,15 @@ func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 		"../jupyterhub/testdata/z2jh-notebook.yaml": "jupyterhub",
 		"../jupyterhub/testdata/placeholder.yaml":   "none",
 		"../pytorchjob/testdata/worker.yaml":        "pytorchjob",
+		"../mpijob/testdata/launcher.yaml":          "mpijob",
+		"../mpijob/testdata/worker.yaml":            "mpijob",
+		"../tfjob/testdata/ps.yaml":                 "tfjob",
+		"../xgboostjob/testdata/master.yaml":        "xgboostjob",
+		"../paddlejob/testdata/worker.yaml":         "paddlejob",
+		"../jaxjob/testdata/worker.yaml":            "jaxjob",
 		"../jobset/testdata/trainjob-node.yaml":     "jobset",
+		"../usergang/testdata/kueue-pod.yaml":       "gang",
+		"../usergang/testdata/indexed-job-pod.yaml": "gang",
 	}
 	all := registry.All()
 	for fixture, want := range cases {
@@ -52,8 +60,22 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "Job"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "JobSet", "TrainJob", "PodGroup", "PodGroup", "PodGroup", "PodGroup", "Job"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkMatch: the cost of recognition for the pod that asks every adapter, a pod of no
+// framework (the webhook does this once per admitted pod; make bench-webhook holds it to its
+// latency budget end to end).
+func BenchmarkMatch(b *testing.B) {
+	all := registry.All()
+	pod := adaptertest.LoadPod(b, "../jupyterhub/testdata/placeholder.yaml")
+	b.ReportAllocs()
+	for b.Loop() {
+		if registry.Match(all, pod) == nil {
+			b.Fatal("no adapter")
+		}
 	}
 }

@@ -48,6 +48,12 @@ const (
 	// (nvidia.com/gpu) cannot borrow: the kubelet gives a device to one pod only, and a lent GPU
 	// is already the device of the reservation that holds the interactive pods' shares.
 	BorrowIdleGPUAnnotation = Prefix + "borrow-idle-gpu"
+
+	// GangAnnotation set to "true" on the pod template of a batch/v1 Job makes the Job's pods one
+	// gang of min(spec.parallelism, spec.completions): none of them starts until all of them can
+	// (an indexed Job of N workers that talk to each other). Plain pods name their gang with the
+	// conventions of Kueue, KAI or the coscheduling plugin instead (adapters/usergang).
+	GangAnnotation = Prefix + "gang"
 )
 
 // Run:ai and KAI-Scheduler keys, honoured so that users can migrate without editing manifests.

@@ -64,6 +64,10 @@ type NodePool struct {
 	Memory string `json:"memory,omitempty"`
 	// Pods is the pod capacity; 110 when zero.
 	Pods int `json:"pods,omitempty"`
+	// EphemeralStorage capacity as a quantity; none when empty. A real kubelet always reports
+	// it; set it for pods that request ephemeral-storage (the MPIJob launcher's init container
+	// of the training operator does), which cannot fit a node without it.
+	EphemeralStorage string `json:"ephemeralStorage,omitempty"`
 	// Labels are added to every node; values are templates (see NodePool).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations are added to every node.
@@ -135,7 +139,7 @@ func (p NodePool) validate() error {
 	case p.GPUsPerNode < 0 || p.GPUMemoryMiB < 0 || p.Pods < 0:
 		return fmt.Errorf("node pool %s: gpusPerNode, gpuMemoryMiB and pods must not be negative", p.Name)
 	}
-	for _, q := range []string{p.CPU, p.Memory} {
+	for _, q := range []string{p.CPU, p.Memory, p.EphemeralStorage} {
 		if q == "" {
 			continue
 		}
@@ -270,6 +274,11 @@ func (p NodePool) capacity() (corev1.ResourceList, error) {
 	}
 	if rl[corev1.ResourceMemory], err = resource.ParseQuantity(mem); err != nil {
 		return nil, fmt.Errorf("node pool %s: memory: %w", p.Name, err)
+	}
+	if p.EphemeralStorage != "" {
+		if rl[corev1.ResourceEphemeralStorage], err = resource.ParseQuantity(p.EphemeralStorage); err != nil {
+			return nil, fmt.Errorf("node pool %s: ephemeralStorage: %w", p.Name, err)
+		}
 	}
 	if p.GPUsPerNode > 0 {
 		rl[fairwayv1.ResourceGPU] = *resource.NewQuantity(int64(p.GPUsPerNode), resource.DecimalSI)

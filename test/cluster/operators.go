@@ -2,7 +2,12 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -12,10 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Module paths of the operators, as pinned by hack/tools/argo and hack/tools/kuberay.
+// Module paths of the operators, as pinned by hack/tools/argo, hack/tools/kuberay and
+// hack/tools/training-operator.
 const (
-	ArgoModule    = "github.com/argoproj/argo-workflows/v3"
-	KubeRayModule = "github.com/ray-project/kuberay/ray-operator"
+	ArgoModule             = "github.com/argoproj/argo-workflows/v3"
+	KubeRayModule          = "github.com/ray-project/kuberay/ray-operator"
+	TrainingOperatorModule = "github.com/kubeflow/training-operator"
 )
 
 // ArgoOptions configure StartArgo.
@@ -121,6 +128,108 @@ func (c *Cluster) StartKubeRay(ctx context.Context, opts KubeRayOptions) (*Proce
 		return nil, err
 	}
 	return p, c.waitHTTP(ctx, p, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz")
+}
+
+// TrainingOperatorOptions configure StartTrainingOperator.
+type TrainingOperatorOptions struct {
+	// Namespace the operator runs in: it keeps its webhook certificate Secret there. "kubeflow"
+	// when empty; created when missing. The operator watches jobs in every namespace.
+	Namespace string
+	// Args are appended to the operator's flags, e.g. --enable-scheme=mpijob.
+	Args []string
+}
+
+// StartTrainingOperator installs the Kubeflow Training Operator v1's CRDs (PyTorchJob, MPIJob,
+// TFJob, XGBoostJob, PaddleJob, MXJob from the pinned module's manifests/base/crds) and starts the
+// real training-operator without leader election or gang scheduler (fairway's webhook makes the
+// gangs), with metrics, probes and its webhook server on free ports. It returns once the
+// operator's readiness probe answers, which it does when its controllers are set up.
+//
+// What the operator expects of its Deployment, done here instead: the Secret
+// training-operator-webhook-cert exists in its namespace (its cert rotator fills it), and the
+// rotator's certificate is mounted where the webhook server reads it. The webhook server reads
+// $TMPDIR/k8s-webhook-server/serving-certs, which is the operator's own directory here, with a
+// certificate made for it; the rotator only checks that /tmp/k8s-webhook-server/serving-certs/
+// tls.crt exists (a path it hard-wires), which is created, never changed, when missing. Its
+// validating webhooks are not registered with the API server, which could not reach them: they
+// only check the jobs' specs.
+func (c *Cluster) StartTrainingOperator(ctx context.Context, opts TrainingOperatorOptions) (*Process, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "kubeflow"
+	}
+	mod, err := ModuleDir(ctx, "training-operator", TrainingOperatorModule)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ApplyCRDs(ctx, filepath.Join(mod, "manifests", "base", "crds")); err != nil {
+		return nil, fmt.Errorf("installing the training operator's CRDs: %w", err)
+	}
+	if err := c.ensureNamespace(ctx, opts.Namespace); err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "training-operator-webhook-cert", Namespace: opts.Namespace}}
+	if _, err := c.clientset.CoreV1().Secrets(opts.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the training operator's certificate Secret: %w", err)
+	}
+	tmp := filepath.Join(c.workDir, "training-operator", "tmp")
+	if err := webhookServingCert(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), "training-operator."+opts.Namespace+".svc"); err != nil {
+		return nil, err
+	}
+	if err := touchFile("/tmp/k8s-webhook-server/serving-certs/tls.crt"); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{
+		"--leader-elect=false",
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--webhook-server-port=" + strconv.Itoa(ports[2]),
+		// Never pulled: kwok runs no containers.
+		"--mpi-kubectl-delivery-image=kubeflow/kubectl-delivery:latest",
+	}, opts.Args...)
+	env := []string{"TMPDIR=" + tmp, "MY_POD_NAMESPACE=" + opts.Namespace}
+	p, err := c.startBin("training-operator", "training-operator", args, env)
+	if err != nil {
+		return nil, err
+	}
+	return p, c.waitHTTP(ctx, p, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz")
+}
+
+// webhookServingCert writes tls.crt and tls.key for dnsName, signed by a CA of its own, into dir.
+func webhookServingCert(dir, dnsName string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	now := time.Now()
+	ca, caKey, _, err := selfSignedCA(now)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: dnsName}, DNSNames: []string{dnsName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	certPEM, key, err := signLeaf(tmpl, ca, caKey, now)
+	if err != nil {
+		return fmt.Errorf("signing a serving certificate for %s: %w", dnsName, err)
+	}
+	return writeKeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), certPEM, key)
+}
+
+// touchFile creates path, empty, and its directories, unless it exists.
+func touchFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // ensureNamespace creates a namespace unless it exists.

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,7 +151,51 @@ func checkObject(scheme *runtime.Scheme, doc []byte) error {
 		cluster, _ := spec["rayClusterSpec"].(map[string]any)
 		return checkRayClusterSpec(cluster)
 	}
+	if gvk.Group == "kubeflow.org" && gvk.Version == "v1" {
+		if types, ok := trainingReplicaTypes[gvk.Kind]; ok {
+			return checkTrainingJob(obj, types)
+		}
+	}
 	return fmt.Errorf("no test knows %s: teach checkObject", gvk)
+}
+
+// trainingReplicaTypes are the replica types the Training Operator v1 validates, with the
+// spec field that holds them (pytorch_validation.go, mpi_validation.go of v1.8.1).
+var trainingReplicaTypes = map[string][]string{
+	"PyTorchJob": {"pytorchReplicaSpecs", "Master", "Worker"},
+	"MPIJob":     {"mpiReplicaSpecs", "Launcher", "Worker"},
+}
+
+// checkTrainingJob: known replica types (an MPIJob with exactly one launcher), the operator's
+// restart policies, and pod templates that decode strictly and hold the kind's container.
+func checkTrainingJob(obj map[string]any, types []string) error {
+	spec, _ := obj["spec"].(map[string]any)
+	replicas, _ := spec[types[0]].(map[string]any)
+	if len(replicas) == 0 {
+		return fmt.Errorf("no %s", types[0])
+	}
+	var errs []error
+	for name, r := range replicas {
+		rs, _ := r.(map[string]any)
+		if !slices.Contains(types[1:], name) {
+			errs = append(errs, fmt.Errorf("replica type %q: want one of %v", name, types[1:]))
+		}
+		switch p := fmt.Sprint(rs["restartPolicy"]); p {
+		case "<nil>", "Always", "OnFailure", "Never", "ExitCode":
+		default:
+			errs = append(errs, fmt.Errorf("%s: restartPolicy %q", name, p))
+		}
+		if n, ok := rs["replicas"].(float64); name == "Launcher" && ok && n != 1 {
+			errs = append(errs, fmt.Errorf("an MPIJob has one launcher, not %v", n))
+		}
+		var tmpl corev1.PodTemplateSpec
+		if err := strictConvert(rs["template"], &tmpl); err != nil {
+			errs = append(errs, fmt.Errorf("%s template: %w", name, err))
+		} else if len(tmpl.Spec.Containers) == 0 {
+			errs = append(errs, fmt.Errorf("%s template without containers", name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkQueue checks what the API server's validation of the Queue CRD would (limit at least

@@ -219,9 +219,15 @@ func newDirectClient(e *env, noKeepAlive bool) (*directClient, error) {
 	}, nil
 }
 
-// requests builds n AdmissionReview bodies up front, so that encoding is not measured.
-func (d *directClient) requests(_ context.Context, prefix string, n int) [][]byte {
-	bodies := make([][]byte, n)
+// review is an AdmissionReview body and whether the webhook must patch its pod.
+type review struct {
+	body      []byte
+	wantPatch bool
+}
+
+// requests builds n AdmissionReviews up front, so that encoding is not measured.
+func (d *directClient) requests(_ context.Context, prefix string, n int) []review {
+	bodies := make([]review, n)
 	for i := range n {
 		pod := d.templates[i%len(d.templates)].DeepCopy()
 		if pod.Name != "" {
@@ -240,14 +246,23 @@ func (d *directClient) requests(_ context.Context, prefix string, n int) [][]byt
 				Object:    runtime.RawExtension{Raw: raw},
 			},
 		}
-		bodies[i], _ = json.Marshal(review)
+		bodies[i].body, _ = json.Marshal(review)
+		bodies[i].wantPatch = !leftAlone(pod)
 	}
 	return bodies
 }
 
-// send posts one review and checks the answer: HTTP 200, the request's UID, allowed, a patch.
-func (d *directClient) send(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
+// leftAlone reports whether the webhook leaves a pod of the served namespace to its own
+// scheduler: KFP's drivers, which every executor waits for, go to kube-scheduler wherever they
+// run.
+func leftAlone(pod *corev1.Pod) bool {
+	return kfp.New().Recognize(pod) && kfp.PodRole(pod) != kfp.RoleExecutor
+}
+
+// send posts one review and checks the answer: HTTP 200, the request's UID, allowed, and a patch
+// unless the pod is one the webhook leaves alone.
+func (d *directClient) send(ctx context.Context, r review) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(r.body))
 	if err != nil {
 		return err
 	}
@@ -268,13 +283,15 @@ func (d *directClient) send(ctx context.Context, body []byte) error {
 	if err := json.Unmarshal(out, &review); err != nil {
 		return fmt.Errorf("decoding the answer: %w", err)
 	}
-	switch r := review.Response; {
-	case r == nil:
+	switch resp := review.Response; {
+	case resp == nil:
 		return errors.New("no response")
-	case !r.Allowed:
-		return fmt.Errorf("refused: %v", r.Result)
-	case len(r.Patch) == 0:
+	case !resp.Allowed:
+		return fmt.Errorf("refused: %v", resp.Result)
+	case r.wantPatch && len(resp.Patch) == 0:
 		return errors.New("allowed without a patch")
+	case !r.wantPatch && len(resp.Patch) != 0:
+		return errors.New("patched a pod the webhook must leave alone")
 	}
 	return nil
 }
@@ -307,9 +324,7 @@ func newPodCreator(e *env, namespace string, rps int) (func(ctx context.Context,
 		if err != nil {
 			return err
 		}
-		// KFP's drivers are left to kube-scheduler wherever they run.
-		helper := kfp.New().Recognize(pod) && kfp.PodRole(pod) != kfp.RoleExecutor
-		if (got.Spec.SchedulerName == fairwayv1.SchedulerName) != (namespace == benchNamespace && !helper) {
+		if (got.Spec.SchedulerName == fairwayv1.SchedulerName) != (namespace == benchNamespace && !leftAlone(pod)) {
 			return fmt.Errorf("pod %s handed to fairway or not, wrongly (scheduler %q)", got.Name, got.Spec.SchedulerName)
 		}
 		return nil

@@ -89,6 +89,16 @@ var runAdmissionReasons = []RunAdmissionReason{RunPeakFits, RunPeakAboveGuarante
 // RunAdmissionReasons returns every RunAdmissionReason.
 func RunAdmissionReasons() []RunAdmissionReason { return slices.Clone(runAdmissionReasons) }
 
+// Reasons of the events the scheduler records on a run's Workflow.
+const (
+	// EventRunHeld: the run waits for its peak to fit (the note says why).
+	EventRunHeld = "RunHeld"
+	// EventRunStarted: the run's peak fits; the scheduler resumed it.
+	EventRunStarted = "RunStarted"
+	// EventRunPerPod: the run is resumed to run pod by pod (RunPerPod).
+	EventRunPerPod = "RunPerPod"
+)
+
 // RunPodName is the name of the i-th pod with which the scheduler stands a held run's peak in
 // its snapshot: a pod that never exists in the cluster. The dot keeps it apart from the pods
 // Argo names <workflow>-<template>-<hash>.

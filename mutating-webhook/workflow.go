@@ -93,9 +93,13 @@ func (h *WorkflowHandler) Handle(ctx context.Context, req admission.Request) adm
 	}
 	ops := runPatch(wf, d, h.now())
 	var warnings []string
+	name := wf.GetName()
+	if name == "" {
+		name = "<name>"
+	}
 	switch d.State {
 	case fairwayv1.RunHeld:
-		warnings = append(warnings, fmt.Sprintf("fairway: the run is held (spec.suspend) until its peak of %s fits queue %s: %s; `kubectl fairway why workflow/%s` says why it waits", d.Peak, d.Queue, d.Message, wf.GetName()))
+		warnings = append(warnings, fmt.Sprintf("fairway: the run is held (spec.suspend) until its peak of %s fits queue %s: %s; `kubectl fairway why workflow/%s` says why it waits", d.Peak, d.Queue, d.Message, name))
 	case fairwayv1.RunPerPod:
 		warnings = append(warnings, fmt.Sprintf("fairway: the run is not admitted as a whole (%s): %s; its pods are scheduled one by one", d.Reason, d.Message))
 	}

@@ -86,7 +86,7 @@ func TestErrors(t *testing.T) {
 	}{
 		"unknown name":     {[]string{"why", "nothing", "-n", "team-a"}, "no PodGroup or pod named nothing in namespace team-a"},
 		"unknown podgroup": {[]string{"why", "podgroup/nothing", "-n", "team-a"}, "no PodGroup named nothing in namespace team-a"},
-		"bad kind":         {[]string{"why", "deployment/x"}, "name a pod (pod/NAME) or a PodGroup (podgroup/NAME)"},
+		"bad kind":         {[]string{"why", "deployment/x"}, "name a pod (pod/NAME), a PodGroup (podgroup/NAME) or an Argo Workflow (workflow/NAME)"},
 		"bad output":       {[]string{"jobs", "-o", "wide"}, `unknown output format "wide"`},
 		"bad resource":     {[]string{"queues", "--resources", "gpu,disk"}, `unknown resource "disk"`},
 	}

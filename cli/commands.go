@@ -47,12 +47,12 @@ what they borrow above the guarantee, and what waiting pods ask for.`,
 	why := func() *cobra.Command {
 		o := base.clone()
 		cmd := &cobra.Command{
-			Use:   "why (POD | PODGROUP | pod/NAME | podgroup/NAME)",
-			Short: "Explain why a pod or gang waits, and what would unblock it; or where it runs",
+			Use:   "why (POD | PODGROUP | pod/NAME | podgroup/NAME | workflow/NAME)",
+			Short: "Explain why a pod, gang or pipeline run waits, and what would unblock it; or where it runs",
 			Long: `Explain one PodGroup or pod: while it waits, the scheduler's reason code and message and what
 would unblock it; once placed, the nodes its pods run on and, for a GPU share, which GPU and who
 shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
-			Example: "  fairway why train-llama -n team-a\n  fairway why pod/notebook-0 -n team-b",
+			Example: "  fairway why train-llama -n team-a\n  fairway why pod/notebook-0 -n team-b\n  fairway why workflow/vision-training-x7k2p -n kubeflow-user-alice",
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return run(cmd, o, func() error { return RunWhy(cmd.Context(), o, args[0]) })

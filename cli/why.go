@@ -89,11 +89,15 @@ type PlacementView struct {
 	NotRecreated bool `json:"notRecreated,omitempty"`
 }
 
-// RunWhy explains one PodGroup or pod. arg is NAME, pod/NAME, podgroup/NAME or pg/NAME.
+// RunWhy explains one PodGroup, pod or Workflow. arg is NAME, pod/NAME, podgroup/NAME, pg/NAME
+// or workflow/NAME.
 func RunWhy(ctx context.Context, o *Options, arg string) error {
 	kind, name, err := parseTarget(arg)
 	if err != nil {
 		return err
+	}
+	if kind == "workflow" {
+		return runWhyWorkflow(ctx, o, name)
 	}
 	ns := o.namespace
 	var pg *fairwayv1.PodGroup
@@ -172,8 +176,10 @@ func parseTarget(arg string) (kind, name string, err error) {
 		return "pod", name, nil
 	case "podgroup", "podgroups", "pg", "fpg":
 		return "podgroup", name, nil
+	case "workflow", "workflows", "wf":
+		return "workflow", name, nil
 	}
-	return "", "", fmt.Errorf("cannot explain %q: name a pod (pod/NAME) or a PodGroup (podgroup/NAME)", arg)
+	return "", "", fmt.Errorf("cannot explain %q: name a pod (pod/NAME), a PodGroup (podgroup/NAME) or an Argo Workflow (workflow/NAME)", arg)
 }
 
 func getError(err error, kind, ns, name string) error {

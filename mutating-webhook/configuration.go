@@ -36,6 +36,9 @@ const (
 	GuardWebhookName = "guard.pods.fairway.dev"
 	// ImmutableWebhookName refuses updates that change fairway's keys on managed pods.
 	ImmutableWebhookName = "immutable.pods.fairway.dev"
+	// WorkflowsWebhookName admits Argo Workflows (and Kubeflow Pipelines runs) as a whole in the
+	// namespaces of queues with pipelineAdmission Peak (WorkflowHandler).
+	WorkflowsWebhookName = "workflows.fairway.dev"
 )
 
 // NamespaceNameLabel is set by the API server on every namespace to the namespace's name and
@@ -147,13 +150,29 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 		Expression: ImmutableKeysChanged(),
 	}}
 
+	// Runs of Argo Workflows in served namespaces. failurePolicy Ignore: when the webhook is
+	// down, a run is not held and its pods are scheduled one by one, as without pipeline
+	// admission, rather than refused.
+	workflows := common(WorkflowsWebhookName, WorkflowPath)
+	workflows.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{"argoproj.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"workflows"},
+			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+	workflows.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	workflows.ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+	workflows.NamespaceSelector = pods.NamespaceSelector
+	workflows.ObjectSelector = pods.ObjectSelector
+
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   o.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"},
 		},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, immutable},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, immutable, workflows},
 	}
 }
 

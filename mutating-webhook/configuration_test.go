@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -38,8 +39,13 @@ func TestDesiredConfigurationSelectsServedNamespaces(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			mwc := DesiredConfiguration(testConfigurationOptions, tc.served)
-			if len(mwc.Webhooks) != 3 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName || mwc.Webhooks[2].Name != ImmutableWebhookName {
-				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook, then the immutable one", mwc.Webhooks)
+			if len(mwc.Webhooks) != 4 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName || mwc.Webhooks[2].Name != ImmutableWebhookName || mwc.Webhooks[3].Name != WorkflowsWebhookName {
+				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook, the immutable one and the workflows one", mwc.Webhooks)
+			}
+			// Runs are admitted where pods are, and a webhook outage leaves them to run pod by pod.
+			if wf := mwc.Webhooks[3]; !equality.Semantic.DeepEqual(wf.NamespaceSelector, mwc.Webhooks[1].NamespaceSelector) ||
+				*wf.FailurePolicy != admissionregistrationv1.Ignore || *wf.ClientConfig.Service.Path != WorkflowPath || wf.Rules[0].Resources[0] != "workflows" {
+				t.Errorf("workflows webhook %+v", wf)
 			}
 			pods := mwc.Webhooks[1]
 			in := pods.NamespaceSelector.MatchExpressions[0]

@@ -141,6 +141,18 @@ func (s *cachedState) QueuePolicies(ctx context.Context, name string) ([]fairway
 	})
 }
 
+// Queue implements QueueReader from the cache.
+func (s *cachedState) Queue(ctx context.Context, name string) (*fairwayv1.Queue, error) {
+	q := &fairwayv1.Queue{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, q); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return q, nil
+}
+
 func (s *cachedState) LargestGPUMemoryMiB() int64 { return s.gpus.largest() }
 
 func (s *cachedState) PriorityClassExists(ctx context.Context, name string) (bool, error) {

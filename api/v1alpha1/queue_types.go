@@ -114,6 +114,14 @@ type QueueSpec struct {
 	// +optional
 	Policy *QueuePolicy `json:"policy,omitempty"`
 
+	// PipelineAdmission says how the runs of Argo Workflows and Kubeflow Pipelines in the
+	// namespaces this queue serves are admitted: PerPod (each step pod on its own, as it comes)
+	// or Peak (a run waits, suspended before its first pod, until the most GPUs its steps may
+	// hold at once fits the queue; see docs/pipeline-admission.md). A queue that leaves it out
+	// takes the value of the nearest ancestor that sets it, else PerPod.
+	// +optional
+	PipelineAdmission PipelineAdmission `json:"pipelineAdmission,omitempty"`
+
 	// Priority orders sibling queues when capacity above their guarantees is divided: higher
 	// priority queues are satisfied first, then weights divide what is left within one priority.
 	// +optional

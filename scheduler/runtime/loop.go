@@ -165,6 +165,9 @@ func (l *loop) rebuild() {
 		l.apply(k)
 	}
 	l.rejects.quiet = false
+	if l.rt.runs != nil {
+		l.rt.runs.Rebuild(l.snap, begin)
+	}
 	l.restoreUsage(begin)
 	// Pods bound to nodes that no longer exist were left by a deleted node.
 	for _, o := range l.rt.inf.Pods.GetStore().List() {
@@ -197,6 +200,10 @@ func (l *loop) cycle(ctx context.Context) {
 	l.hist.Advance(now)
 	l.hist.Apply(l.snap)
 	res := l.eng.Schedule(l.snap, now)
+	if l.rt.runs != nil {
+		// Held pipeline runs: the peaks the engine placed start their runs rather than bind.
+		l.rt.runs.Decided(l.snap, &res, now)
+	}
 	if l.hist != nil {
 		l.hist.Record(l.snap, res.Capacity)
 		l.syncUsage(now)
@@ -347,6 +354,9 @@ func (l *loop) apply(k cache.Key) {
 		if p.Status.Phase == corev1.PodFailed {
 			l.kubeletRejected(p)
 		}
+		if l.rt.runs != nil {
+			l.rt.runs.PodSeen(p)
+		}
 		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:
 		n := inf.Node(k.Name)
@@ -414,6 +424,10 @@ func (l *loop) apply(k cache.Key) {
 		}
 	case cache.KindVolume, cache.KindStorageClass:
 		l.applyVolumeChange(k)
+	case cache.KindWorkflow:
+		if l.rt.runs != nil {
+			l.rt.runs.Apply(l.snap, k.NamespacedName(), l.clock.Now())
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
 	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
+	"github.com/fairway-sched/fairway/scheduler/runtime/pipelines"
 	"github.com/fairway-sched/fairway/scheduler/runtime/podgroups"
 	"github.com/fairway-sched/fairway/scheduler/runtime/reserve"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
@@ -54,6 +55,8 @@ type Runtime struct {
 	status  *status.Writer
 	metrics *metrics.Metrics
 	loop    *loop
+	// runs are the pipeline runs held for pipeline admission; nil until SetupWithManager.
+	runs *pipelines.Runs
 
 	broadcaster events.EventBroadcaster
 	recorder    events.EventRecorderLogger
@@ -111,12 +114,22 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 	if err := r.metrics.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents)}
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the client of framework objects: %w", err)
+	}
+	r.runs = pipelines.New(dyn, mgr.GetRESTMapper(), r.queue, pipelines.Options{
+		Events: r.recorder, Log: r.opts.Log.WithName("pipelines"),
+		Priority: func(class string) *int32 {
+			if pc := r.inf.PriorityClass(class); pc != nil {
+				v := pc.Value
+				return &v
+			}
+			return nil
+		},
+	})
+	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents), r.runs}
 	if len(r.opts.GangShapers) > 0 {
-		dyn, err := dynamic.NewForConfig(mgr.GetConfig())
-		if err != nil {
-			return fmt.Errorf("creating the client of gang owners: %w", err)
-		}
 		f, err := podgroups.NewFollower(r.pgs.Client(), dyn, mgr.GetRESTMapper(), r.inf, r.opts.GangShapers,
 			podgroups.FollowerOptions{Log: r.opts.Log.WithName("podgroup-owners")})
 		if err != nil {

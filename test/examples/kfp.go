@@ -11,9 +11,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fairway-sched/fairway/adapters/kfp"
 )
 
 // The Kubeflow Pipelines example is a pipeline in Python (pipeline.py) and the Argo Workflow
@@ -190,53 +191,15 @@ func unquote(s string) string {
 	return s
 }
 
-// KFPContainerSpec is a component's implementation (PipelineContainerSpec of KFP's pipeline spec)
-// as the compiler stores it in the workflow's implementations-* parameter.
-type KFPContainerSpec struct {
-	Image     string           `json:"image"`
-	Command   []string         `json:"command"`
-	Args      []string         `json:"args"`
-	Resources KFPResourceSpec  `json:"resources"`
-	Env       []map[string]any `json:"env,omitempty"`
-}
+// KFPContainerSpec is a component's implementation as the compiler stores it in the workflow
+// (kfp.ContainerSpec, which the pipeline-admission profile reads too).
+type KFPContainerSpec = kfp.ContainerSpec
 
-// KFPResourceSpec holds both the SDK's current fields (resource*) and the older numeric ones.
-type KFPResourceSpec struct {
-	CPULimit            float64         `json:"cpuLimit,omitempty"`
-	MemoryLimit         float64         `json:"memoryLimit,omitempty"`
-	ResourceCPULimit    string          `json:"resourceCpuLimit,omitempty"`
-	ResourceMemoryLimit string          `json:"resourceMemoryLimit,omitempty"`
-	ResourceCPURequest  string          `json:"resourceCpuRequest,omitempty"`
-	ResourceMemoryReq   string          `json:"resourceMemoryRequest,omitempty"`
-	Accelerator         *KFPAccelerator `json:"accelerator,omitempty"`
-}
+// KFPResourceSpec holds both the SDK's current resource fields and the older numeric ones.
+type KFPResourceSpec = kfp.ResourceSpec
 
 // KFPAccelerator is set_accelerator_type/set_accelerator_limit.
-type KFPAccelerator struct {
-	Type          string `json:"type,omitempty"`
-	Count         string `json:"count,omitempty"`
-	ResourceType  string `json:"resourceType,omitempty"`
-	ResourceCount string `json:"resourceCount,omitempty"`
-}
-
-// kfpProgramPrefix is what the SDK puts before a lightweight component's function source.
-const kfpProgramPrefix = "\nimport kfp\nfrom kfp import dsl\nfrom kfp.dsl import *\nfrom typing import *\n\n"
-
-// FunctionSource returns the Python function a lightweight component runs, as embedded in its
-// command, and the function's name from --function_to_execute.
-func (c *KFPContainerSpec) FunctionSource() (name, source string, err error) {
-	if i := slices.Index(c.Args, "--function_to_execute"); i >= 0 && i+1 < len(c.Args) {
-		name = c.Args[i+1]
-	}
-	if len(c.Command) == 0 {
-		return "", "", errors.New("the component has no command")
-	}
-	program, ok := strings.CutPrefix(c.Command[len(c.Command)-1], kfpProgramPrefix)
-	if !ok || name == "" {
-		return "", "", errors.New("the component is not a lightweight Python component")
-	}
-	return name, strings.TrimSuffix(program, "\n"), nil
-}
+type KFPAccelerator = kfp.Accelerator
 
 // KFPRun is what workflow.yaml says: one run's tasks as the compiler laid them out.
 type KFPRun struct {
@@ -435,52 +398,6 @@ func substituteInputs(s string, caller argoTask) string {
 	})
 }
 
-// Resources returns what the driver puts into the executor's main container for a component:
-// limits (and requests) of CPU and memory, and the accelerator as a limit named by its type.
-func (r KFPResourceSpec) Resources() (corev1.ResourceRequirements, error) {
-	var out corev1.ResourceRequirements
-	set := func(list *corev1.ResourceList, name corev1.ResourceName, v string) error {
-		if v == "" {
-			return nil
-		}
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", name, v, err)
-		}
-		if *list == nil {
-			*list = corev1.ResourceList{}
-		}
-		(*list)[name] = q
-		return nil
-	}
-	cpu, mem := r.ResourceCPULimit, r.ResourceMemoryLimit
-	if cpu == "" && r.CPULimit > 0 {
-		cpu = strconv.FormatFloat(r.CPULimit, 'f', -1, 64)
-	}
-	if mem == "" && r.MemoryLimit > 0 {
-		mem = strconv.FormatFloat(r.MemoryLimit, 'f', -1, 64) + "G"
-	}
-	errs := []error{
-		set(&out.Limits, corev1.ResourceCPU, cpu),
-		set(&out.Limits, corev1.ResourceMemory, mem),
-		set(&out.Requests, corev1.ResourceCPU, r.ResourceCPURequest),
-		set(&out.Requests, corev1.ResourceMemory, r.ResourceMemoryReq),
-	}
-	if a := r.Accelerator; a != nil {
-		typ, count := a.ResourceType, a.ResourceCount
-		if typ == "" {
-			typ = a.Type
-		}
-		if count == "" {
-			count = a.Count
-		}
-		if typ != "" {
-			errs = append(errs, set(&out.Limits, corev1.ResourceName(typ), count))
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
 // Argo keys the fake driver reads and writes.
 const (
 	argoWorkflowLabel         = "workflows.argoproj.io/workflow"
@@ -543,11 +460,7 @@ func KFPDriverRun(args []string, nodeID string) (map[string]string, error) {
 	default:
 		return nil, fmt.Errorf("unknown --type %q", flags["type"])
 	}
-	var spec KFPContainerSpec
-	if err := json.Unmarshal([]byte(flags["container"]), &spec); err != nil {
-		return nil, fmt.Errorf("--container: %w", err)
-	}
-	res, err := spec.Resources.Resources()
+	patch, spec, err := kfp.ExecutorPatch(flags["container"], flags["kubernetes_config"])
 	if err != nil {
 		return nil, err
 	}
@@ -556,30 +469,12 @@ func KFPDriverRun(args []string, nodeID string) (map[string]string, error) {
 	for _, a := range append(slices.Clone(spec.Command), spec.Args...) {
 		component = append(component, strings.ReplaceAll(a, "{{$}}", executorInput))
 	}
-	patch := corev1.PodSpec{Containers: []corev1.Container{{
-		Name:  "main",
-		Image: spec.Image,
-		Command: []string{"/kfp-launcher/launch", "--pipeline_name", flags["pipeline_name"], "--run_id", flags["run_id"],
-			"--execution_id", executionID, "--executor_input", executorInput, "--component_spec", flags["component"],
-			"--pod_name", "$(KFP_POD_NAME)", "--pod_uid", "$(KFP_POD_UID)", "--"},
-		Args:      component,
-		Resources: res,
-	}}}
-	if cfg := flags["kubernetes_config"]; cfg != "" {
-		var k8s struct {
-			NodeSelector *struct {
-				Labels map[string]string `json:"labels"`
-			} `json:"nodeSelector"`
-			Tolerations []corev1.Toleration `json:"tolerations"`
-		}
-		if err := json.Unmarshal([]byte(cfg), &k8s); err != nil {
-			return nil, fmt.Errorf("--kubernetes_config: %w", err)
-		}
-		if k8s.NodeSelector != nil {
-			patch.NodeSelector = k8s.NodeSelector.Labels
-		}
-		patch.Tolerations = k8s.Tolerations
-	}
+	executor := &patch.Containers[0]
+	executor.Image = spec.Image
+	executor.Command = []string{"/kfp-launcher/launch", "--pipeline_name", flags["pipeline_name"], "--run_id", flags["run_id"],
+		"--execution_id", executionID, "--executor_input", executorInput, "--component_spec", flags["component"],
+		"--pod_name", "$(KFP_POD_NAME)", "--pod_uid", "$(KFP_POD_UID)", "--"}
+	executor.Args = component
 	b, err := json.Marshal(patch)
 	if err != nil {
 		return nil, err

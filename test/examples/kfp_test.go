@@ -15,9 +15,18 @@ import (
 	"github.com/fairway-sched/fairway/test/examples"
 )
 
+// kfpExamples are the examples with a pipeline.py and its workflow.yaml, with the GPUs their
+// train step asks for.
+var kfpExamples = map[string]string{"kubeflow-pipelines": "1", "pipeline-admission": "4"}
+
 func loadKFP(t *testing.T) (*examples.KFPPipeline, *examples.KFPRun) {
 	t.Helper()
-	src, err := examples.Read("kubeflow-pipelines", "pipeline.py")
+	return loadKFPIn(t, "kubeflow-pipelines")
+}
+
+func loadKFPIn(t *testing.T, dir string) (*examples.KFPPipeline, *examples.KFPRun) {
+	t.Helper()
+	src, err := examples.Read(dir, "pipeline.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +34,7 @@ func loadKFP(t *testing.T) (*examples.KFPPipeline, *examples.KFPRun) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf, err := examples.Object("kubeflow-pipelines", "workflow.yaml")
+	wf, err := examples.Object(dir, "workflow.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +51,13 @@ func loadKFP(t *testing.T) (*examples.KFPPipeline, *examples.KFPRun) {
 // source, the pipeline's defaults as the run's parameters, the GPU on train and the 0.5 share on
 // evaluate, and nothing else asking for a GPU.
 func TestKFPPipelineMatchesWorkflow(t *testing.T) {
-	p, run := loadKFP(t)
+	for dir, trainGPUs := range kfpExamples {
+		t.Run(dir, func(t *testing.T) { testKFPPipelineMatchesWorkflow(t, dir, trainGPUs) })
+	}
+}
+
+func testKFPPipelineMatchesWorkflow(t *testing.T, dir, trainGPUs string) {
+	p, run := loadKFPIn(t, dir)
 	if p.Name != run.PipelineName {
 		t.Errorf("pipeline name %q, workflow generateName %q-", p.Name, run.PipelineName)
 	}
@@ -150,8 +165,8 @@ func TestKFPPipelineMatchesWorkflow(t *testing.T) {
 
 	// What the example is about: one whole GPU on train, half a GPU on evaluate, none elsewhere.
 	train, _ := p.Task("train")
-	if train.Calls["set_accelerator_type"] != fairwayv1.ResourceGPU || train.Calls["set_accelerator_limit"] != "1" {
-		t.Errorf("train asks for %q x %q, want 1 %s", train.Calls["set_accelerator_limit"], train.Calls["set_accelerator_type"], fairwayv1.ResourceGPU)
+	if train.Calls["set_accelerator_type"] != fairwayv1.ResourceGPU || train.Calls["set_accelerator_limit"] != trainGPUs {
+		t.Errorf("train asks for %q x %q, want %s %s", train.Calls["set_accelerator_limit"], train.Calls["set_accelerator_type"], trainGPUs, fairwayv1.ResourceGPU)
 	}
 	evaluate, _ := p.Task("evaluate")
 	if evaluate.PodAnnotations[fairwayv1.GPUFractionAnnotation] != "0.5" {

@@ -27,6 +27,9 @@ const (
 	// KindBudget is a PodDisruptionBudget; applied before pods, which name them.
 	KindBudget
 	KindPod
+	// KindWorkflow is an Argo Workflow that pipeline admission holds (runtime/pipelines); applied
+	// after pods, which it may stand in for.
+	KindWorkflow
 )
 
 // String names the kind, for logs.
@@ -52,6 +55,8 @@ func (k Kind) String() string {
 		return "PodDisruptionBudget"
 	case KindPod:
 		return "Pod"
+	case KindWorkflow:
+		return "Workflow"
 	}
 	return "Unknown"
 }

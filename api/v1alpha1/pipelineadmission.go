@@ -1,0 +1,110 @@
+package v1alpha1
+
+import (
+	"slices"
+	"strconv"
+)
+
+// PipelineAdmission says how a queue admits the runs of Argo Workflows, and so of Kubeflow
+// Pipelines v2, whose runs are Argo Workflows (QueueSpec.PipelineAdmission).
+// +kubebuilder:validation:Enum=PerPod;Peak
+type PipelineAdmission string
+
+// Pipeline admission modes.
+const (
+	// PipelineAdmissionPerPod admits every step pod on its own, as it comes: a run starts at once
+	// and its GPU steps wait for GPUs when they get there. What every scheduler does.
+	PipelineAdmissionPerPod PipelineAdmission = "PerPod"
+	// PipelineAdmissionPeak admits a run as a whole: a run whose GPU steps may need more GPUs at
+	// once than the queue can give now is held before its first pod (Argo's spec.suspend, set
+	// by the webhook at creation), and the scheduler starts it when its peak fits, in queue
+	// order and fair share, like a pending gang (docs/pipeline-admission.md).
+	PipelineAdmissionPeak PipelineAdmission = "Peak"
+)
+
+// ResolvePipelineAdmission returns the mode of the first of modes (a queue's, then its
+// ancestors') that is set; PipelineAdmissionPerPod when none is.
+func ResolvePipelineAdmission(modes ...PipelineAdmission) PipelineAdmission {
+	if i := slices.IndexFunc(modes, func(m PipelineAdmission) bool { return m != "" }); i >= 0 {
+		return modes[i]
+	}
+	return PipelineAdmissionPerPod
+}
+
+// Keys fairway writes on a Workflow whose queue admits pipelines whole: a condition in
+// annotations (Argo's Workflow has no conditions of fairway's kind). The webhook writes them at
+// creation; the scheduler updates them while it holds the run and when it starts it.
+const (
+	// RunAdmissionAnnotation is the run's state: RunHeld, RunAdmitted or RunPerPod.
+	RunAdmissionAnnotation = "fairway.dev/run-admission"
+	// RunReasonAnnotation is the machine-readable reason of the state: a RunAdmissionReason, or,
+	// while the scheduler holds the run, the UnschedulableReason of its peak.
+	RunReasonAnnotation = "fairway.dev/run-admission-reason"
+	// RunMessageAnnotation says the same for people.
+	RunMessageAnnotation = "fairway.dev/run-admission-message"
+	// RunQueueAnnotation is the queue the run was admitted against.
+	RunQueueAnnotation = "fairway.dev/run-queue"
+	// RunPeakAnnotation is the run's peak demand as the webhook computed it ("gpu=8,cpu=16").
+	RunPeakAnnotation = "fairway.dev/run-peak"
+	// RunTransitionAnnotation is when the state last changed (RFC 3339).
+	RunTransitionAnnotation = "fairway.dev/run-admission-time"
+)
+
+// RunAdmissionState is the value of RunAdmissionAnnotation.
+type RunAdmissionState string
+
+// Run admission states.
+const (
+	// RunHeld: the run is suspended until its peak fits.
+	RunHeld RunAdmissionState = "Held"
+	// RunAdmitted: the run was started as a whole (at creation, or by the scheduler).
+	RunAdmitted RunAdmissionState = "Admitted"
+	// RunPerPod: the run could not be admitted whole and runs pod by pod, as without pipeline
+	// admission; the reason says why.
+	RunPerPod RunAdmissionState = "PerPod"
+)
+
+// RunAdmissionReason is the reason of a run's state, other than a held run's UnschedulableReason.
+type RunAdmissionReason string
+
+// Reasons of a run's state. Adding one: declare it here and list it in runAdmissionReasons.
+const (
+	// RunPeakFits: the run's peak fits the queue's room; it starts as a whole.
+	RunPeakFits RunAdmissionReason = "PeakFits"
+	// RunPeakAboveGuarantee: at creation the run's peak did not fit within the queue's
+	// guaranteed quota beside what the queue already asks for; the scheduler decides when it
+	// fits, borrowing included.
+	RunPeakAboveGuarantee RunAdmissionReason = "PeakAboveGuarantee"
+	// RunNeverFits: the run's peak is above the queue's limit, or above what the cluster has (a
+	// step larger than any node): holding it would hold it for ever, so it runs pod by pod.
+	RunNeverFits RunAdmissionReason = "NeverFits"
+	// RunProfileUnknown: the run's peak is not known before it starts (a loop over an upstream
+	// output without parallelism, a resource from an output, a WorkflowTemplate's template), so
+	// it runs pod by pod; the message says what is unknown.
+	RunProfileUnknown RunAdmissionReason = "ProfileUnknown"
+)
+
+var runAdmissionReasons = []RunAdmissionReason{RunPeakFits, RunPeakAboveGuarantee, RunNeverFits, RunProfileUnknown}
+
+// RunAdmissionReasons returns every RunAdmissionReason.
+func RunAdmissionReasons() []RunAdmissionReason { return slices.Clone(runAdmissionReasons) }
+
+// Reasons of the events the scheduler records on a run's Workflow.
+const (
+	// EventRunHeld: the run waits for its peak to fit (the note says why).
+	EventRunHeld = "RunHeld"
+	// EventRunStarted: the run's peak fits; the scheduler resumed it.
+	EventRunStarted = "RunStarted"
+	// EventRunPerPod: the run is resumed to run pod by pod (RunPerPod).
+	EventRunPerPod = "RunPerPod"
+)
+
+// RunPodName is the name of the i-th pod with which the scheduler stands a held run's peak in
+// its snapshot: a pod that never exists in the cluster. The dot keeps it apart from the pods
+// Argo names <workflow>-<template>-<hash>.
+func RunPodName(workflow string, i int) string {
+	return workflow + ".peak-" + strconv.Itoa(i)
+}
+
+// RunGangName is the gang of a held run's peak pods.
+func RunGangName(workflow string) string { return "run." + workflow }

@@ -1,0 +1,621 @@
+// Package pipelines holds the Argo Workflow runs that pipeline admission suspended
+// (v1alpha1.PipelineAdmissionPeak) and starts each when its peak fits.
+//
+// The webhook suspends a run at creation, before its first pod, when its peak does not surely
+// fit its queue, and marks it v1alpha1.RunHeld. This package turns every such run into facts of
+// the engine's snapshot: a pending gang of pods that never exist, one for each pod of the run's
+// GPU peak (runprofile.Profile.PeakGPUPods), with their requests, node selectors, tolerations,
+// queue and priority. The engine then treats the run like any pending gang: in queue order and
+// fair share, counted in its queue's demand, with reclaim and preemption to make room. When it
+// places the gang, the run fits: the runtime resumes it (clears spec.suspend) instead of binding
+// anything, and keeps the capacity the gang took for the run until the run's own pods show up
+// (at most Options.StartGrace), so that runs resumed one after the other do not count the same
+// GPUs. While it waits, the engine's reason is written to the Workflow (v1alpha1.Run*
+// annotations) and recorded in events, so `fairway why workflow/<name>` can say why.
+//
+// A held run never waits for ever: one whose peak is above its queue's limit, or above what the
+// cluster has (more GPUs than all nodes, a pod larger than any node) for Options.NeverFitsAfter,
+// is resumed to run pod by pod, as without pipeline admission, with reason RunNeverFits.
+package pipelines
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/fairway-sched/fairway/adapters/argo"
+	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
+	"github.com/fairway-sched/fairway/adapters/kfp"
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// Options configure Runs.
+type Options struct {
+	// StartGrace is how long the capacity of a resumed run's peak stays taken in the snapshot
+	// when none of the run's pods shows up. Default 30s.
+	StartGrace time.Duration
+	// NeverFitsAfter is how long a run is held before a peak above what the cluster has makes it
+	// run pod by pod (nodes may still be joining). Default 1m.
+	NeverFitsAfter time.Duration
+	// KindPollInterval is how often the Workflow kind is looked up again until Argo is
+	// installed. Default 10s.
+	KindPollInterval time.Duration
+	// Priority resolves a priority class to its value (nil when unknown).
+	Priority func(class string) *int32
+	Events   events.EventRecorder
+	Log      logr.Logger
+}
+
+// Runs holds the suspended runs. Apply, Rebuild, PodSeen and Decided belong to the scheduling
+// loop's goroutine; Start runs the Workflow informer and the writers (leader only).
+type Runs struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+	queue  *cache.Queue
+	opts   Options
+
+	mu      sync.Mutex
+	lister  toolscache.GenericLister
+	gvr     schema.GroupVersionResource
+	pending map[types.NamespacedName]write
+	writes  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+
+	// Owned by the loop.
+	runs map[types.NamespacedName]*run
+	pods map[types.NamespacedName]*run
+}
+
+type run struct {
+	key       types.NamespacedName
+	uid       types.UID
+	queue     string
+	kfp       bool
+	gang      snapshot.GangKey
+	pods      []types.NamespacedName
+	peak      runprofile.Demand
+	maxPodGPU int64 // the most whole GPUs one of its peak pods asks for
+	heldSince time.Time
+	// started is when the runtime resumed it; zero while it is held.
+	started time.Time
+	seen    bool
+	// reason and message are the last written while held.
+	reason, message string
+	writtenAt       time.Time
+}
+
+// write is a change of a run's Workflow for the writers.
+type write struct {
+	state   v1alpha1.RunAdmissionState
+	reason  string
+	message string
+	resume  bool
+	at      time.Time
+}
+
+// New returns Runs that enqueue Workflow changes on queue.
+func New(dyn dynamic.Interface, mapper meta.RESTMapper, queue *cache.Queue, opts Options) *Runs {
+	if opts.StartGrace <= 0 {
+		opts.StartGrace = 30 * time.Second
+	}
+	if opts.NeverFitsAfter <= 0 {
+		opts.NeverFitsAfter = time.Minute
+	}
+	if opts.KindPollInterval <= 0 {
+		opts.KindPollInterval = 10 * time.Second
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	if opts.Priority == nil {
+		opts.Priority = func(string) *int32 { return nil }
+	}
+	return &Runs{dyn: dyn, mapper: mapper, queue: queue, opts: opts,
+		pending: map[types.NamespacedName]write{},
+		writes: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "pipeline-runs"}),
+		runs: map[types.NamespacedName]*run{}, pods: map[types.NamespacedName]*run{}}
+}
+
+// NeedLeaderElection is true: only the leader holds and starts runs.
+func (r *Runs) NeedLeaderElection() bool { return true }
+
+// Start watches Workflows once Argo's CRD is served and writes the runs' changes until ctx ends.
+func (r *Runs) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		r.writes.ShutDown()
+	}()
+	go r.watch(ctx)
+	for r.processNext(ctx) {
+	}
+	return nil
+}
+
+func (r *Runs) watch(ctx context.Context) {
+	logged := false
+	for {
+		m, err := r.mapper.RESTMapping(argo.WorkflowGVK.GroupKind(), argo.WorkflowGVK.Version)
+		if err == nil {
+			r.startInformer(ctx, m.Resource)
+			r.opts.Log.V(1).Info("Watching Argo Workflows for pipeline admission")
+			return
+		}
+		if !logged {
+			r.opts.Log.V(1).Info("Argo Workflows not installed; no run is held until it is", "reason", err.Error())
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.opts.KindPollInterval):
+		}
+	}
+}
+
+func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResource) {
+	inf := dynamicinformer.NewFilteredDynamicInformer(r.dyn, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil)
+	si := inf.Informer()
+	_ = si.SetTransform(trim)
+	enqueue := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if o, ok := obj.(metav1.Object); ok {
+			r.queue.Add(cache.Key{Kind: cache.KindWorkflow, Namespace: o.GetNamespace(), Name: o.GetName()}, true)
+		}
+	}
+	marked := func(obj any) bool {
+		o, ok := obj.(metav1.Object)
+		return ok && o.GetAnnotations()[v1alpha1.RunAdmissionAnnotation] != ""
+	}
+	_, _ = si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if marked(obj) {
+				enqueue(obj)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if marked(old) || marked(cur) {
+				enqueue(cur)
+			}
+		},
+		DeleteFunc: enqueue,
+	})
+	r.mu.Lock()
+	r.lister, r.gvr = inf.Lister(), gvr
+	r.mu.Unlock()
+	go si.Run(ctx.Done())
+}
+
+// trim keeps what the profile and the runtime read: metadata and spec.
+func trim(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": u.Object["metadata"], "spec": u.Object["spec"],
+	}}
+	out.SetManagedFields(nil)
+	return out, nil
+}
+
+func (r *Runs) get(key types.NamespacedName) *unstructured.Unstructured {
+	r.mu.Lock()
+	lister := r.lister
+	r.mu.Unlock()
+	if lister == nil {
+		return nil
+	}
+	obj, err := lister.ByNamespace(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+// heldByFairway: the webhook (or this runtime) holds the run and it is still suspended.
+func heldByFairway(wf *unstructured.Unstructured) bool {
+	if wf == nil || wf.GetAnnotations()[v1alpha1.RunAdmissionAnnotation] != string(v1alpha1.RunHeld) {
+		return false
+	}
+	suspended, _, _ := unstructured.NestedBool(wf.Object, "spec", "suspend")
+	return suspended && wf.GetDeletionTimestamp() == nil
+}
+
+// ---- The loop's side -------------------------------------------------------------------------
+
+// Rebuild puts every held run into a new snapshot.
+func (r *Runs) Rebuild(snap *snapshot.Snapshot, now time.Time) {
+	r.runs = map[types.NamespacedName]*run{}
+	r.pods = map[types.NamespacedName]*run{}
+	r.mu.Lock()
+	lister := r.lister
+	r.mu.Unlock()
+	if lister == nil {
+		return
+	}
+	objs, _ := lister.List(nil)
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok && heldByFairway(u) {
+			r.Apply(snap, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, now)
+		}
+	}
+}
+
+// Apply brings one run up to date in the snapshot.
+func (r *Runs) Apply(snap *snapshot.Snapshot, key types.NamespacedName, now time.Time) {
+	wf := r.get(key)
+	rn := r.runs[key]
+	if rn != nil && wf != nil && wf.GetUID() != rn.uid {
+		r.release(snap, rn) // a new run of the same name
+		rn = nil
+	}
+	held := heldByFairway(wf)
+	switch {
+	case held && rn == nil:
+		r.hold(snap, wf, now)
+	case !held && rn != nil && rn.started.IsZero():
+		// Resumed by someone else, or deleted: nothing to hold any more.
+		r.release(snap, rn)
+	case wf == nil && rn != nil:
+		r.release(snap, rn)
+	}
+}
+
+// hold adds the run's peak to the snapshot as a pending gang.
+func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now time.Time) {
+	key := types.NamespacedName{Namespace: wf.GetNamespace(), Name: wf.GetName()}
+	log := r.opts.Log.WithValues("workflow", key.String())
+	queue := wf.GetAnnotations()[v1alpha1.RunQueueAnnotation]
+	prof, err := runprofile.Compute(wf, runprofile.Options{})
+	switch {
+	case err != nil:
+		r.perPod(key, v1alpha1.RunProfileUnknown, "fairway cannot profile the run: "+err.Error(), now)
+		return
+	case prof.Unbounded:
+		r.perPod(key, v1alpha1.RunProfileUnknown, "the run's peak is not known before it starts", now)
+		return
+	case !prof.Peak.HasGPU() || queue == "":
+		r.perPod(key, v1alpha1.RunProfileUnknown, "the run asks for no GPU, or names no queue: nothing to hold it for", now)
+		return
+	}
+	rn := &run{key: key, uid: wf.GetUID(), queue: queue, peak: prof.Peak, heldSince: wf.GetCreationTimestamp().Time,
+		gang: snapshot.GangKey{Namespace: key.Namespace, Name: v1alpha1.RunGangName(key.Name), PodGroup: true}}
+	if rn.heldSince.IsZero() {
+		rn.heldSince = now
+	}
+	pods := PeakPods(wf, prof, queue, r.opts.Priority)
+	for _, p := range pods {
+		rn.kfp = rn.kfp || p.Annotations[v1alpha1.WorkloadKindAnnotation] == string(v1alpha1.KindPipelineStep)
+		if q, ok := p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(v1alpha1.ResourceGPU)]; ok {
+			rn.maxPodGPU = max(rn.maxPodGPU, q.Value())
+		}
+		for _, c := range p.Spec.Containers[1:] {
+			if q, ok := c.Resources.Requests[corev1.ResourceName(v1alpha1.ResourceGPU)]; ok {
+				rn.maxPodGPU = max(rn.maxPodGPU, q.Value())
+			}
+		}
+		if err := snap.UpsertPod(p); err != nil {
+			log.Error(err, "Peak pod not taken into the snapshot", "pod", p.Name)
+			continue
+		}
+		k := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		rn.pods = append(rn.pods, k)
+		r.pods[k] = rn
+	}
+	r.runs[key] = rn
+	log.V(1).Info("Holding a run until its peak fits", "queue", queue, "peak", prof.Peak.String(), "pods", len(rn.pods))
+	r.event(key, corev1.EventTypeNormal, v1alpha1.EventRunHeld, "Hold",
+		fmt.Sprintf("The run is held until its peak of %s fits queue %s", prof.Peak, queue))
+}
+
+// PeakPods are the pods that stand for a run's GPU peak in the snapshot: copies of the pods of
+// Profile.PeakGPUPods as the webhook would admit them (queue, gang, kind, priority), named
+// v1alpha1.RunPodName, in one gang (v1alpha1.RunGangName) whose minimum is all of them.
+func PeakPods(wf *unstructured.Unstructured, prof *runprofile.Profile, queue string, priority func(string) *int32) []*corev1.Pod {
+	var n int64
+	for _, pc := range prof.PeakGPUPods {
+		n += pc.Count
+	}
+	out := make([]*corev1.Pod, 0, n)
+	for _, pc := range prof.PeakGPUPods {
+		step := prof.Steps[pc.Step]
+		for range pc.Count {
+			p := step.Pod.DeepCopy()
+			i := len(out)
+			p.Name, p.Namespace = v1alpha1.RunPodName(wf.GetName(), i), wf.GetNamespace()
+			p.UID = types.UID(string(wf.GetUID()) + "-peak-" + strconv.Itoa(i))
+			p.CreationTimestamp = wf.GetCreationTimestamp()
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Labels[v1alpha1.QueueLabel] = queue
+			p.Annotations[v1alpha1.PodGroupAnnotation] = v1alpha1.RunGangName(wf.GetName())
+			p.Annotations[v1alpha1.MinMemberAnnotation] = strconv.FormatInt(n, 10)
+			kind := v1alpha1.KindWorkflowStep
+			if kfp.New().Recognize(p) {
+				kind = v1alpha1.KindPipelineStep
+			}
+			p.Annotations[v1alpha1.WorkloadKindAnnotation] = string(kind)
+			p.Spec.SchedulerName = v1alpha1.SchedulerName
+			if p.Spec.PriorityClassName == "" {
+				p.Spec.PriorityClassName = v1alpha1.PriorityClassTraining
+			}
+			p.Spec.Priority = priority(p.Spec.PriorityClassName)
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PodSeen tells Runs that a pod of the cluster exists: the first pod of a resumed run gives
+// back the capacity its peak held.
+func (r *Runs) PodSeen(pod *corev1.Pod) {
+	if len(r.runs) == 0 {
+		return
+	}
+	name := pod.Labels[argo.WorkflowLabel]
+	if name == "" {
+		return
+	}
+	if rn := r.runs[types.NamespacedName{Namespace: pod.Namespace, Name: name}]; rn != nil && !rn.started.IsZero() {
+		rn.seen = true
+	}
+}
+
+// Owns reports whether a pod of the snapshot stands for a held run (no such pod exists).
+func (r *Runs) Owns(pod types.NamespacedName) bool {
+	_, ok := r.pods[pod]
+	return ok
+}
+
+// Decided acts on a cycle's result: it takes the bindings of peak pods out of res (they are not
+// pods to bind), resumes the runs whose peak the engine placed, writes why the others wait, and
+// lets runs that can never fit run pod by pod.
+func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Time) {
+	if len(r.runs) == 0 {
+		return
+	}
+	res.Bindings = slices.DeleteFunc(res.Bindings, func(b engine.Binding) bool { return r.Owns(b.Pod) })
+	var reasons map[snapshot.GangKey]*engine.GangReason
+	var capacity *clusterGPUs
+	for _, rn := range r.runs {
+		if !rn.started.IsZero() {
+			if rn.seen || now.Sub(rn.started) >= r.opts.StartGrace {
+				r.release(snap, rn)
+			}
+			continue
+		}
+		if placed(snap, rn) {
+			rn.started = now
+			nodes := r.nodesOf(snap, rn)
+			msg := fmt.Sprintf("its peak of %s fits queue %s (on %s)", rn.peak, rn.queue, nodes)
+			r.enqueue(rn.key, write{state: v1alpha1.RunAdmitted, reason: string(v1alpha1.RunPeakFits), message: msg, resume: true, at: now})
+			r.event(rn.key, corev1.EventTypeNormal, v1alpha1.EventRunStarted, "Start", "The run starts: "+msg)
+			r.opts.Log.V(1).Info("Starting a held run: its peak fits", "workflow", rn.key.String(), "queue", rn.queue, "nodes", nodes)
+			continue
+		}
+		if capacity == nil {
+			capacity = gpusOf(snap)
+		}
+		if why := r.neverFits(snap, rn, capacity, now); why != "" {
+			r.enqueue(rn.key, write{state: v1alpha1.RunPerPod, reason: string(v1alpha1.RunNeverFits), message: why, resume: true, at: now})
+			r.event(rn.key, corev1.EventTypeWarning, v1alpha1.EventRunPerPod, "Start", "The run starts pod by pod: "+why)
+			r.opts.Log.V(1).Info("A held run can never fit; it runs pod by pod", "workflow", rn.key.String(), "why", why)
+			r.release(snap, rn)
+			continue
+		}
+		if reasons == nil {
+			reasons = make(map[snapshot.GangKey]*engine.GangReason, len(r.runs))
+			for i := range res.Unschedulable {
+				if g := &res.Unschedulable[i]; g.Gang.PodGroup {
+					reasons[g.Gang] = g
+				}
+			}
+		}
+		g := reasons[rn.gang]
+		if g == nil {
+			continue
+		}
+		code, msg := string(g.Code), g.Message
+		// A new code is written at once; a new message of the same code at most every 30s
+		// (messages count pods and nodes, which change with every cycle).
+		if code != rn.reason || (msg != rn.message && now.Sub(rn.writtenAt) >= 30*time.Second) {
+			if code != rn.reason {
+				r.event(rn.key, corev1.EventTypeNormal, v1alpha1.EventRunHeld, "Hold", fmt.Sprintf("The run waits for its peak of %s: %s: %s", rn.peak, code, msg))
+			}
+			rn.reason, rn.message, rn.writtenAt = code, msg, now
+			r.enqueue(rn.key, write{state: v1alpha1.RunHeld, reason: code, message: msg, at: now})
+		}
+	}
+}
+
+func placed(snap *snapshot.Snapshot, rn *run) bool {
+	if len(rn.pods) == 0 {
+		return false
+	}
+	for _, k := range rn.pods {
+		if t := snap.Task(k); t == nil || t.NodeName == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Runs) nodesOf(snap *snapshot.Snapshot, rn *run) string {
+	var nodes []string
+	for _, k := range rn.pods {
+		if t := snap.Task(k); t != nil && !slices.Contains(nodes, t.NodeName) {
+			nodes = append(nodes, t.NodeName)
+		}
+	}
+	slices.Sort(nodes)
+	b, _ := json.Marshal(nodes)
+	return string(b)
+}
+
+// clusterGPUs is what the snapshot's nodes have.
+type clusterGPUs struct {
+	total, largest int64
+}
+
+func gpusOf(snap *snapshot.Snapshot) *clusterGPUs {
+	c := &clusterGPUs{}
+	for _, n := range snap.Nodes() {
+		if n == nil {
+			continue
+		}
+		g := int64(len(n.Slots))
+		c.total += g
+		c.largest = max(c.largest, g)
+	}
+	return c
+}
+
+// neverFits says why a held run can never fit, "" when it may.
+func (r *Runs) neverFits(snap *snapshot.Snapshot, rn *run, c *clusterGPUs, now time.Time) string {
+	peak := rn.peak.GPUMilli
+	for q := snap.Queue(rn.queue); q != nil; q = q.Parent {
+		if l := q.Limit.At(snapshot.DimGPU); l != snapshot.NoLimit && peak > l {
+			return fmt.Sprintf("its peak of %s GPUs is above queue %s's limit of %s", milli(peak), q.Name, milli(l))
+		}
+	}
+	if now.Sub(rn.heldSince) < r.opts.NeverFitsAfter {
+		return ""
+	}
+	if peak > c.total*1000 {
+		return fmt.Sprintf("its peak of %s GPUs is above the %d GPUs of the cluster's nodes", milli(peak), c.total)
+	}
+	if rn.maxPodGPU > c.largest {
+		return fmt.Sprintf("one of its steps asks for %d GPUs, and no node has more than %d", rn.maxPodGPU, c.largest)
+	}
+	return ""
+}
+
+func milli(v int64) string {
+	if v%1000 == 0 {
+		return strconv.FormatInt(v/1000, 10)
+	}
+	return strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
+}
+
+// release takes the run's pods out of the snapshot and forgets it.
+func (r *Runs) release(snap *snapshot.Snapshot, rn *run) {
+	for _, k := range rn.pods {
+		snap.DeletePod(k)
+		delete(r.pods, k)
+	}
+	delete(r.runs, rn.key)
+}
+
+// perPod lets a run the runtime will not hold run pod by pod.
+func (r *Runs) perPod(key types.NamespacedName, reason v1alpha1.RunAdmissionReason, msg string, now time.Time) {
+	r.enqueue(key, write{state: v1alpha1.RunPerPod, reason: string(reason), message: msg, resume: true, at: now})
+	r.event(key, corev1.EventTypeWarning, v1alpha1.EventRunPerPod, "Start", "The run starts pod by pod: "+msg)
+}
+
+func (r *Runs) event(key types.NamespacedName, typ, reason, action, note string) {
+	if r.opts.Events == nil {
+		return
+	}
+	if wf := r.get(key); wf != nil {
+		r.opts.Events.Eventf(wf, nil, typ, reason, action, "%s", note)
+	}
+}
+
+// ---- The writers -----------------------------------------------------------------------------
+
+func (r *Runs) enqueue(key types.NamespacedName, w write) {
+	r.mu.Lock()
+	prev, had := r.pending[key]
+	if had && prev.resume && !w.resume {
+		w.resume = true // a resume is never dropped by a later note
+	}
+	r.pending[key] = w
+	r.mu.Unlock()
+	r.writes.Add(key)
+}
+
+func (r *Runs) processNext(ctx context.Context) bool {
+	key, quit := r.writes.Get()
+	if quit {
+		return false
+	}
+	defer r.writes.Done(key)
+	r.mu.Lock()
+	w, ok := r.pending[key]
+	delete(r.pending, key)
+	r.mu.Unlock()
+	if !ok {
+		return true
+	}
+	if err := r.write(ctx, key, w); err != nil {
+		if ctx.Err() == nil {
+			r.opts.Log.Error(err, "Writing a run's admission", "workflow", key.String())
+		}
+		r.mu.Lock()
+		if _, newer := r.pending[key]; !newer {
+			r.pending[key] = w
+		}
+		r.mu.Unlock()
+		r.writes.AddRateLimited(key)
+		return true
+	}
+	r.writes.Forget(key)
+	return true
+}
+
+// write patches the run's annotations and, to start it, clears spec.suspend. A run that is no
+// longer held by fairway (its user resumed or deleted it) is left alone.
+func (r *Runs) write(ctx context.Context, key types.NamespacedName, w write) error {
+	if !heldByFairway(r.get(key)) {
+		return nil
+	}
+	r.mu.Lock()
+	gvr := r.gvr
+	r.mu.Unlock()
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		v1alpha1.RunAdmissionAnnotation:  string(w.state),
+		v1alpha1.RunReasonAnnotation:     w.reason,
+		v1alpha1.RunMessageAnnotation:    w.message,
+		v1alpha1.RunTransitionAnnotation: w.at.UTC().Format(time.RFC3339),
+	}}}
+	if w.resume {
+		patch["spec"] = map[string]any{"suspend": nil}
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = r.dyn.Resource(gvr).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "fairway-scheduler"})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -56,10 +56,11 @@ func LabelValuesExpr(q string) (string, error) {
 }
 
 // grafanaBuiltins are the Grafana variables the queries may use, with the value the checks give
-// them: long enough windows for rate() over a short e2e run scraped every second.
-var grafanaBuiltins = []string{"__rate_interval", "__interval", "__range"}
+// them: long enough windows for rate() over a short e2e run scraped every second, and a sampling
+// interval ($__interval of a subquery) short enough that a run of seconds has samples.
+var grafanaBuiltins = []string{"__rate_interval", "__interval", "__interval_ms", "__range"}
 
-var builtinCheckValues = map[string]string{"__rate_interval": "1m", "__interval": "30s", "__range": "15m"}
+var builtinCheckValues = map[string]string{"__rate_interval": "1m", "__interval": "5s", "__interval_ms": "5000", "__range": "15m"}
 
 // variableRE matches $name, ${name} and ${name:format}. Names that start with a digit ($1 in
 // label_replace) are not Grafana variables and are left alone.

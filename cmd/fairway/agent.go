@@ -72,7 +72,7 @@ metrics.`,
 }
 
 func addNVMLFlag(cmd *cobra.Command, opts *agent.Options) {
-	cmd.Flags().StringVar(&opts.NVML, "nvml", opts.NVML, "GPU library: real (libnvidia-ml.so.1), or mock:dgxh100|dgxh200|dgxa100|dgxb200 for a fake node.")
+	cmd.Flags().StringVar(&opts.NVML, "nvml", opts.NVML, "GPU library: real (libnvidia-ml.so.1), or mock:dgxh100|dgxh200|dgxa100|dgxb200|l4|t4 for a fake node.")
 }
 
 func bindZap(cmd *cobra.Command, o *zap.Options) {

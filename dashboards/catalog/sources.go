@@ -11,9 +11,11 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/usage"
 )
 
-// Sources are the components with a metrics endpoint.
+// Sources are the components with a metrics endpoint: fairway's, and the kubelet's resource
+// metrics, which the dashboards read for CPU and memory use.
 func Sources() []Source {
-	return []Source{{Component: "gpu-agent", Registry: gpuAgent}, {Component: "scheduler", Registry: scheduler}}
+	return []Source{{Component: "gpu-agent", Registry: gpuAgent}, {Component: "scheduler", Registry: scheduler},
+		{Component: "kubelet", Registry: kubelet}}
 }
 
 // gpuAgent is the agent's registry (metrics.NewRegistry, as `fairway agent` serves it) over a

@@ -8,7 +8,7 @@ import (
 
 // scheduler is the scheduler runtime's metrics (metrics.Metrics, as `fairway scheduler`
 // registers them) after one cycle with a queue tree, a waiting gang, a shared GPU, a node, a
-// PodGroup, a loan, usage history, one binding, one failed binding, one eviction and one loan return, so every
+// PodGroup, a bound pod, a loan, usage history, one binding, one failed binding, one eviction and one loan return, so every
 // family has a series.
 func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	m := schedmetrics.New()
@@ -26,6 +26,9 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 		QueueTree: []schedmetrics.QueueInfo{{Queue: "q", Parent: "dept"}},
 		NodeGPUs:  []schedmetrics.NodeGPUs{{Node: "node", GPUType: "H100", Whole: 1, Shared: 1, Free: 1, Unhealthy: 1}},
 		PodGroups: []schedmetrics.PodGroups{{Queue: "q", Framework: "ray", Phase: "Running", Count: 1}},
+	})
+	m.SetPods(func() []schedmetrics.PodInfo {
+		return []schedmetrics.PodInfo{{Namespace: "ns", Pod: "pod", Queue: "q", Kind: "notebook", Node: "node"}}
 	})
 	m.CycleDuration.Observe(0.01)
 	m.SchedulingLatency.WithLabelValues("none", "q").Observe(1)

@@ -16,8 +16,8 @@ import (
 type Options struct {
 	// NodeName is the node the agent runs on (the downward API's spec.nodeName).
 	NodeName string
-	// NVML is "real" for libnvidia-ml.so, or "mock:<system>" (dgxh100, dgxh200, dgxa100,
-	// dgxb200) for a fake node backed by go-nvml's mock server.
+	// NVML is "real" for libnvidia-ml.so, or "mock:<system>" (a key of fakegpu.Systems:
+	// dgxh100, dgxh200, dgxa100, dgxb200, l4, t4) for a fake node backed by go-nvml's mock server.
 	NVML string
 	// PodResourcesSocket is the kubelet's PodResources API socket.
 	PodResourcesSocket string

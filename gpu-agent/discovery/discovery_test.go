@@ -311,3 +311,37 @@ func anyIs(errs []error, target error) bool {
 	}
 	return false
 }
+
+// TestDiscoverPCIe: fakegpu's 4-card PCIe servers (no NVLink) are found with their own product,
+// so the agents of a heterogeneous test cluster label each node with its type.
+func TestDiscoverPCIe(t *testing.T) {
+	cases := map[string]struct {
+		product, gpuType, cc string
+		memoryMiB            int64
+	}{
+		"l4": {product: "NVIDIA L4", gpuType: "L4", cc: "8.9", memoryMiB: 23034},
+		"t4": {product: "Tesla T4", gpuType: "T4", cc: "7.5", memoryMiB: 15360},
+	}
+	for system, tc := range cases {
+		t.Run(system, func(t *testing.T) {
+			_, lib := newNode(t, system)
+			res, err := discovery.Discover(lib, discovery.Options{NodeName: node})
+			if err != nil {
+				t.Fatalf("Discover: %v", err)
+			}
+			want := fairwayv1alpha1.GPUInventory{Driver: "550.54.15"}
+			for i := range 4 {
+				want.GPUs = append(want.GPUs, fairwayv1alpha1.GPUDevice{Index: int32(i), UUID: fakegpu.DeviceUUID(node, i),
+					Product: tc.product, MemoryMiB: tc.memoryMiB, ComputeCapability: tc.cc, Healthy: true})
+			}
+			if diff := cmp.Diff(want, res.Inventory); diff != "" {
+				t.Errorf("inventory (-want +got):\n%s", diff)
+			}
+			labels := discovery.Labels(&res.Inventory, res.NVLinkDomain)
+			if labels[fairwayv1alpha1.GPUTypeLabel] != tc.gpuType || labels[fairwayv1alpha1.GPUCountLabel] != "4" ||
+				labels[fairwayv1alpha1.GPUMemoryLabel] != fmt.Sprint(tc.memoryMiB) {
+				t.Errorf("labels %v, want type %s, count 4, memory %d", labels, tc.gpuType, tc.memoryMiB)
+			}
+		})
+	}
+}

@@ -1,5 +1,6 @@
 // Package fakegpu makes fake GPU nodes out of go-nvml's mock servers (dgxh100, dgxh200,
-// dgxa100, dgxb200), for unit tests and for the gpu-agents that back kwok nodes in the local
+// dgxa100, dgxb200, and 4-GPU PCIe servers of L4 or T4 cards built with go-nvml's mock server
+// package), for unit tests and for the gpu-agents that back kwok nodes in the local
 // cluster.
 //
 // A Node is a go-nvml nvml.Interface, so the agent reaches it through the same adapter

@@ -13,15 +13,43 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
-// Systems are the mock servers a fake node can be, by the name --nvml=mock:<name> takes.
+// Systems are the mock servers a fake node can be, by the name --nvml=mock:<name> takes: go-nvml's
+// DGX systems (8 NVSwitch-connected GPUs), and 4-GPU PCIe servers of the inference and notebook
+// cards go-nvml has no mock of (l4, t4), so that a heterogeneous test cluster's agents label
+// every node with its own type.
 var Systems = map[string]func() *server.Server{
 	"dgxa100": dgxa100.New,
 	"dgxb200": dgxb200.New,
 	"dgxh100": dgxh100.New,
 	"dgxh200": dgxh200.New,
+	"l4":      func() *server.Server { return pcieServer(l4) },
+	"t4":      func() *server.Server { return pcieServer(t4) },
+}
+
+// pcieSystems are the Systems whose GPUs have no NVLink between them.
+var pcieSystems = map[string]bool{"l4": true, "t4": true}
+
+// The PCIe cards, as NVML names and sizes them (product name, memory in MiB, compute
+// capability, PCI device ID); they have no MIG.
+var (
+	l4 = gpus.Config{Name: "NVIDIA L4", Architecture: nvml.DEVICE_ARCH_ADA, Brand: nvml.BRAND_NVIDIA,
+		MemoryMB: 23034, CudaMajor: 8, CudaMinor: 9, PciDeviceId: 0x27B810DE}
+	t4 = gpus.Config{Name: "Tesla T4", Architecture: nvml.DEVICE_ARCH_TURING, Brand: nvml.BRAND_TESLA,
+		MemoryMB: 15360, CudaMajor: 7, CudaMinor: 5, PciDeviceId: 0x1EB810DE}
+)
+
+// pcieServer is a server with four cards of one model.
+func pcieServer(card gpus.Config) *server.Server {
+	s, err := server.New(server.WithGPUs(gpus.Multiple(4, card)...), server.WithDriverVersion("550.54.15"),
+		server.WithNVMLVersion("12.550.54.15"), server.WithCUDADriverVersion(12040))
+	if err != nil {
+		panic(fmt.Sprintf("fakegpu: building a %s server: %v", card.Name, err)) // static configuration
+	}
+	return s
 }
 
 // SystemNames lists the keys of Systems, sorted, for flag help and errors.
@@ -66,6 +94,9 @@ func New(system, nodeName string) (*Node, error) {
 		md.UUID = DeviceUUID(nodeName, i)
 		md.MemoryInfo.Free = md.MemoryInfo.Total
 		n.devices = append(n.devices, &Device{Device: md, node: n, index: i, failure: nvml.SUCCESS})
+		if pcieSystems[system] {
+			n.nvlinkGroups = append(n.nvlinkGroups, []int{i})
+		}
 	}
 	return n, nil
 }

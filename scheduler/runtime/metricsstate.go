@@ -88,6 +88,25 @@ func (l *loop) metricsState(res *engine.Result) *metrics.State {
 	return st
 }
 
+// podInfos lists fairway's bound, live pods of queues with their queue and kind of work, for
+// fairway_pod_info: read from the informer's store when the metrics are scraped, so the loop does
+// no work for it. Reservation pods, which belong to no queue, are left out.
+func (r *Runtime) podInfos() []metrics.PodInfo {
+	objs := r.inf.Pods.GetStore().List()
+	out := make([]metrics.PodInfo, 0, len(objs))
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
+			p.Labels[v1alpha1.ReservationLabel] != "" {
+			continue
+		}
+		if q := queueOf(p); q != "" {
+			out = append(out, metrics.PodInfo{Namespace: p.Namespace, Pod: p.Name, Queue: q, Kind: string(v1alpha1.KindOf(p)), Node: p.Spec.NodeName})
+		}
+	}
+	return out
+}
+
 // nodeGPUs counts a node's GPUs by state. Slots come from the node's nvidia.com/gpu allocatable,
 // which a device plugin lowers when a GPU fails; where it does not (kwok nodes), the unhealthy
 // GPUs are taken out of the free ones, so the states always sum to the node's GPUs.

@@ -101,6 +101,7 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	}
 	r.status = status.NewWriter(c.CRD, c.Status, r.inf, status.Options{Interval: opts.StatusInterval, Log: log.WithName("status")})
 	r.loop = newLoop(r, c.Status)
+	r.metrics.SetPods(r.podInfos)
 	return r, nil
 }
 

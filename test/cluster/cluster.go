@@ -36,6 +36,7 @@ type Cluster struct {
 
 	pki        *pki
 	apiPort    int
+	kwokServer string // kwok's server, with Config.KwokMetrics
 	serviceIP  net.IP
 	kubeconfig string
 	restConfig *rest.Config
@@ -280,6 +281,15 @@ func (c *Cluster) CAFile() string { return c.pki.caCert }
 
 // WorkDir returns the directory with the cluster's certificates, kubeconfig, data and logs.
 func (c *Cluster) WorkDir() string { return c.workDir }
+
+// KwokServerURL is kwok's HTTP server (http://127.0.0.1:<port>) with Config.KwokMetrics, "" without.
+func (c *Cluster) KwokServerURL() string { return c.kwokServer }
+
+// KubeletResourceMetricsPath is where KwokServerURL serves a fake node's kubelet resource metrics
+// (what a kubelet serves at /metrics/resource), with Config.KwokMetrics.
+func KubeletResourceMetricsPath(node string) string {
+	return "/metrics/nodes/" + node + "/metrics/resource"
+}
 
 // LogDir returns the directory that holds one <process>.log per started process.
 func (c *Cluster) LogDir() string { return c.logDir }

@@ -102,8 +102,17 @@ func (c *Cluster) startControllerManager() (*Process, error) {
 // node lifecycle watches) and the embedded stages.
 func (c *Cluster) startKwok() (*Process, error) {
 	conf := filepath.Join(c.workDir, "kwok.yaml")
-	if err := writeKwokConfig(conf); err != nil {
+	if err := writeKwokConfig(conf, c.cfg.KwokMetrics); err != nil {
 		return nil, err
+	}
+	var server []string
+	if c.cfg.KwokMetrics {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		c.kwokServer = "http://127.0.0.1:" + strconv.Itoa(port)
+		server = []string{"--server-address=127.0.0.1:" + strconv.Itoa(port)}
 	}
 	args := []string{
 		"--kubeconfig=" + c.kubeconfig,
@@ -114,7 +123,7 @@ func (c *Cluster) startKwok() (*Process, error) {
 		"--cidr=" + PodCIDR,
 		"--node-ip=10.63.0.1",
 	}
-	return c.startBin("kwok", "kwok", append(args, c.cfg.KwokFlags...), nil)
+	return c.startBin("kwok", "kwok", append(append(args, server...), c.cfg.KwokFlags...), nil)
 }
 
 // StartKubeScheduler starts the real kube-scheduler (if Config.KubeScheduler did not already),

@@ -37,6 +37,13 @@ type Config struct {
 	// removed on Stop, when empty; a given directory is kept.
 	WorkDir string
 
+	// KwokMetrics has kwok play the kubelets' resource metrics endpoint too: for each fake node,
+	// KubeletResourceMetricsPath on KwokServerURL serves what a kubelet's /metrics/resource does
+	// (pod and container CPU and memory use), with usage from the pods' annotations
+	// kwok.x-k8s.io/usage-cpu and kwok.x-k8s.io/usage-memory, or else half their requests
+	// (test/cluster/kwokmetrics). Off by default: only tests that scrape usage need kwok's server.
+	KwokMetrics bool
+
 	// Logger receives progress and component events; discarded when unset.
 	Logger logr.Logger
 

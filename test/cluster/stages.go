@@ -19,16 +19,37 @@ const CompleteDelayAnnotation = "pod-complete.stage.kwok.x-k8s.io/delay"
 //go:embed stages/*.yaml
 var stageFiles embed.FS
 
-// writeKwokConfig concatenates the embedded stages into one multi-document file for kwok's -c.
-func writeKwokConfig(path string) error {
+// metricFiles are kwok's Metric and ClusterResourceUsage for Config.KwokMetrics.
+//
+//go:embed kwokmetrics/*.yaml
+var metricFiles embed.FS
+
+// writeKwokConfig concatenates the embedded stages (and, with metrics, the resource metrics and
+// usage of kwokmetrics) into one multi-document file for kwok's -c.
+func writeKwokConfig(path string, metrics bool) error {
 	names, err := fs.Glob(stageFiles, "stages/*.yaml")
 	if err != nil {
 		return fmt.Errorf("listing kwok stages: %w", err)
 	}
 	sort.Strings(names)
+	files := []fs.FS{}
+	for range names {
+		files = append(files, stageFiles)
+	}
+	if metrics {
+		more, err := fs.Glob(metricFiles, "kwokmetrics/*.yaml")
+		if err != nil {
+			return fmt.Errorf("listing kwok metrics: %w", err)
+		}
+		sort.Strings(more)
+		names = append(names, more...)
+		for range more {
+			files = append(files, metricFiles)
+		}
+	}
 	var buf bytes.Buffer
-	for _, name := range names {
-		b, err := stageFiles.ReadFile(name)
+	for i, name := range names {
+		b, err := fs.ReadFile(files[i], name)
 		if err != nil {
 			return fmt.Errorf("reading kwok stage %s: %w", name, err)
 		}

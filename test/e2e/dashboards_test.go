@@ -35,8 +35,9 @@ import (
 // Every component is in the tree, so by default (and in CI) they fail.
 const dashboardsStrictEnv = "FAIRWAY_DASHBOARDS_STRICT"
 
-// TestDashboards is `make dashboards-check`: a local cluster with the gpu-agents and (when the
-// fairway binary has it) the scheduler, scraped every second by a real Prometheus built from
+// TestDashboards is `make dashboards-check`: a local cluster with the gpu-agents, kwok's stand-in
+// for the kubelets' resource metrics (pod CPU and memory use) and (when the fairway binary has
+// it) the scheduler, scraped every second by a real Prometheus built from
 // github.com/prometheus/prometheus, runs a workload that makes every panel's series exist
 // (queues that borrow and reclaim, notebooks on a shared GPU going idle, a training gang, a pod
 // that cannot fit). Then every query of every dashboard goes to Prometheus's HTTP API, which
@@ -52,7 +53,8 @@ func TestDashboards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{
+	// kwok plays the kubelets' resource metrics (CPU and memory per pod) too.
+	c := cluster.StartT(t, cluster.Config{KwokMetrics: true, NodePools: []cluster.NodePool{
 		{Name: "h100", Count: 2, GPUType: "H100", GPUsPerNode: 8, CPU: "224", Memory: "2Ti"},
 		{Name: "a100", Count: 1, GPUType: "A100", GPUsPerNode: 8, CPU: "224", Memory: "2Ti"},
 	}})
@@ -73,7 +75,11 @@ func TestDashboards(t *testing.T) {
 	for _, n := range nodes {
 		targets["gpu-agent"] = append(targets["gpu-agent"], hostPort(t, fleet.Agent(n.Name).MetricsURL))
 	}
-	running := map[string]bool{"gpu-agent": true, "scheduler": true}
+	// Each node's kubelet resource metrics, at its own path on kwok's server.
+	for _, n := range nodes {
+		targets["kubelet"] = append(targets["kubelet"], hostPort(t, c.KwokServerURL())+cluster.KubeletResourceMetricsPath(n.Name))
+	}
+	running := map[string]bool{"gpu-agent": true, "scheduler": true, "kubelet": true}
 	sched, err := fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
 		// Fair share over time on, so that its usage panels have data.
 		Binary: bin, Args: []string{"--leader-elect=false", "--cycle-period=500ms", "--fair-share-usage-half-life=1h"},
@@ -83,11 +89,25 @@ func TestDashboards(t *testing.T) {
 	}
 	targets["scheduler"] = []string{hostPort(t, sched.MetricsURL)}
 	prom := startPrometheus(t, c, targets)
-	prom.waitTargetsUp(t, len(targets["gpu-agent"])+len(targets["scheduler"]))
+	prom.waitTargetsUp(t, len(targets["gpu-agent"])+len(targets["scheduler"])+len(targets["kubelet"]))
 
 	runDashboardWorkload(t, c, fleet, running["scheduler"])
 	// Let rate() windows and the agents' idle timer see the workload.
 	time.Sleep(15 * time.Second)
+
+	// Usage joined to queues counts each pod once: every running pod uses half its memory
+	// request (kwok's usage), so each project's memory used is half what it holds.
+	ratios := prom.instant(t, `sum by (queue) (pod_memory_working_set_bytes * on(namespace, pod) group_left(queue) fairway_pod_info)`+
+		` / on(queue) sum by (queue) (fairway_queue_allocated{resource="memory"})`)
+	if len(ratios) == 0 {
+		t.Error("no project has memory used per allocated")
+	}
+	for q, r := range ratios {
+		if r < 0.45 || r > 0.55 {
+			t.Errorf("queue %s uses %.2f of the memory its pods hold, want 0.5 (half their requests)", q, r)
+		}
+	}
+	t.Logf("memory used / allocated per project: %v", ratios)
 
 	ix := dashIndex(t)
 	scraped := prom.metricNames(t)
@@ -135,7 +155,8 @@ type promServer struct {
 	proc *cluster.Process
 }
 
-// startPrometheus runs bin/prometheus scraping every target every second.
+// startPrometheus runs bin/prometheus scraping every target every second. A target is
+// host:port, scraped at /metrics, or host:port/path.
 func startPrometheus(t *testing.T, c *cluster.Cluster, targets map[string][]string) *promServer {
 	t.Helper()
 	dir := t.TempDir()
@@ -147,11 +168,22 @@ func startPrometheus(t *testing.T, c *cluster.Cluster, targets map[string][]stri
 	}
 	slices.Sort(jobs)
 	for _, job := range jobs {
-		quoted := make([]string, len(targets[job]))
-		for i, a := range targets[job] {
-			quoted[i] = strconv.Quote(a)
+		var quoted []string
+		var pathed []string
+		for _, a := range targets[job] {
+			if hp, path, ok := strings.Cut(a, "/"); ok {
+				// A path of its own (Prometheus's __metrics_path__ target label), and an instance
+				// label with it, since several such targets share one host:port.
+				pathed = append(pathed, fmt.Sprintf("      - targets: [%q]\n        labels: {__metrics_path__: %q, instance: %q}\n", hp, "/"+path, a))
+				continue
+			}
+			quoted = append(quoted, strconv.Quote(a))
 		}
-		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs:\n      - targets: [%s]\n", job, strings.Join(quoted, ", "))
+		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs:\n", job)
+		if len(quoted) > 0 {
+			fmt.Fprintf(&cfg, "      - targets: [%s]\n", strings.Join(quoted, ", "))
+		}
+		cfg.WriteString(strings.Join(pathed, ""))
 	}
 	conf := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(conf, []byte(cfg.String()), 0o644); err != nil {
@@ -222,6 +254,29 @@ func (s *promServer) waitTargetsUp(t *testing.T, n int) {
 		got, _ := strconv.ParseFloat(fmt.Sprint(v.Result[0].Value[1]), 64)
 		return int(got) == n, fmt.Errorf("%v of %d up", got, n)
 	})
+}
+
+// instant runs expr now and returns its value per queue label.
+func (s *promServer) instant(t *testing.T, expr string) map[string]float64 {
+	t.Helper()
+	r, err := s.get(t.Context(), "/api/v1/query", url.Values{"query": {expr}})
+	if err != nil || r.Status != "success" {
+		t.Fatalf("query %s: %v %+v", expr, err, r)
+	}
+	var v struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(r.Data, &v); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, x := range v.Result {
+		out[x.Metric["queue"]], _ = strconv.ParseFloat(fmt.Sprint(x.Value[1]), 64)
+	}
+	return out
 }
 
 // metricNames returns every metric name Prometheus has scraped.

@@ -29,9 +29,10 @@ import (
 // borrows all of h100-0 with a ReplicaSet of eight 1-GPU training pods; team-a then asks for its
 // 2 guaranteed GPUs, so the scheduler reclaims two of team-b's pods, which come back and wait.
 // Three notebooks of 0.25 GPU share one A100; one computes, two go idle. A team-a pod asking for
-// 16 GPUs never fits. Pods are shaped as fairway's webhook leaves them (queue, framework, gang
-// and share annotations). Without a scheduler the pods are bound directly, so the gpu-agents
-// still see them.
+// 16 GPUs never fits. Pods are shaped as fairway's webhook leaves them (queue, framework, kind of
+// work, gang and share annotations). Without a scheduler the pods are bound directly, so the
+// gpu-agents still see them. kwok's resource metrics (cluster.Config.KwokMetrics) give every
+// running pod a CPU and memory use of half its requests.
 func runDashboardWorkload(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fleet, scheduler bool) {
 	t.Helper()
 	ctx := t.Context()
@@ -69,7 +70,7 @@ func runDashboardWorkload(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fle
 	}
 
 	// team-b borrows h100-0.
-	borrower := dashPod("team-b", "train-b", "team-b", "pytorchjob").gpus(1).priority(fairwayv1.PriorityClassTraining).on("h100-0")
+	borrower := dashPod("team-b", "train-b", "team-b", "pytorchjob").gpus(1).priority(fairwayv1.PriorityClassTraining).kind("training").on("h100-0")
 	if scheduler {
 		dashCreate(t, c, borrower.replicaSet(8))
 		waitBound(t, c, "team-b", 8)
@@ -89,7 +90,7 @@ func runDashboardWorkload(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fle
 	}
 	// team-a asks for its guarantee: reclaim.
 	for i := range 2 {
-		p := dashPod("team-a", fmt.Sprintf("train-a-%d", i), "team-a", "argo").gpus(1).priority(fairwayv1.PriorityClassTraining).on("h100-0")
+		p := dashPod("team-a", fmt.Sprintf("train-a-%d", i), "team-a", "argo").gpus(1).priority(fairwayv1.PriorityClassTraining).kind("workflow-step").on("h100-0")
 		if !scheduler {
 			p = p.bind("h100-0")
 		}

@@ -38,8 +38,8 @@ func TestExampleQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only whole GPUs here: no gpu-agents (whose mock GPUs would relabel the L4 and T4 nodes as
-	// the H100 or A100 systems the mocks simulate).
+	// Only whole GPUs here, so no gpu-agents (TestQueuePolicy runs them on this cluster, for
+	// shares).
 	var objs []client.Object
 	for _, obj := range exampleObjects(t, "queues", "queues.yaml") {
 		objs = append(objs, obj)

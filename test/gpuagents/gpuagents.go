@@ -90,9 +90,17 @@ type Fleet struct {
 	standins *podresources.Fleet
 }
 
-// SystemFor picks the mock system whose GPUs match a node's labels (H200, A100, B200; H100
-// otherwise).
+// SystemFor picks the mock system whose GPUs match a node's labels: by its GPU type (H200,
+// A100, B200, L4, T4), else by a product name containing H200, A100 or B200; H100 otherwise.
 func SystemFor(n *corev1.Node) string {
+	switch n.Labels[fairwayv1alpha1.GPUTypeLabel] {
+	case "H200", "A100", "B200":
+		return "dgx" + strings.ToLower(n.Labels[fairwayv1alpha1.GPUTypeLabel])
+	case "L4":
+		return "l4"
+	case "T4":
+		return "t4"
+	}
 	product := strings.ToUpper(n.Labels[cluster.NVIDIAGPUProductLabel] + " " + n.Labels[fairwayv1alpha1.GPUTypeLabel] + " " + n.Labels[fairwayv1alpha1.GPUProductLabel])
 	for _, s := range []string{"H200", "A100", "B200"} {
 		if strings.Contains(product, s) {

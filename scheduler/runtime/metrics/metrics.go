@@ -29,6 +29,9 @@ const (
 	LabelState     = "state"
 	LabelParent    = "parent"
 	LabelPhase     = "phase"
+	LabelNamespace = "namespace"
+	LabelPod       = "pod"
+	LabelKind      = "workload_kind"
 )
 
 // States of fairway_node_gpus.
@@ -93,6 +96,13 @@ type NodeGPUs struct {
 	Whole, Shared, Free, Unhealthy int
 }
 
+// PodInfo is one bound pod fairway schedules, with its queue and kind of work.
+type PodInfo struct {
+	Namespace, Pod, Queue, Node string
+	// Kind is the pod's fairway.dev/workload-kind (notebook, training, ...).
+	Kind string
+}
+
 // PodGroups counts PodGroups of one queue, framework and phase.
 type PodGroups struct {
 	Queue, Framework, Phase string
@@ -122,7 +132,16 @@ type Metrics struct {
 	LoanReturn prometheus.Histogram
 
 	state atomic.Pointer[State]
+	// pods lists the pods of fairway_pod_info at scrape time (SetPods).
+	pods func() []PodInfo
 }
+
+// SetPods gives fairway_pod_info its source, called at each scrape while the loop publishes
+// state (on the leader, like the other state metrics, so that replicas never export the same pod
+// twice and break the joins on it). It lists one series per running pod, so it reads the
+// informers' store on the scrape's goroutine rather than costing the scheduling loop a walk of
+// every pod. Set it before the metrics are served.
+func (m *Metrics) SetPods(f func() []PodInfo) { m.pods = f }
 
 var (
 	descGuaranteed = prometheus.NewDesc("fairway_queue_guaranteed", "Guaranteed quota of a queue per resource (GPUs, CPU cores, memory bytes).", []string{LabelQueue, LabelResource}, nil)
@@ -140,7 +159,10 @@ var (
 	descShare      = prometheus.NewDesc("fairway_gpu_share_allocated", "Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed); gpu_uuid is the physical GPU of the slot's reservation.", []string{LabelNode, LabelGPUIndex, LabelGPUUUID}, nil)
 	descQueueInfo  = prometheus.NewDesc("fairway_queue_info", "Always 1, one series per Queue; parent is spec.parent (empty for a top-level queue).", []string{LabelQueue, LabelParent}, nil)
 	descNodeGPUs   = prometheus.NewDesc("fairway_node_gpus", "GPUs of a schedulable node by state (whole, shared, free, unhealthy); the states sum to the node's GPUs.", []string{LabelNode, LabelGPUType, LabelState}, nil)
-	descPodGroups  = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelPhase}, nil)
+	// descPodInfo is what turns usage measured per pod by others (the kubelet's CPU and memory,
+	// the gpu-agents' GPU) into usage per queue and kind of work: a join on namespace and pod.
+	descPodInfo   = prometheus.NewDesc("fairway_pod_info", "Always 1, one series per bound pod fairway schedules, with its queue and kind of work (fairway.dev/workload-kind): join per-pod usage (the kubelet's pod_cpu_usage_seconds_total and pod_memory_working_set_bytes, the gpu-agents' fairway_gpu_pod_*) on namespace and pod to sum it per queue and kind.", []string{LabelNamespace, LabelPod, LabelQueue, LabelKind, LabelNode}, nil)
+	descPodGroups = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelPhase}, nil)
 )
 
 // New makes the metrics (not registered).
@@ -187,7 +209,7 @@ type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descLoaned, descUsage, descUsageShare, descLoans, descPendPods, descPendGangs, descShare,
-		descQueueInfo, descNodeGPUs, descPodGroups} {
+		descQueueInfo, descNodeGPUs, descPodGroups, descPodInfo} {
 		ch <- d
 	}
 }
@@ -237,5 +259,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, pg := range s.PodGroups {
 		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Phase)
+	}
+	if c.m.pods != nil {
+		for _, p := range c.m.pods() {
+			ch <- prometheus.MustNewConstMetric(descPodInfo, prometheus.GaugeValue, 1, p.Namespace, p.Pod, p.Queue, p.Kind, p.Node)
+		}
 	}
 }

@@ -22,6 +22,9 @@ func TestStateMetrics(t *testing.T) {
 		NodeGPUs:  []NodeGPUs{{Node: "n1", GPUType: "H100", Whole: 4, Shared: 1, Free: 2, Unhealthy: 1}},
 		PodGroups: []PodGroups{{Queue: "team-a", Framework: "ray", Phase: "Running", Count: 2}},
 	})
+	m.SetPods(func() []PodInfo {
+		return []PodInfo{{Namespace: "team-a", Pod: "nb-0", Queue: "team-a", Kind: "notebook", Node: "n1"}}
+	})
 	want := `
 # HELP fairway_queue_allocated What a queue's bound pods hold, per resource.
 # TYPE fairway_queue_allocated gauge
@@ -52,14 +55,18 @@ fairway_node_gpus{gpu_type="H100",node="n1",state="whole"} 4
 # HELP fairway_podgroups PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.
 # TYPE fairway_podgroups gauge
 fairway_podgroups{framework="ray",phase="Running",queue="team-a"} 2
+# HELP fairway_pod_info Always 1, one series per bound pod fairway schedules, with its queue and kind of work (fairway.dev/workload-kind): join per-pod usage (the kubelet's pod_cpu_usage_seconds_total and pod_memory_working_set_bytes, the gpu-agents' fairway_gpu_pod_*) on namespace and pod to sum it per queue and kind.
+# TYPE fairway_pod_info gauge
+fairway_pod_info{namespace="team-a",node="n1",pod="nb-0",queue="team-a",workload_kind="notebook"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fairway_queue_allocated", "fairway_queue_guaranteed",
 		"fairway_pending_pods", "fairway_pending_gangs", "fairway_gpu_share_allocated", "fairway_queue_info", "fairway_node_gpus",
-		"fairway_podgroups"); err != nil {
+		"fairway_podgroups", "fairway_pod_info"); err != nil {
 		t.Error(err)
 	}
-	// A queue that went away leaves no series behind.
+	// A queue that went away leaves no series behind; so does a pod.
 	m.SetState(&State{})
+	m.SetPods(func() []PodInfo { return nil })
 	if n := testutil.CollectAndCount(stateCollector{m}); n != 0 {
 		t.Errorf("%d state series after the state emptied", n)
 	}

@@ -84,7 +84,7 @@ when a trace misses the bar (FGD's mean at 130%, at most 0.5 below it at 100%).`
 	f.StringVar(&order, "order", string(sim.OrderShuffle), "Order of the trace's own pods: shuffle (the paper's runs) or creation (creation_time, stable).")
 	f.StringVar(&paper, "paper", "", "The paper's table (default: <data>/fgd-paper-allocation-ratio.csv).")
 	f.IntVar(&workers, "workers", 0, "Replays run at once (default: GOMAXPROCS).")
-	f.StringVar(&placement, "placement", string(engine.BinPack), "Engine placement: binpack (the scheduler's default) or spread.")
+	f.StringVar(&placement, "placement", string(engine.BinPack), "Engine placement: binpack (the scheduler's default), spread, or firstfit (the baseline).")
 	return cmd
 }
 
@@ -94,10 +94,10 @@ func simEngineOptions(placement string) (engine.Options, error) {
 	opts := engine.DefaultOptions()
 	opts.SharesNeedInventory = true
 	switch p := engine.Placement(placement); p {
-	case engine.BinPack, engine.Spread:
+	case engine.BinPack, engine.Spread, engine.FirstFit:
 		opts.Placement = p
 	default:
-		return opts, fmt.Errorf("--placement %q: must be binpack or spread", placement)
+		return opts, fmt.Errorf("--placement %q: must be binpack, spread or firstfit (the baseline)", placement)
 	}
 	return opts, nil
 }
@@ -123,7 +123,7 @@ func newSimRunCommand() *cobra.Command {
 	f.StringVar(&o.out, "out", "", "Directory for timeseries.csv and the PNG plots (none when empty).")
 	f.DurationVar(&o.interval, "interval", 0, "Simulated time between cycles (default 10s).")
 	f.Int64Var(&o.seed, "seed", 0, "Seed (the order of pods arriving at the same time).")
-	f.StringVar(&o.placement, "placement", "", "Engine placement: binpack (default) or spread.")
+	f.StringVar(&o.placement, "placement", "", "Engine placement: binpack (default), spread, or firstfit (the baseline).")
 	return cmd
 }
 

@@ -113,12 +113,12 @@ func (f *ConfigFile) Build() (Config, error) {
 	opts := engine.DefaultOptions()
 	opts.SharesNeedInventory = true
 	switch pl := engine.Placement(f.Placement); pl {
-	case "", engine.BinPack, engine.Spread:
+	case "", engine.BinPack, engine.Spread, engine.FirstFit:
 		if pl != "" {
 			opts.Placement = pl
 		}
 	default:
-		return cfg, fmt.Errorf("config %s: placement %q: must be binpack or spread", f.Name, f.Placement)
+		return cfg, fmt.Errorf("config %s: placement %q: must be binpack, spread or firstfit (the baseline)", f.Name, f.Placement)
 	}
 	if fs := f.FairShare; fs != nil {
 		if fs.UsageWeight < 0 {

@@ -87,8 +87,8 @@ type traceFile struct {
 // name,queue,arrival,duration,kind,gpus,gpu_share,gpu_memory,cpu,memory,gang,priority,gpu_types;
 // gpu_types separated by |), or an openb pod list (a CSV with cpu_milli and num_gpu columns;
 // .csv.gz read too), replayed in time with each pod's real duration (deletion_time -
-// scheduled_time) in queue openbQueue.
-func LoadTrace(path, openbQueue string) ([]Pod, error) {
+// scheduled_time), in queues as openb says.
+func LoadTrace(path string, openb OpenBTimed) ([]Pod, error) {
 	switch {
 	case strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml"):
 		b, err := os.ReadFile(path)
@@ -109,7 +109,7 @@ func LoadTrace(path, openbQueue string) ([]Pod, error) {
 		rc.Close()
 		first, _, _ := strings.Cut(string(head), "\n")
 		if strings.Contains(first, "cpu_milli") && strings.Contains(first, "num_gpu") {
-			return openbTimed(path, openbQueue)
+			return openbTimed(path, openb)
 		}
 		rows, err := readCSV(path, "name", "queue")
 		if err != nil {
@@ -239,15 +239,52 @@ func expand(path string, entries []TraceEntry) ([]Pod, error) {
 	return out, nil
 }
 
-// openbTimed reads an openb pod list as a timed trace: arrival = creation_time (from the first),
-// duration = deletion_time - scheduled_time (pods without both run forever).
-func openbTimed(path, queue string) ([]Pod, error) {
+// OpenBTimed says how an openb pod list is replayed in time (fairway sim run).
+type OpenBTimed struct {
+	// Queue is the queue of every pod (default OpenBQueue) unless QueueByQoS names one for the
+	// pod's qos column (LS, BE, Burstable, Guaranteed).
+	Queue      string            `json:"queue,omitempty"`
+	QueueByQoS map[string]string `json:"queueByQoS,omitempty"`
+	// Speedup divides the times between arrivals (default 1): the trace's 8,000 pods arrive over
+	// 149 days and run 15 days on average, which loads the 6,212 GPUs of its cluster to about a
+	// tenth; a speedup of 10 or more makes them queue. Durations are kept.
+	Speedup float64 `json:"speedup,omitempty"`
+	// Tune, above 0, appends pods drawn from the trace with replacement (seed Seed) until their
+	// GPU demand reaches Tune times the cluster's GPUs, as the openb protocol does (OpenBWorkload,
+	// creation order); a drawn pod keeps its creation time and duration. Even all at once the
+	// trace's own pods ask for less than its cluster's GPUs.
+	Tune float64 `json:"tune,omitempty"`
+	Seed int64   `json:"seed,omitempty"`
+
+	// capacityMilli is the cluster's milli-GPU, which Tune needs (ConfigFile.Build sets it).
+	capacityMilli int64
+}
+
+// openbTimed reads an openb pod list as a timed trace: arrival = creation_time (from the first,
+// divided by o.Speedup), duration = deletion_time - scheduled_time (pods without both run
+// forever).
+func openbTimed(path string, o OpenBTimed) ([]Pod, error) {
 	rows, err := LoadOpenBPods(path)
 	if err != nil {
 		return nil, err
 	}
-	if queue == "" {
-		queue = OpenBQueue
+	if o.Queue == "" {
+		o.Queue = OpenBQueue
+	}
+	if o.Speedup < 0 {
+		return nil, fmt.Errorf("%s: speedup %v must not be negative", path, o.Speedup)
+	}
+	if o.Speedup == 0 {
+		o.Speedup = 1
+	}
+	if o.Tune < 0 {
+		return nil, fmt.Errorf("%s: tune %v must not be negative", path, o.Tune)
+	}
+	if o.Tune > 0 {
+		if o.capacityMilli <= 0 {
+			return nil, fmt.Errorf("%s: tune needs a cluster with GPUs", path)
+		}
+		rows = OpenBWorkload(rows, o.capacityMilli, o.Tune, o.Seed, OrderCreation)
 	}
 	var t0 int64 = -1
 	for _, r := range rows {
@@ -258,9 +295,13 @@ func openbTimed(path, queue string) ([]Pod, error) {
 	out := make([]Pod, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		p := r.Pod(r.Name, queue)
+		q := o.Queue
+		if byQoS, ok := o.QueueByQoS[r.QoS]; ok {
+			q = byQoS
+		}
+		p := r.Pod(r.Name, q)
 		p.Preemptibility = ""
-		p.Arrival = time.Duration(r.Creation-t0) * time.Second
+		p.Arrival = time.Duration(float64(r.Creation-t0) / o.Speedup * float64(time.Second))
 		if r.Deletion > r.Scheduled && r.Scheduled > 0 {
 			p.Duration = time.Duration(r.Deletion-r.Scheduled) * time.Second
 		}

@@ -93,7 +93,14 @@ func (f *ConfigFile) Build() (Config, error) {
 			cfg.Nodes = append(cfg.Nodes, n.Object())
 		}
 	default:
-		if pools, err = cluster.LoadNodePools(f.Nodes); err != nil {
+		// Node objects (fairway sim export), else a node-pool file.
+		objs, ok, err := loadNodeObjects(f.Nodes)
+		if err != nil {
+			return cfg, err
+		}
+		if ok {
+			cfg.Nodes = objs
+		} else if pools, err = cluster.LoadNodePools(f.Nodes); err != nil {
 			return cfg, err
 		}
 	}

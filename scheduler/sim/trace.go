@@ -45,6 +45,15 @@ type TraceEntry struct {
 	Every    Duration `json:"every,omitempty"`
 	Priority int32    `json:"priority,omitempty"`
 	GPUTypes []string `json:"gpuTypes,omitempty"`
+	// Group makes the entry one pod of a gang named Group whose other pods are other entries
+	// with the same group and queue (MinMember of them must run together; default 1). YAML only;
+	// fairway sim export writes gangs found partly running this way.
+	Group     string `json:"group,omitempty"`
+	MinMember int    `json:"minMember,omitempty"`
+	// Node, when set, is where the pod already runs at its arrival, on the GPUs GPUIndex (fairway
+	// sim export writes the cluster's running pods so). YAML only.
+	Node     string `json:"node,omitempty"`
+	GPUIndex []int  `json:"gpuIndex,omitempty"`
 }
 
 // Duration reads "90s", "2h" (YAML strings) or a number of seconds.
@@ -168,7 +177,19 @@ func expand(path string, entries []TraceEntry) ([]Pod, error) {
 			return nil, fmt.Errorf("%s: name and queue are required", where)
 		}
 		p := Pod{Name: e.Name, Queue: e.Queue, Kind: e.Kind, Arrival: time.Duration(e.Arrival), Duration: time.Duration(e.Duration),
-			GPUs: e.GPUs, Priority: e.Priority, GPUTypes: e.GPUTypes}
+			GPUs: e.GPUs, Priority: e.Priority, GPUTypes: e.GPUTypes, Node: e.Node, GPUIndexes: e.GPUIndex}
+		if e.Group != "" {
+			if e.Gang > 1 || e.Count > 1 {
+				return nil, fmt.Errorf("%s: group is one pod of a gang: give no gang or count", where)
+			}
+			p.Gang, p.GangSize = e.Group, max(e.MinMember, 1)
+		}
+		if len(e.GPUIndex) > 0 && e.Node == "" {
+			return nil, fmt.Errorf("%s: gpuIndex needs node (the node whose GPUs they are)", where)
+		}
+		if e.Node != "" && (e.Gang > 1 || e.Count > 1) {
+			return nil, fmt.Errorf("%s: node places one running pod: give no gang or count", where)
+		}
 		set := 0
 		if e.GPUs < 0 {
 			return nil, fmt.Errorf("%s: gpus %d must not be negative", where, e.GPUs)

@@ -91,6 +91,9 @@ type nodeMembers struct {
 // by more than a twentieth of the pods it was built from; nil when no pod asks for a share (then
 // nothing fragments GPUs and bin-packing alone decides) or the classes are too many to track.
 func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
+	if snap.ShareDemands() == 0 {
+		return nil
+	}
 	m := e.frag
 	if m != nil && m.built == snap.DemandVersion() {
 		return m.usable()

@@ -140,3 +140,8 @@ bench: ## Engine and runtime-cycle benchmarks, KAI-shaped clusters included, out
 .PHONY: bench-sim
 bench-sim: ## openb replays (13 traces x 10 seeds, the FGD paper's protocol) vs the paper's FGD and BestFit; fails if fairway misses the bar.
 	$(GO) run ./cmd/fairway sim openb --data scheduler/sim/testdata/openb --seeds $(BENCH_SIM_SEEDS)
+
+.PHONY: bench-sim-time
+bench-sim-time: ## The openb trace in time with real durations, two queues with quotas: fairway vs the first-fit baseline (summary; CSV and plots in _output/sim-openb-time).
+	$(GO) run ./cmd/fairway sim run --config scheduler/sim/testdata/openb-time/fairway.yaml \
+		--compare scheduler/sim/testdata/openb-time/firstfit.yaml --out _output/sim-openb-time

@@ -9,23 +9,29 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/sim"
 )
 
 // NewSimCommand returns `fairway sim`: replays of workloads through the scheduler's engine in
-// simulated time, without a cluster (docs/simulator.md).
-func NewSimCommand() *cobra.Command {
+// simulated time, without a cluster (docs/simulator.md); base's Client, when set, is the cluster
+// `sim export` reads (tests).
+func NewSimCommand(base Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Replay a workload trace through fairway's scheduling engine in simulated time",
 		Long: `Replay a workload through the scheduler's own engine (the same snapshot, cycle and decisions)
 in simulated time, without a cluster: "sim run" replays a trace on node pools with queues and
 reports allocation, waits and evictions; "sim openb" reproduces the Alibaba openb experiments of
-the FGD paper (USENIX ATC'23) and compares with its published table.`,
+the FGD paper (USENIX ATC'23) and compares with its published table; "sim export" snapshots a
+live cluster (nodes, queues, pods) as the input of "sim run".`,
 	}
-	cmd.AddCommand(newSimOpenBCommand(), newSimRunCommand())
+	cmd.AddCommand(newSimOpenBCommand(), newSimRunCommand(), newSimExportCommand(base))
 	return cmd
 }
 
@@ -84,7 +90,7 @@ when a trace misses the bar (FGD's mean at 130%, at most 0.5 below it at 100%).`
 	f.StringVar(&order, "order", string(sim.OrderShuffle), "Order of the trace's own pods: shuffle (the paper's runs) or creation (creation_time, stable).")
 	f.StringVar(&paper, "paper", "", "The paper's table (default: <data>/fgd-paper-allocation-ratio.csv).")
 	f.IntVar(&workers, "workers", 0, "Replays run at once (default: GOMAXPROCS).")
-	f.StringVar(&placement, "placement", string(engine.BinPack), "Engine placement: binpack (the scheduler's default) or spread.")
+	f.StringVar(&placement, "placement", string(engine.BinPack), "Engine placement: binpack (the scheduler's default), spread, or firstfit (the baseline).")
 	return cmd
 }
 
@@ -94,10 +100,10 @@ func simEngineOptions(placement string) (engine.Options, error) {
 	opts := engine.DefaultOptions()
 	opts.SharesNeedInventory = true
 	switch p := engine.Placement(placement); p {
-	case engine.BinPack, engine.Spread:
+	case engine.BinPack, engine.Spread, engine.FirstFit:
 		opts.Placement = p
 	default:
-		return opts, fmt.Errorf("--placement %q: must be binpack or spread", placement)
+		return opts, fmt.Errorf("--placement %q: must be binpack, spread or firstfit (the baseline)", placement)
 	}
 	return opts, nil
 }
@@ -123,7 +129,7 @@ func newSimRunCommand() *cobra.Command {
 	f.StringVar(&o.out, "out", "", "Directory for timeseries.csv and the PNG plots (none when empty).")
 	f.DurationVar(&o.interval, "interval", 0, "Simulated time between cycles (default 10s).")
 	f.Int64Var(&o.seed, "seed", 0, "Seed (the order of pods arriving at the same time).")
-	f.StringVar(&o.placement, "placement", "", "Engine placement: binpack (default) or spread.")
+	f.StringVar(&o.placement, "placement", "", "Engine placement: binpack (default), spread, or firstfit (the baseline).")
 	return cmd
 }
 
@@ -224,4 +230,60 @@ func runSim(cmd *cobra.Command, o *simRunFlags) error {
 	}
 	fmt.Fprintf(stderr, "wrote %s: timeseries CSV, allocation.png, queues.png, waits.png\n", o.out)
 	return nil
+}
+
+func newSimExportCommand(base Options) *cobra.Command {
+	o := base
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Snapshot a live cluster (nodes, queues, pods) as the input of sim run",
+		Long: `Read the cluster's nodes, fairway's queues and the pods fairway schedules, and write them into a
+directory as the simulator's input: nodes.yaml (Node objects), queues.yaml, trace.yaml (the running
+pods run from the start on their node and GPUs, for ever; the pending ones arrive at once) and
+config.yaml naming the three. Then "fairway sim run --config DIR/config.yaml" replays the cluster
+as it is, and --compare asks what-ifs of it (another placement, more nodes, other quotas).`,
+		Example: "  fairway sim export --out snap && fairway sim run --config snap/config.yaml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out: the directory to write the snapshot into is required")
+			}
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var nodes corev1.NodeList
+			var queues fairwayv1.QueueList
+			var pods corev1.PodList
+			for _, l := range []struct {
+				list client.ObjectList
+				what string
+			}{{&nodes, "nodes"}, {&queues, "queues"}, {&pods, "pods"}} {
+				if err := o.list(ctx, l.list, l.what); err != nil {
+					return err
+				}
+			}
+			ex, err := sim.NewExport(nodes.Items, queues.Items, pods.Items)
+			if err != nil {
+				return err
+			}
+			if err := ex.Write(out); err != nil {
+				return fmt.Errorf("writing %s: %w", out, err)
+			}
+			running := 0
+			for _, e := range ex.Trace {
+				if e.Node != "" {
+					running++
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d nodes, %d queues, %d pods (%d running, %d pending; %d not fairway's, reservations or finished, left out)\n",
+				out, len(ex.Nodes), len(ex.Queues), len(ex.Trace), running, len(ex.Trace)-running, ex.Skipped)
+			return nil
+		},
+	}
+	o.AddFlags(cmd.Flags(), false)
+	_ = cmd.Flags().MarkHidden("output")
+	cmd.Flags().StringVar(&out, "out", "", "Directory to write nodes.yaml, queues.yaml, trace.yaml and config.yaml into.")
+	return cmd
 }

@@ -20,7 +20,7 @@ func newCLICommands() []*cobra.Command {
 
 // newSimCommand returns `fairway sim` (package cli), which needs no cluster.
 func newSimCommand() *cobra.Command {
-	c := cli.NewSimCommand()
+	c := cli.NewSimCommand(cli.Options{})
 	c.GroupID = cliGroup
 	return c
 }

@@ -8,16 +8,28 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
-// Fragmentation-aware placement. A GPU left partly used is worth only what future requests can
-// still use of it: 0.3 of a GPU is lost to a cluster whose pods ask for halves, and so is a free
-// GPU on a node whose CPUs are all taken. The expected fragmentation of a node is, over the
-// requests the cluster has seen (Snapshot.Demands, weighted by how many pods asked for each),
-// the GPU capacity free on the node that such a request could not use there: all of it when the
-// request does not fit the node at all (its node constraints, its CPU, or too few GPUs with room
-// for its share), else the free part of each GPU too small for its share. Bin-packing places a
-// pod that needs GPUs where its placement increases that expectation least, and among equal
-// candidates keeps its former order (the fewest free GPUs first, node order within). This is
-// the idea of Weng et al., "Beware of Fragmentation" (USENIX ATC'23), in fairway's terms.
+// Fragmentation-aware placement, what bin-packing does where pods ask for shares of GPUs. A GPU
+// left partly used is worth only what future requests can still use of it: 0.3 of a GPU is lost
+// to a cluster whose pods ask for halves, and so is a free GPU on a node whose CPUs are all taken.
+// The expected fragmentation of a node is the GPU capacity free on it that the requests the
+// cluster has seen (Snapshot.Demands, each weighted by its share of the pods) could not use:
+//
+//   - For each kind of request: all of the node's free GPU when the request may not run there
+//     (its node constraints), weighted up by its scarcity (the cluster's GPUs over the GPUs its
+//     constraints allow, at most maxScarcity): capacity that only a few nodes have is lost to it
+//     more surely than capacity anyone can use is lost to all; all of it too when the request
+//     does not fit the node (too little CPU, too few GPUs with room for its share); else the free
+//     part of each GPU too small for its share. This is the idea of Weng et al., "Beware of
+//     Fragmentation" (USENIX ATC'23), in fairway's terms, with the scarcity weight added.
+//   - The free GPU that the node's free CPU cannot feed at the CPU per GPU the requests ask for
+//     on average: a request that fits once may still leave GPUs without CPU for the next ones.
+//     (The paper's measure sees CPU only when a single request no longer fits; this term, ours,
+//     is what beats its published results on the openb traces, docs/simulator.md.)
+//
+// Bin-packing places a pod where its placement raises that expectation least; among equal
+// candidates a share goes to a GPU already shared rather than opening one (so quarter-GPU
+// notebooks fill GPUs four at a time even when no request of the mix could use the difference),
+// then to the node left with the least free GPU capacity, then to the first in its former order.
 //
 // Scores are memoised by node state (which request classes the node can serve, where its free
 // CPU falls among the requests' CPU sizes, and its GPUs' free shares), so a cycle costs a map
@@ -27,6 +39,10 @@ import (
 // fragTolerance is the free share of a GPU (milli-GPU) below which it counts as full: a
 // leftover of a milli-GPU or two is the rounding of shares such as a third, not capacity lost.
 const fragTolerance = 5
+
+// maxScarcity caps the weight of a request that may run on few nodes, so that one pinned to a
+// single small node does not outweigh the rest of the demand.
+const maxScarcity = 100
 
 // fragGroup is the demand for one kind of GPU request, over its CPU sizes.
 type fragGroup struct {
@@ -39,6 +55,9 @@ type fragGroup struct {
 	weight float64
 	// member is the group's bit in a node's membership mask (its class index).
 	member int
+	// scarcity weighs the group's loss of a node it may not use: the cluster's GPUs over those
+	// of the nodes its class may use (1 when it may use every node), at most maxScarcity.
+	scarcity float64
 }
 
 type fragKey struct {
@@ -56,7 +75,9 @@ type fragModel struct {
 	// cpus are all CPU sizes asked, ascending: a node's free CPU matters only by its rank here.
 	cpus   []int64
 	shares bool
-	memo   map[fragKey]float64
+	// cpuPerMilliGPU is the CPU (milli-CPU) the requests ask for per milli-GPU, on average.
+	cpuPerMilliGPU float64
+	memo           map[fragKey]float64
 	// members caches each node's class membership mask, valid while the node object is the same.
 	members map[int]nodeMembers
 }
@@ -70,6 +91,9 @@ type nodeMembers struct {
 // by more than a twentieth of the pods it was built from; nil when no pod asks for a share (then
 // nothing fragments GPUs and bin-packing alone decides) or the classes are too many to track.
 func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
+	if snap.ShareDemands() == 0 {
+		return nil
+	}
 	m := e.frag
 	if m != nil && m.built == snap.DemandVersion() {
 		return m.usable()
@@ -119,11 +143,14 @@ func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
 	classIdx := map[*snapshot.FilterClass]int{}
 	allCPU := map[int64]bool{}
 	var groupOrder []gk
+	var cpuSum, gpuSum float64
 	for _, e := range entries {
 		d, n := e.d, e.n
 		if d.GPUs == 0 {
 			continue // a pod without GPUs can use no GPU anywhere: the same everywhere
 		}
+		cpuSum += float64(n) * float64(d.MilliCPU)
+		gpuSum += float64(n) * float64(d.PerGPUMilli*d.GPUs)
 		k := gk{d.Class, d.PerGPUMilli, d.GPUs}
 		if byGroup[k] == nil {
 			byGroup[k] = map[int64]int32{}
@@ -139,9 +166,30 @@ func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
 			m.shares = true
 		}
 	}
+	if gpuSum > 0 {
+		m.cpuPerMilliGPU = cpuSum / gpuSum
+	}
+	gpus := func(set bitset.Set) (n int) {
+		for _, node := range snap.Nodes() {
+			if node != nil && (set == nil || set.Has(node.ID)) {
+				n += len(node.Slots)
+			}
+		}
+		return n
+	}
+	clusterGPUs := gpus(nil)
+	scarcity := map[*snapshot.FilterClass]float64{}
+	for _, k := range groupOrder {
+		if _, ok := scarcity[k.class]; !ok {
+			scarcity[k.class] = maxScarcity
+			if n := gpus(snap.ClassNodes(k.class)); n > 0 {
+				scarcity[k.class] = min(maxScarcity, float64(clusterGPUs)/float64(n))
+			}
+		}
+	}
 	for _, k := range groupOrder {
 		cpus := byGroup[k]
-		g := fragGroup{class: k.class, perGPU: k.perGPU, gpus: k.gpu, member: classIdx[k.class]}
+		g := fragGroup{class: k.class, perGPU: k.perGPU, gpus: k.gpu, member: classIdx[k.class], scarcity: scarcity[k.class]}
 		for c := range cpus {
 			g.cpus = append(g.cpus, c)
 		}
@@ -227,9 +275,24 @@ func (m *fragModel) delta(snap *snapshot.Snapshot, n *snapshot.Node, req *snapsh
 		}
 	}
 	cpu := n.Allocatable.MilliCPU - n.Used.MilliCPU
+	var freeBefore, freeAfter int64
+	for i := range before {
+		freeBefore += before[i]
+		freeAfter += after[i]
+	}
+	starved := m.starved(freeAfter, cpu-req.MilliCPU) - m.starved(freeBefore, cpu)
 	slices.Sort(before)
 	slices.Sort(after)
-	return m.frag(mask, cpu-req.MilliCPU, after) - m.frag(mask, cpu, before)
+	return m.frag(mask, cpu-req.MilliCPU, after) - m.frag(mask, cpu, before) + starved
+}
+
+// starved is the free GPU (milli-GPU) of a node that its free CPU cannot feed at the requests'
+// average CPU per GPU.
+func (m *fragModel) starved(freeMilliGPU, cpu int64) float64 {
+	if m.cpuPerMilliGPU <= 0 {
+		return 0
+	}
+	return max(0, float64(freeMilliGPU)-float64(max(cpu, 0))/m.cpuPerMilliGPU)
 }
 
 // frag is the expected fragmentation of a node state, memoised.
@@ -254,7 +317,7 @@ func (m *fragModel) frag(mask uint64, cpu int64, free []int64) float64 {
 	for i := range m.groups {
 		g := &m.groups[i]
 		if mask&(1<<g.member) == 0 {
-			total += g.weight * float64(all)
+			total += g.weight * g.scarcity * float64(all)
 			continue
 		}
 		// free is sorted: the GPUs too small for the share come first.
@@ -285,11 +348,12 @@ func (m *fragModel) frag(mask uint64, cpu int64, free []int64) float64 {
 
 // findNodeFrag is findNode's bin-packing when shares fragment GPUs: every node that fits is
 // scored, in findNode's order (nodes with a shared GPU with room first for a share, then by
-// fewest free GPUs), and the one whose placement raises the expected fragmentation least wins,
-// among equals the one left with the least free GPU capacity, then the earliest. On a node, the GPUs are PickGPUs' choice (its rules are the
-// contract shares rely on: the fullest shared GPU with room first). A pod without GPUs cannot lower the
-// fragmentation, only raise it by taking CPU a GPU request needs, so it takes the first node
-// where its placement raises nothing.
+// fewest free GPUs), and the one whose placement raises the expected fragmentation least wins;
+// among equals a share joining a GPU already shared beats one opening a GPU, then the node left
+// with the least free GPU capacity wins, then the earliest. On a node, the GPUs are PickGPUs'
+// choice (its rules are the contract shares rely on: the fullest shared GPU with room first). A
+// pod without GPUs cannot lower the fragmentation, only raise it by taking CPU a GPU request
+// needs, so it takes the first node where its placement raises nothing.
 func (c *cycle) findNodeFrag(m *fragModel, t *snapshot.Task, g *snapshot.Gang, cls, restrict bitset.Set) (*snapshot.Node, snapshot.Assignment, bool) {
 	nodes := c.snap.Nodes()
 	var best *snapshot.Node
@@ -297,17 +361,24 @@ func (c *cycle) findNodeFrag(m *fragModel, t *snapshot.Task, g *snapshot.Gang, c
 	bestD := 0.0
 	var buf [32]int64
 	r := &t.Req
-	bestFree := int64(0)
+	bestFree, bestJoins := int64(0), false
 	take := func(n *snapshot.Node, a snapshot.Assignment) {
 		d := m.delta(c.snap, n, r, a, buf[:0])
 		if best != nil && d > bestD+1e-9 {
 			return
 		}
 		free := freeMilliGPU(n, false) - a.MilliGPU()
-		if best != nil && d > bestD-1e-9 && free >= bestFree {
-			return // equal: the tighter node wins
+		joins := a.Shared >= 0 && !n.Slots[a.Shared].Empty()
+		if best != nil && d > bestD-1e-9 { // equal
+			if joins != bestJoins {
+				if bestJoins {
+					return // a GPU already shared beats opening one
+				}
+			} else if free >= bestFree {
+				return // the tighter node wins
+			}
 		}
-		best, bestA, bestD, bestFree = n, a, d, free
+		best, bestA, bestD, bestFree, bestJoins = n, a, d, free, joins
 	}
 	done := func() bool { return !r.GPU() && best != nil && bestD <= 1e-9 }
 	consider := func(set bitset.Set) {

@@ -10,22 +10,24 @@ import (
 type Placement string
 
 const (
-	// BinPack puts a pod on the fullest node that fits, keeping whole nodes free for large gangs.
+	// BinPack puts a pod on the fullest node that fits, keeping whole nodes free for large gangs;
+	// where pods ask for shares of GPUs, on the node where it fragments GPUs least (fragscore.go):
+	// a GPU left partly used, or without the CPU to feed it, is worth only what the requests the
+	// cluster sees can still use of it.
 	BinPack Placement = "binpack"
 	// Spread puts a pod on the emptiest node that fits.
 	Spread Placement = "spread"
+	// FirstFit puts a pod on the first node, in the snapshot's node order, that fits (on it, the
+	// GPUs are chosen as everywhere: the fullest shared GPU with room for a share; the what-ifs
+	// of evictions still pack). It is the baseline that replays (fairway sim) compare placement
+	// against, not a policy to run.
+	FirstFit Placement = "firstfit"
 )
 
 // Options configure the engine. The zero value is usable: every field has a documented default.
 type Options struct {
-	// Placement is BinPack (default) or Spread.
+	// Placement is BinPack (default), Spread or FirstFit.
 	Placement Placement
-
-	// FragmentationAware, with BinPack, places GPU pods where they raise the expected
-	// fragmentation of shared GPUs least (fragscore.go). Off by default: on the e2e scenarios it
-	// spread quarter-GPU notebooks over a fifth GPU where plain bin-packing fills four, which
-	// broke a 32-GPU gang's room; the openb replays (fairway sim) turn it on.
-	FragmentationAware bool
 
 	// StarvationThreshold is how long a gang may wait before the capacity it needs is held for
 	// it, so that smaller jobs that backfill around it cannot starve it forever. Default 10m;

@@ -418,12 +418,17 @@ func (c *cycle) findNode(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 		}
 		return nil, snapshot.Assignment{}, false
 	}
-	spread := c.e.opts.Placement == Spread
-	if !spread && c.e.opts.FragmentationAware && t.Req.GPUMemoryMiB == 0 {
-		if m := c.e.fragModelFor(c.snap); m != nil {
-			return c.findNodeFrag(m, t, g, cls, restrict)
+	switch c.e.opts.Placement {
+	case FirstFit:
+		return try(c.snap.AllNodes())
+	case BinPack:
+		if t.Req.GPUMemoryMiB == 0 {
+			if m := c.e.fragModelFor(c.snap); m != nil {
+				return c.findNodeFrag(m, t, g, cls, restrict)
+			}
 		}
 	}
+	spread := c.e.opts.Placement == Spread
 	buckets := func(from int) (*snapshot.Node, snapshot.Assignment, bool) {
 		maxK := c.snap.MaxFreeGPUs()
 		if spread {

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/test/cluster"
 )
@@ -36,6 +38,8 @@ type ConfigFile struct {
 	Seed           int64              `json:"seed,omitempty"`
 	// FairShare turns on fair share over time, as the scheduler's --fair-share-usage-* flags.
 	FairShare *FairShareConfig `json:"fairShare,omitempty"`
+	// OpenB says how a trace that is an openb pod list is replayed (queues by qos, speedup).
+	OpenB OpenBTimed `json:"openb,omitempty"`
 }
 
 // FairShareConfig is fair share over time in a simulation config.
@@ -75,9 +79,30 @@ func (f *ConfigFile) Build() (Config, error) {
 	if f.Nodes == "" || f.Trace == "" {
 		return cfg, fmt.Errorf("config %s: nodes and trace are required", f.Name)
 	}
-	pools, err := cluster.LoadNodePools(f.Nodes)
-	if err != nil {
-		return cfg, err
+	var pools []cluster.NodePool
+	var err error
+	switch {
+	case strings.HasSuffix(f.Nodes, ".csv"):
+		// An openb node list (sn, cpu_milli, memory_mib, gpu, model).
+		nodes, err := LoadOpenBNodes(f.Nodes)
+		if err != nil {
+			return cfg, err
+		}
+		for i := range nodes {
+			n := Node{Name: nodes[i].Name, MilliCPU: nodes[i].MilliCPU, MemoryMiB: nodes[i].MemoryMiB, GPUs: nodes[i].GPUs, GPUType: nodes[i].Model}
+			cfg.Nodes = append(cfg.Nodes, n.Object())
+		}
+	default:
+		// Node objects (fairway sim export), else a node-pool file.
+		objs, ok, err := loadNodeObjects(f.Nodes)
+		if err != nil {
+			return cfg, err
+		}
+		if ok {
+			cfg.Nodes = objs
+		} else if pools, err = cluster.LoadNodePools(f.Nodes); err != nil {
+			return cfg, err
+		}
 	}
 	for _, p := range append(pools, f.ExtraNodePools...) {
 		nodes, err := p.Nodes()
@@ -96,7 +121,13 @@ func (f *ConfigFile) Build() (Config, error) {
 			return cfg, err
 		}
 	}
-	if cfg.Pods, err = LoadTrace(f.Trace, OpenBQueue); err != nil {
+	openb := f.OpenB
+	for _, n := range cfg.Nodes {
+		if q, ok := n.Status.Allocatable[v1alpha1.ResourceGPU]; ok {
+			openb.capacityMilli += q.Value() * 1000
+		}
+	}
+	if cfg.Pods, err = LoadTrace(f.Trace, openb); err != nil {
 		return cfg, err
 	}
 	// Queues the trace names but the config does not define: top-level, no quota.
@@ -113,12 +144,12 @@ func (f *ConfigFile) Build() (Config, error) {
 	opts := engine.DefaultOptions()
 	opts.SharesNeedInventory = true
 	switch pl := engine.Placement(f.Placement); pl {
-	case "", engine.BinPack, engine.Spread:
+	case "", engine.BinPack, engine.Spread, engine.FirstFit:
 		if pl != "" {
 			opts.Placement = pl
 		}
 	default:
-		return cfg, fmt.Errorf("config %s: placement %q: must be binpack or spread", f.Name, f.Placement)
+		return cfg, fmt.Errorf("config %s: placement %q: must be binpack, spread or firstfit (the baseline)", f.Name, f.Placement)
 	}
 	if fs := f.FairShare; fs != nil {
 		if fs.UsageWeight < 0 {

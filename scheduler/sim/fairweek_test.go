@@ -102,7 +102,7 @@ func TestFairWeekAlibabaDurations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a week twice")
 	}
-	trace, err := LoadTrace("testdata/openb/openb_pod_list_default.csv.gz", "")
+	trace, err := LoadTrace("testdata/openb/openb_pod_list_default.csv.gz", OpenBTimed{})
 	if err != nil {
 		t.Fatal(err)
 	}

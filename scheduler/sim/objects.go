@@ -42,6 +42,10 @@ type Pod struct {
 	Preemptibility string
 	// GPUTypes are the GPU types (fairway.dev/gpu-type) the pod may run on; empty: any.
 	GPUTypes []string
+	// Node, when set, is where the pod already runs when it arrives, on the GPUs GPUIndexes (a
+	// snapshot of a live cluster, fairway sim export): it is bound from the start.
+	Node       string
+	GPUIndexes []int
 }
 
 // MilliGPU is the pod's GPU demand in milli-GPU.

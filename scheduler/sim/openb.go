@@ -413,13 +413,11 @@ func RunOpenB(snap *snapshot.Snapshot, capMilli int64, pods []OpenBPod, opts eng
 	return res, nil
 }
 
-// DefaultOpenBOptions are the scheduler's engine options as its runtime sets them: the defaults,
-// with shares only on nodes that publish a GPU inventory (every simulated GPU node does), plus
-// fragmentation-aware placement (engine.Options.FragmentationAware), which the scheduler does
-// not run by default yet.
+// DefaultOpenBOptions are the scheduler's engine options as its runtime sets them: the defaults
+// (bin-packing, fragmentation-aware where pods ask for shares), with shares only on nodes that
+// publish a GPU inventory (every simulated GPU node does).
 func DefaultOpenBOptions() engine.Options {
 	o := engine.DefaultOptions()
 	o.SharesNeedInventory = true
-	o.FragmentationAware = true
 	return o
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -145,5 +146,52 @@ func TestOpenBReplay(t *testing.T) {
 		if n2 := snap2.Node(n.Name); n2 == nil || n2.UsedMilliGPU != n.UsedMilliGPU || n2.Used.MilliCPU != n.Used.MilliCPU {
 			t.Fatalf("node %s differs between two replays", n.Name)
 		}
+	}
+}
+
+// TestOpenBTimed pins how an openb pod list is replayed in time: queues by qos, arrivals closer
+// together by the speedup with durations kept, and the tune-up to a multiple of the cluster.
+func TestOpenBTimed(t *testing.T) {
+	path := filepath.Join(openbData, "openb_pod_list_default.csv.gz")
+	plain, err := LoadTrace(path, OpenBTimed{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := OpenBTimed{QueueByQoS: map[string]string{"LS": "ls", "BE": "be"}, Queue: "other", Speedup: 10}
+	fast, err := LoadTrace(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fast) != len(plain) {
+		t.Fatalf("%d pods, want %d", len(fast), len(plain))
+	}
+	queues := map[string]int{}
+	for i := range fast {
+		queues[fast[i].Queue]++
+		if want := plain[i].Arrival / 10; fast[i].Arrival-want > time.Second || want-fast[i].Arrival > time.Second {
+			t.Fatalf("pod %s arrives at %v, want %v (a tenth of %v)", fast[i].Name, fast[i].Arrival, want, plain[i].Arrival)
+		}
+		if fast[i].Duration != plain[i].Duration {
+			t.Fatalf("pod %s runs %v, want its real %v", fast[i].Name, fast[i].Duration, plain[i].Duration)
+		}
+	}
+	// The default trace: 4,647 LS, 3,398 BE, 107 Burstable or Guaranteed (not mapped).
+	if want := map[string]int{"ls": 4647, "be": 3398, "other": 107}; !maps.Equal(queues, want) {
+		t.Errorf("pods per queue %v, want %v", queues, want)
+	}
+	if _, err := LoadTrace(path, OpenBTimed{Tune: 1.3}); err == nil || !strings.Contains(err.Error(), "tune needs a cluster") {
+		t.Errorf("tune without a cluster: %v", err)
+	}
+	tuned := OpenBTimed{Tune: 1.3, Seed: 42, capacityMilli: 6212000}
+	pods, err := LoadTrace(path, tuned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var milli int64
+	for i := range pods {
+		milli += pods[i].MilliGPU()
+	}
+	if len(pods) <= len(plain) || milli < 8_000_000 || milli > 8_100_000+8000 {
+		t.Errorf("tuned: %d pods asking %d milli-GPU, want more than %d pods and about 1.3 x 6,212,000", len(pods), milli, len(plain))
 	}
 }

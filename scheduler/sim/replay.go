@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -271,12 +273,32 @@ func (p *simPod) create(snap *snapshot.Snapshot, wall time.Time, now time.Durati
 	obj.Annotations[v1alpha1.RecreatableAnnotation] = "true"
 	ctrl := true
 	obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: gangOf(&p.spec), UID: types.UID(p.spec.Queue + "/" + gangOf(&p.spec)), Controller: &ctrl}}
+	running := p.gen == 0 && spec.Node != ""
+	if running {
+		// Found running (fairway sim export): bound from the start, as the API server has it.
+		obj.Spec.NodeName = spec.Node
+		obj.Status.Phase = corev1.PodRunning
+		st := metav1.NewTime(wall)
+		obj.Status.StartTime = &st
+		if len(spec.GPUIndexes) > 0 {
+			idx := make([]string, len(spec.GPUIndexes))
+			for i, g := range spec.GPUIndexes {
+				idx[i] = strconv.Itoa(g)
+			}
+			obj.Annotations[v1alpha1.GPUIndexAnnotation] = strings.Join(idx, ",")
+		}
+	}
 	if err := snap.UpsertPod(obj); err != nil {
 		return fmt.Errorf("pod %s: %w", spec.Name, err)
 	}
 	p.obj = obj
 	p.state = podPending
 	p.pending = now
+	if running {
+		p.state = podRunning
+		p.out.Started, p.out.Start = true, now
+		p.end = now + spec.Duration
+	}
 	byKey[keyOf(obj)] = p
 	return nil
 }

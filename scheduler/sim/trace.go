@@ -45,6 +45,15 @@ type TraceEntry struct {
 	Every    Duration `json:"every,omitempty"`
 	Priority int32    `json:"priority,omitempty"`
 	GPUTypes []string `json:"gpuTypes,omitempty"`
+	// Group makes the entry one pod of a gang named Group whose other pods are other entries
+	// with the same group and queue (MinMember of them must run together; default 1). YAML only;
+	// fairway sim export writes gangs found partly running this way.
+	Group     string `json:"group,omitempty"`
+	MinMember int    `json:"minMember,omitempty"`
+	// Node, when set, is where the pod already runs at its arrival, on the GPUs GPUIndex (fairway
+	// sim export writes the cluster's running pods so). YAML only.
+	Node     string `json:"node,omitempty"`
+	GPUIndex []int  `json:"gpuIndex,omitempty"`
 }
 
 // Duration reads "90s", "2h" (YAML strings) or a number of seconds.
@@ -87,8 +96,8 @@ type traceFile struct {
 // name,queue,arrival,duration,kind,gpus,gpu_share,gpu_memory,cpu,memory,gang,priority,gpu_types;
 // gpu_types separated by |), or an openb pod list (a CSV with cpu_milli and num_gpu columns;
 // .csv.gz read too), replayed in time with each pod's real duration (deletion_time -
-// scheduled_time) in queue openbQueue.
-func LoadTrace(path, openbQueue string) ([]Pod, error) {
+// scheduled_time), in queues as openb says.
+func LoadTrace(path string, openb OpenBTimed) ([]Pod, error) {
 	switch {
 	case strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml"):
 		b, err := os.ReadFile(path)
@@ -109,7 +118,7 @@ func LoadTrace(path, openbQueue string) ([]Pod, error) {
 		rc.Close()
 		first, _, _ := strings.Cut(string(head), "\n")
 		if strings.Contains(first, "cpu_milli") && strings.Contains(first, "num_gpu") {
-			return openbTimed(path, openbQueue)
+			return openbTimed(path, openb)
 		}
 		rows, err := readCSV(path, "name", "queue")
 		if err != nil {
@@ -168,7 +177,19 @@ func expand(path string, entries []TraceEntry) ([]Pod, error) {
 			return nil, fmt.Errorf("%s: name and queue are required", where)
 		}
 		p := Pod{Name: e.Name, Queue: e.Queue, Kind: e.Kind, Arrival: time.Duration(e.Arrival), Duration: time.Duration(e.Duration),
-			GPUs: e.GPUs, Priority: e.Priority, GPUTypes: e.GPUTypes}
+			GPUs: e.GPUs, Priority: e.Priority, GPUTypes: e.GPUTypes, Node: e.Node, GPUIndexes: e.GPUIndex}
+		if e.Group != "" {
+			if e.Gang > 1 || e.Count > 1 {
+				return nil, fmt.Errorf("%s: group is one pod of a gang: give no gang or count", where)
+			}
+			p.Gang, p.GangSize = e.Group, max(e.MinMember, 1)
+		}
+		if len(e.GPUIndex) > 0 && e.Node == "" {
+			return nil, fmt.Errorf("%s: gpuIndex needs node (the node whose GPUs they are)", where)
+		}
+		if e.Node != "" && (e.Gang > 1 || e.Count > 1) {
+			return nil, fmt.Errorf("%s: node places one running pod: give no gang or count", where)
+		}
 		set := 0
 		if e.GPUs < 0 {
 			return nil, fmt.Errorf("%s: gpus %d must not be negative", where, e.GPUs)
@@ -239,15 +260,52 @@ func expand(path string, entries []TraceEntry) ([]Pod, error) {
 	return out, nil
 }
 
-// openbTimed reads an openb pod list as a timed trace: arrival = creation_time (from the first),
-// duration = deletion_time - scheduled_time (pods without both run forever).
-func openbTimed(path, queue string) ([]Pod, error) {
+// OpenBTimed says how an openb pod list is replayed in time (fairway sim run).
+type OpenBTimed struct {
+	// Queue is the queue of every pod (default OpenBQueue) unless QueueByQoS names one for the
+	// pod's qos column (LS, BE, Burstable, Guaranteed).
+	Queue      string            `json:"queue,omitempty"`
+	QueueByQoS map[string]string `json:"queueByQoS,omitempty"`
+	// Speedup divides the times between arrivals (default 1): the trace's 8,000 pods arrive over
+	// 149 days and run 15 days on average, which loads the 6,212 GPUs of its cluster to about a
+	// tenth; a speedup of 10 or more makes them queue. Durations are kept.
+	Speedup float64 `json:"speedup,omitempty"`
+	// Tune, above 0, appends pods drawn from the trace with replacement (seed Seed) until their
+	// GPU demand reaches Tune times the cluster's GPUs, as the openb protocol does (OpenBWorkload,
+	// creation order); a drawn pod keeps its creation time and duration. Even all at once the
+	// trace's own pods ask for less than its cluster's GPUs.
+	Tune float64 `json:"tune,omitempty"`
+	Seed int64   `json:"seed,omitempty"`
+
+	// capacityMilli is the cluster's milli-GPU, which Tune needs (ConfigFile.Build sets it).
+	capacityMilli int64
+}
+
+// openbTimed reads an openb pod list as a timed trace: arrival = creation_time (from the first,
+// divided by o.Speedup), duration = deletion_time - scheduled_time (pods without both run
+// forever).
+func openbTimed(path string, o OpenBTimed) ([]Pod, error) {
 	rows, err := LoadOpenBPods(path)
 	if err != nil {
 		return nil, err
 	}
-	if queue == "" {
-		queue = OpenBQueue
+	if o.Queue == "" {
+		o.Queue = OpenBQueue
+	}
+	if o.Speedup < 0 {
+		return nil, fmt.Errorf("%s: speedup %v must not be negative", path, o.Speedup)
+	}
+	if o.Speedup == 0 {
+		o.Speedup = 1
+	}
+	if o.Tune < 0 {
+		return nil, fmt.Errorf("%s: tune %v must not be negative", path, o.Tune)
+	}
+	if o.Tune > 0 {
+		if o.capacityMilli <= 0 {
+			return nil, fmt.Errorf("%s: tune needs a cluster with GPUs", path)
+		}
+		rows = OpenBWorkload(rows, o.capacityMilli, o.Tune, o.Seed, OrderCreation)
 	}
 	var t0 int64 = -1
 	for _, r := range rows {
@@ -258,9 +316,13 @@ func openbTimed(path, queue string) ([]Pod, error) {
 	out := make([]Pod, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		p := r.Pod(r.Name, queue)
+		q := o.Queue
+		if byQoS, ok := o.QueueByQoS[r.QoS]; ok {
+			q = byQoS
+		}
+		p := r.Pod(r.Name, q)
 		p.Preemptibility = ""
-		p.Arrival = time.Duration(r.Creation-t0) * time.Second
+		p.Arrival = time.Duration(float64(r.Creation-t0) / o.Speedup * float64(time.Second))
 		if r.Deletion > r.Scheduled && r.Scheduled > 0 {
 			p.Duration = time.Duration(r.Deletion-r.Scheduled) * time.Second
 		}

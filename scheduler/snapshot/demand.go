@@ -24,6 +24,11 @@ func (s *Snapshot) Demands() map[Demand]int32 { return s.demand }
 // DemandVersion changes whenever Demands does.
 func (s *Snapshot) DemandVersion() uint64 { return s.demandGen }
 
+// ShareDemands is how many of the pods Demands counts ask for a share of a GPU: where none does,
+// no GPU is left partly used and placement needs no fragmentation model (a counter, so that the
+// engine learns it without reading the map).
+func (s *Snapshot) ShareDemands() int32 { return s.shareDemands }
+
 func (s *Snapshot) countDemand(t *Task, sign int32) {
 	r := &t.Req
 	if t.shadow || r.Reservation || r.GPUMemoryMiB > 0 {
@@ -33,6 +38,7 @@ func (s *Snapshot) countDemand(t *Task, sign int32) {
 	switch {
 	case r.FractionMilli > 0:
 		d.PerGPUMilli, d.GPUs = r.FractionMilli, 1
+		s.shareDemands += sign
 	case r.WholeGPUs == 0:
 		d.PerGPUMilli = 0
 	}

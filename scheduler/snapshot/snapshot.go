@@ -68,8 +68,9 @@ type Snapshot struct {
 	foreignPods foreignPending
 
 	// demand counts GPU requests by class (Demands); demandGen changes with it.
-	demand    map[Demand]int32
-	demandGen uint64
+	demand       map[Demand]int32
+	demandGen    uint64
+	shareDemands int32
 }
 
 // New returns an empty snapshot.

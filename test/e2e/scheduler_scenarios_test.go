@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -367,20 +368,22 @@ func testNodeDeleted(t *testing.T, c *cluster.Cluster, bin string, sched *schedP
 	eventually(t, 40*time.Second, "2 half-GPU pods on "+gone, func(ctx context.Context) (bool, error) {
 		return len(bound(podsIn(t, c, ctx, ns, nil))) == 2, nil
 	})
+	// Non-preemptible services take 3 GPUs of the other nodes, so the gang of 8 needs every GPU
+	// left, edge-0's included (whatever the placement policy prefers), and cannot become whole
+	// again in place once edge-0 is gone.
+	others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == gone })
+	for i := range 3 {
+		mustCreate(t, c, schedPod(ns+"-services", fmt.Sprintf("svc-%d", i), "edge-services").GPUs(1).Priority(fairwayv1.PriorityClassInference).OnNodes(others...).Obj())
+	}
+	eventually(t, 30*time.Second, "3 services bound", func(ctx context.Context) (bool, error) {
+		return len(bound(podsIn(t, c, ctx, ns+"-services", nil))) == 3, nil
+	})
 	mustCreate(t, c, replicaSet(schedPod(ns, "gang", ns).GPUs(1).Priority(fairwayv1.PriorityClassTraining).Gang("gang", 8).OnNodes(names...), 8))
 	sel := map[string]string{"app": "gang"}
 	var first []corev1.Pod
 	eventually(t, 30*time.Second, "the gang of 8 bound", func(ctx context.Context) (bool, error) {
 		first = bound(podsIn(t, c, ctx, ns, sel))
 		return len(first) == 8, nil
-	})
-	// Non-preemptible services take the pool's last 3 GPUs, so the gang cannot become whole
-	// again in place.
-	for i := range 3 {
-		mustCreate(t, c, schedPod(ns+"-services", fmt.Sprintf("svc-%d", i), "edge-services").GPUs(1).Priority(fairwayv1.PriorityClassInference).OnNodes(names...).Obj())
-	}
-	eventually(t, 30*time.Second, "3 services bound", func(ctx context.Context) (bool, error) {
-		return len(bound(podsIn(t, c, ctx, ns+"-services", nil))) == 3, nil
 	})
 	onGone := 0
 	for _, p := range first {

@@ -17,16 +17,25 @@ import (
 // (KFP pods are Argo pods).
 func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 	cases := map[string]string{
-		"../kfp/testdata/executor-2.17.yaml":        "kubeflow-pipelines",
-		"../kfp/testdata/driver-2.14.yaml":          "kubeflow-pipelines",
-		"../argo/testdata/step-gpu.yaml":            "argo",
-		"../argo/testdata/agent.yaml":               "argo",
-		"../kuberay/testdata/worker-gpu.yaml":       "ray",
-		"../kuberay/testdata/head.yaml":             "ray",
-		"../jupyterhub/testdata/z2jh-notebook.yaml": "jupyterhub",
-		"../jupyterhub/testdata/placeholder.yaml":   "none",
-		"../pytorchjob/testdata/worker.yaml":        "pytorchjob",
-		"../jobset/testdata/trainjob-node.yaml":     "jobset",
+		"../kfp/testdata/executor-2.17.yaml":             "kubeflow-pipelines",
+		"../kfp/testdata/driver-2.14.yaml":               "kubeflow-pipelines",
+		"../argo/testdata/step-gpu.yaml":                 "argo",
+		"../argo/testdata/agent.yaml":                    "argo",
+		"../kuberay/testdata/worker-gpu.yaml":            "ray",
+		"../kuberay/testdata/head.yaml":                  "ray",
+		"../jupyterhub/testdata/z2jh-notebook.yaml":      "jupyterhub",
+		"../jupyterhub/testdata/placeholder.yaml":        "none",
+		"../pytorchjob/testdata/worker.yaml":             "pytorchjob",
+		"../jobset/testdata/trainjob-node.yaml":          "jobset",
+		"../kubeflownotebook/testdata/notebook-gpu.yaml": "kubeflow-notebook",
+		"../lws/testdata/vllm-leader.yaml":               "leaderworkerset",
+		"../lws/testdata/vllm-worker.yaml":               "leaderworkerset",
+		"../kserve/testdata/raw-predictor.yaml":          "kserve",
+		"../kserve/testdata/serverless-predictor.yaml":   "kserve",
+		"../knative/testdata/service-gpu.yaml":           "knative",
+		"../modelserver/testdata/triton-chart.yaml":      "triton",
+		"../modelserver/testdata/vllm-guide.yaml":        "vllm",
+		"../kuberay/testdata/rayservice-worker.yaml":     "ray",
 	}
 	all := registry.All()
 	for fixture, want := range cases {
@@ -52,7 +61,7 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "Job"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "LeaderWorkerSet", "Job"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/airflow"
 	"github.com/fairway-sched/fairway/adapters/argo"
 	"github.com/fairway-sched/fairway/adapters/jobset"
 	"github.com/fairway-sched/fairway/adapters/jupyterhub"
@@ -16,6 +17,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters/kubeflownotebook"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
 	"github.com/fairway-sched/fairway/adapters/lws"
+	"github.com/fairway-sched/fairway/adapters/mlflow"
 	"github.com/fairway-sched/fairway/adapters/modelserver"
 	"github.com/fairway-sched/fairway/adapters/plainpod"
 	"github.com/fairway-sched/fairway/adapters/pytorchjob"
@@ -38,6 +40,8 @@ func All() []adapters.Adapter {
 		jupyterhub.New(),
 		pytorchjob.New(),
 		jobset.New(),
+		airflow.New(),
+		mlflow.New(),
 		// Inference.
 		lws.New(),
 		kserve.New(),

@@ -28,6 +28,9 @@ func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 		"../pytorchjob/testdata/worker.yaml":             "pytorchjob",
 		"../jobset/testdata/trainjob-node.yaml":          "jobset",
 		"../kubeflownotebook/testdata/notebook-gpu.yaml": "kubeflow-notebook",
+		"../airflow/testdata/kpo-gpu.yaml":               "airflow",
+		"../airflow/testdata/executor-worker.yaml":       "airflow",
+		"../mlflow/testdata/project-pod.yaml":            "mlflow",
 		"../lws/testdata/vllm-leader.yaml":               "leaderworkerset",
 		"../lws/testdata/vllm-worker.yaml":               "leaderworkerset",
 		"../kserve/testdata/raw-predictor.yaml":          "kserve",
@@ -61,7 +64,7 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "LeaderWorkerSet", "Job"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "JobSet", "TrainJob", "Job", "LeaderWorkerSet"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}

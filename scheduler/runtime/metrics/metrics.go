@@ -22,6 +22,9 @@ const (
 	LabelResource  = "resource"
 	LabelReason    = "reason"
 	LabelFramework = "framework"
+	// LabelKind is the kind of work (v1alpha1.WorkloadKind: inference, notebook, training, ...),
+	// "pod" when a pod has none.
+	LabelKind = "kind"
 	LabelNode      = "node"
 	LabelGPUIndex  = "gpu_index"
 	LabelGPUUUID   = "gpu_uuid"
@@ -93,10 +96,10 @@ type NodeGPUs struct {
 	Whole, Shared, Free, Unhealthy int
 }
 
-// PodGroups counts PodGroups of one queue, framework and phase.
+// PodGroups counts PodGroups of one queue, framework, kind of work and phase.
 type PodGroups struct {
-	Queue, Framework, Phase string
-	Count                   int
+	Queue, Framework, Kind, Phase string
+	Count                         int
 }
 
 // State is what the loop publishes after a cycle; never modified once published.
@@ -140,7 +143,7 @@ var (
 	descShare      = prometheus.NewDesc("fairway_gpu_share_allocated", "Share of a GPU held by fractional pods, as a ratio from 0 to 1 (GPUs held whole are not listed); gpu_uuid is the physical GPU of the slot's reservation.", []string{LabelNode, LabelGPUIndex, LabelGPUUUID}, nil)
 	descQueueInfo  = prometheus.NewDesc("fairway_queue_info", "Always 1, one series per Queue; parent is spec.parent (empty for a top-level queue).", []string{LabelQueue, LabelParent}, nil)
 	descNodeGPUs   = prometheus.NewDesc("fairway_node_gpus", "GPUs of a schedulable node by state (whole, shared, free, unhealthy); the states sum to the node's GPUs.", []string{LabelNode, LabelGPUType, LabelState}, nil)
-	descPodGroups  = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelPhase}, nil)
+	descPodGroups  = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled), kind of work (their fairway.dev/workload-kind, pod when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelKind, LabelPhase}, nil)
 )
 
 // New makes the metrics (not registered).
@@ -151,16 +154,16 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		SchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "fairway_pod_scheduling_latency_seconds", Help: "Time from a pod's creation (creationTimestamp, second resolution) to its successful binding.",
+			Name: "fairway_pod_scheduling_latency_seconds", Help: "Time from a pod's creation (creationTimestamp, second resolution) to its successful binding, by framework, queue and kind of work.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
-		}, []string{LabelFramework, LabelQueue}),
+		}, []string{LabelFramework, LabelQueue, LabelKind}),
 		Bindings: prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_bindings_total", Help: "Pods bound."}),
 		BindingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error), and bound pods the kubelet rejected (KubeletRejected).",
 		}, []string{LabelReason}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, LoanReturn, NodeDeleted), the victim's queue and framework (none when unlabelled).",
-		}, []string{LabelReason, LabelQueue, LabelFramework}),
+			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, LoanReturn, NodeDeleted), the victim's queue, framework (none when unlabelled) and kind of work (pod when unlabelled).",
+		}, []string{LabelReason, LabelQueue, LabelFramework, LabelKind}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_leader", Help: "1 while this replica is the leader, which schedules."}),
 		LoanReturn: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fairway_loan_return_seconds",
@@ -236,6 +239,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, pg := range s.PodGroups {
-		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Phase)
+		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Kind, pg.Phase)
 	}
 }

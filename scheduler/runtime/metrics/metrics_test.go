@@ -20,7 +20,7 @@ func TestStateMetrics(t *testing.T) {
 		Shares:    []Share{{Node: "n1", GPUIndex: 3, GPUUUID: "GPU-3", Ratio: 0.75}},
 		QueueTree: []QueueInfo{{Queue: "research"}, {Queue: "team-a", Parent: "research"}},
 		NodeGPUs:  []NodeGPUs{{Node: "n1", GPUType: "H100", Whole: 4, Shared: 1, Free: 2, Unhealthy: 1}},
-		PodGroups: []PodGroups{{Queue: "team-a", Framework: "ray", Phase: "Running", Count: 2}},
+		PodGroups: []PodGroups{{Queue: "team-a", Framework: "ray", Kind: "ray", Phase: "Running", Count: 2}},
 	})
 	want := `
 # HELP fairway_queue_allocated What a queue's bound pods hold, per resource.
@@ -49,9 +49,9 @@ fairway_node_gpus{gpu_type="H100",node="n1",state="free"} 2
 fairway_node_gpus{gpu_type="H100",node="n1",state="shared"} 1
 fairway_node_gpus{gpu_type="H100",node="n1",state="unhealthy"} 1
 fairway_node_gpus{gpu_type="H100",node="n1",state="whole"} 4
-# HELP fairway_podgroups PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.
+# HELP fairway_podgroups PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled), kind of work (their fairway.dev/workload-kind, pod when unlabelled) and status.phase.
 # TYPE fairway_podgroups gauge
-fairway_podgroups{framework="ray",phase="Running",queue="team-a"} 2
+fairway_podgroups{framework="ray",kind="ray",phase="Running",queue="team-a"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fairway_queue_allocated", "fairway_queue_guaranteed",
 		"fairway_pending_pods", "fairway_pending_gangs", "fairway_gpu_share_allocated", "fairway_queue_info", "fairway_node_gpus",
@@ -63,7 +63,7 @@ fairway_podgroups{framework="ray",phase="Running",queue="team-a"} 2
 	if n := testutil.CollectAndCount(stateCollector{m}); n != 0 {
 		t.Errorf("%d state series after the state emptied", n)
 	}
-	m.Evictions.WithLabelValues("Reclaim", "team-b", "none").Inc()
+	m.Evictions.WithLabelValues("Reclaim", "team-b", "none", "pod").Inc()
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
 	if n, err := testutil.GatherAndCount(reg); err != nil || n < 3 {
 		t.Errorf("gathered %d series (%v)", n, err)

@@ -157,11 +157,11 @@ func PodGroups() []client.Object {
 type PodSpec struct {
 	Namespace, Name, Group, Queue, Class, Framework, Node string
 	// Kind is the pod's fairway.dev/workload-kind, as the webhook writes it.
-	Kind fairwayv1.WorkloadKind
-	WholeGPUs                                             int
-	Fraction, MemoryMiB                                   string
-	Slot                                                  int
-	UUID                                                  string
+	Kind                fairwayv1.WorkloadKind
+	WholeGPUs           int
+	Fraction, MemoryMiB string
+	Slot                int
+	UUID                string
 	// Waiting is the PodScheduled=False message of a pending pod.
 	Waiting string
 	// Loan marks a pod bound on loan on an idle notebook's GPU (fairway.dev/loan); Borrow a pod

@@ -30,8 +30,11 @@ import (
 func NotebookStatefulSet(notebook *unstructured.Unstructured) (*appsv1.StatefulSet, error) {
 	var tmpl corev1.PodTemplateSpec
 	raw, found, err := unstructured.NestedMap(notebook.Object, "spec", "template")
-	if err != nil || !found {
-		return nil, fmt.Errorf("notebook %s: spec.template: %v", notebook.GetName(), err)
+	if err != nil {
+		return nil, fmt.Errorf("notebook %s: spec.template: %w", notebook.GetName(), err)
+	}
+	if !found {
+		return nil, fmt.Errorf("notebook %s has no spec.template", notebook.GetName())
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(raw, &tmpl, true); err != nil {
 		return nil, fmt.Errorf("notebook %s: spec.template: %w", notebook.GetName(), err)

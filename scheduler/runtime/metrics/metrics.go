@@ -24,14 +24,14 @@ const (
 	LabelFramework = "framework"
 	// LabelKind is the kind of work (v1alpha1.WorkloadKind: inference, notebook, training, ...),
 	// "pod" when a pod has none.
-	LabelKind = "kind"
-	LabelNode      = "node"
-	LabelGPUIndex  = "gpu_index"
-	LabelGPUUUID   = "gpu_uuid"
-	LabelGPUType   = "gpu_type"
-	LabelState     = "state"
-	LabelParent    = "parent"
-	LabelPhase     = "phase"
+	LabelKind     = "kind"
+	LabelNode     = "node"
+	LabelGPUIndex = "gpu_index"
+	LabelGPUUUID  = "gpu_uuid"
+	LabelGPUType  = "gpu_type"
+	LabelState    = "state"
+	LabelParent   = "parent"
+	LabelPhase    = "phase"
 )
 
 // States of fairway_node_gpus.

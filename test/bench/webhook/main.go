@@ -7,7 +7,8 @@
 // real `fairway webhook` binary built from this tree against it (informer caches, TLS certificate
 // made and injected by the webhook itself), and sends it AdmissionReviews for a mix of realistic
 // pods - Argo steps, Kubeflow Pipelines executors, KubeRay workers (whose RayCluster the webhook
-// reads from its cache), JupyterHub notebooks and plain pods - over TLS, open loop, at -rps for
+// reads from its cache), JupyterHub notebooks, Triton replicas, LeaderWorkerSet workers, Airflow
+// task pods and plain pods - over TLS, open loop, at -rps for
 // -pods requests. Latency runs from the moment a request was due to its answer; an error is a
 // transport failure, a non-200 answer, or any answer other than "allowed, with a patch".
 //
@@ -81,7 +82,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	warm := direct.requests(ctx, "warmup", o.warmup)
 	for i := range warm {
-		if err := direct.send(ctx, warm[i]); err != nil {
+		if err := direct.send(ctx, warm[i], direct.wantsPatch(i)); err != nil {
 			return fmt.Errorf("warm-up request %d: %w", i, err)
 		}
 	}
@@ -89,7 +90,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	for r := range o.repeat {
 		bodies := direct.requests(ctx, fmt.Sprintf("run%d", r), o.pods)
 		cpu := cpuTimes(env.cluster)
-		s := summarize(openLoop(ctx, o.rps, o.pods, func(ctx context.Context, i int) error { return direct.send(ctx, bodies[i]) }))
+		s := summarize(openLoop(ctx, o.rps, o.pods, func(ctx context.Context, i int) error { return direct.send(ctx, bodies[i], direct.wantsPatch(i)) }))
 		fmt.Printf("bench-webhook: rps=%d p50=%s ms p99=%s ms errors=%d\n", o.rps, ms(s.p50), ms(s.p99), s.errors)
 		fmt.Fprintf(os.Stderr, "bench-webhook: %d requests, max %s ms; %s", s.n, ms(s.max), cpuReport(cpu, cpuTimes(env.cluster), s.n))
 		if s.firstErr != nil {

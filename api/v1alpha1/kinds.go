@@ -1,10 +1,11 @@
 package v1alpha1
 
 // WorkloadKindLabel, set by a user on a workload's pod template (or on the pods), names the kind
-// of work fairway treats the pods as, for workloads no adapter recognises by their framework:
-// `fairway.dev/workload-kind: inference` on a Deployment's template makes its replicas inference
-// replicas. Only KindInference is honoured on pods no framework made; the label shares its key
-// with WorkloadKindAnnotation, which the webhook writes on every pod it admits.
+// of work fairway treats the pods as (one of WorkloadKinds; the webhook refuses other values):
+// `fairway.dev/workload-kind: inference` on a model server's Deployment makes its replicas
+// inference replicas, and on a framework's pods it overrides the kind the adapter gave (a
+// RayCluster that serves). The label shares its key with WorkloadKindAnnotation, which the
+// webhook writes on every pod it admits and which the other components read.
 const WorkloadKindLabel = Prefix + "workload-kind"
 
 // DefaultPriorityClass is the priority class a pod of kind gets when neither the pod nor its

@@ -50,6 +50,7 @@ func TestFrameworkPods(t *testing.T) {
 		"lws-worker":        {fixture: "../adapters/lws/testdata/vllm-worker.yaml", namespace: "team-a"},
 		"kserve-raw":        {fixture: "../adapters/kserve/testdata/raw-predictor.yaml", namespace: "team-a"},
 		"kserve-serverless": {fixture: "../adapters/kserve/testdata/serverless-predictor.yaml", namespace: "team-a"},
+		"kserve-multinode":  {fixture: "../adapters/kserve/testdata/multinode-worker.yaml", namespace: "team-a"},
 		"knative-service":   {fixture: "../adapters/knative/testdata/service-gpu.yaml", namespace: "team-a"},
 		"triton-replica":    {fixture: "../adapters/modelserver/testdata/triton-chart.yaml", namespace: "team-a"},
 		"vllm-replica":      {fixture: "../adapters/modelserver/testdata/vllm-guide.yaml", namespace: "team-a"},

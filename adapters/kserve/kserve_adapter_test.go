@@ -3,6 +3,7 @@ package kserve_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +11,7 @@ import (
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/kserve"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
 func TestDescribe(t *testing.T) {
@@ -24,6 +26,16 @@ func TestDescribe(t *testing.T) {
 		"Serverless predictor replica (Knative revision with queue-proxy): the same": {
 			pod:  "serverless-predictor.yaml",
 			want: adapters.Workload{Kind: adapters.KindInference, MinMember: 1, GPUContainer: "kserve-container"},
+		},
+		"multi-node head: one gang of RAY_NODE_COUNT, the head a sub-group": {
+			pod: "multinode-head.yaml",
+			want: adapters.Workload{Kind: adapters.KindInference, PodGroup: "kserve-llama-predictor", MinMember: 2, SubGroup: "head",
+				SubGroups: []fairwayv1.SubGroup{{Name: "head", MinMember: 1}, {Name: "worker", MinMember: 1}}, GPUContainer: "kserve-container"},
+		},
+		"multi-node worker: the same gang": {
+			pod: "multinode-worker.yaml",
+			want: adapters.Workload{Kind: adapters.KindInference, PodGroup: "kserve-llama-predictor", MinMember: 2, SubGroup: "worker",
+				SubGroups: []fairwayv1.SubGroup{{Name: "head", MinMember: 1}, {Name: "worker", MinMember: 1}}, GPUContainer: "worker-container"},
 		},
 	}
 	a := kserve.New()
@@ -51,5 +63,14 @@ func TestRecognizeLookAlike(t *testing.T) {
 	delete(pod.Labels, kserve.ComponentLabel)
 	if kserve.New().Recognize(pod) {
 		t.Error("Recognize(pod without the component label) = true")
+	}
+}
+
+func TestDescribeRefusesBadNodeCount(t *testing.T) {
+	pod := adaptertest.LoadPod(t, filepath.Join("testdata", "multinode-worker.yaml"))
+	pod.Spec.Containers[0].Env[0].Value = "two"
+	_, err := kserve.New().Describe(context.Background(), pod, adaptertest.NewReader())
+	if err == nil || !strings.Contains(err.Error(), kserve.RayNodeCountEnv) {
+		t.Errorf("Describe(RAY_NODE_COUNT two) error = %v, want one naming %s", err, kserve.RayNodeCountEnv)
 	}
 }

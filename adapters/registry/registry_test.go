@@ -35,6 +35,7 @@ func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 		"../lws/testdata/vllm-worker.yaml":               "leaderworkerset",
 		"../kserve/testdata/raw-predictor.yaml":          "kserve",
 		"../kserve/testdata/serverless-predictor.yaml":   "kserve",
+		"../kserve/testdata/multinode-worker.yaml":       "kserve",
 		"../knative/testdata/service-gpu.yaml":           "knative",
 		"../modelserver/testdata/triton-chart.yaml":      "triton",
 		"../modelserver/testdata/vllm-guide.yaml":        "vllm",

@@ -110,6 +110,7 @@ const (
 	KindNotebook     = fairwayv1.KindNotebook
 	KindTraining     = fairwayv1.KindTraining
 	KindPod          = fairwayv1.KindPod
+	KindInference    = fairwayv1.KindInference
 )
 
 // Workload is what an adapter says about the workload a pod belongs to. The webhook turns it into

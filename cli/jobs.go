@@ -48,6 +48,9 @@ type JobView struct {
 	WaitSeconds *int64 `json:"waitSeconds,omitempty"`
 	// Framework is the pods' fairway.dev/framework label.
 	Framework string `json:"framework,omitempty"`
+	// WorkloadKind is the pods' kind of work (fairway.dev/workload-kind: inference, notebook,
+	// training, ...), which decided their default priority and preemptibility.
+	WorkloadKind string `json:"workloadKind,omitempty"`
 	// OnLoan counts the running pods that run on loan on an idle notebook's GPU
 	// (fairway.dev/loan): they are evicted as soon as the notebook does GPU work again.
 	OnLoan int32 `json:"onLoan,omitempty"`
@@ -167,6 +170,12 @@ func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int
 			break
 		}
 	}
+	for _, p := range pods {
+		if k := p.Annotations[fairwayv1.WorkloadKindAnnotation]; k != "" {
+			j.WorkloadKind = k
+			break
+		}
+	}
 	if j.Queue == "" && len(pods) > 0 {
 		j.Queue = queueOf(pods[0])
 	}
@@ -182,7 +191,7 @@ func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int
 func podJob(p *corev1.Pod, prio map[string]int32, now time.Time) JobView {
 	j := JobView{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p),
 		PriorityClass: p.Spec.PriorityClassName, State: string(p.Status.Phase), MinMember: 1,
-		Framework: p.Labels[fairwayv1.FrameworkLabel], Priority: p.Spec.Priority}
+		Framework: p.Labels[fairwayv1.FrameworkLabel], WorkloadKind: p.Annotations[fairwayv1.WorkloadKindAnnotation], Priority: p.Spec.Priority}
 	if v, ok := prio[j.PriorityClass]; ok {
 		j.Priority = &v
 	}
@@ -233,7 +242,7 @@ func podReason(p *corev1.Pod) (code, message string) {
 // PrintJobs writes the jobs as a table. Pods on loan on an idle notebook's GPU are marked in
 // the state column.
 func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
-	headers := []string{"NAME", "QUEUE", "PRIORITY", "STATE", "REASON", "GPUS", "RUNNING", "WAIT", "FRAMEWORK"}
+	headers := []string{"NAME", "QUEUE", "KIND", "PRIORITY", "STATE", "REASON", "GPUS", "RUNNING", "WAIT", "FRAMEWORK"}
 	if withNamespace {
 		headers = append([]string{"NAMESPACE"}, headers...)
 	}
@@ -263,7 +272,7 @@ func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
 		default:
 			state += fmt.Sprintf(" (%d on loan)", j.OnLoan)
 		}
-		cells := []string{name, j.Queue, prio, state, j.Reason, j.GPUs, fmt.Sprintf("%d/%d", j.Running, j.MinMember), wait, j.Framework}
+		cells := []string{name, j.Queue, j.WorkloadKind, prio, state, j.Reason, j.GPUs, fmt.Sprintf("%d/%d", j.Running, j.MinMember), wait, j.Framework}
 		if withNamespace {
 			cells = append([]string{j.Namespace}, cells...)
 		}

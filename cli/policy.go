@@ -40,6 +40,11 @@ type KindPolicyView struct {
 	MaxGPUsPerPod string                    `json:"maxGPUsPerPod,omitempty"`
 	Borrowing     fairwayv1.BorrowingPolicy `json:"borrowing"`
 	CPUOnGPUNodes bool                      `json:"cpuOnGPUNodes"`
+	// PriorityClass and Preemptibility are what the kind's pods get when they choose neither:
+	// the queue's rule, else the kind's default ("" for the cluster's default class, or for
+	// preemptibility by priority).
+	PriorityClass  string                   `json:"priorityClass,omitempty"`
+	Preemptibility fairwayv1.Preemptibility `json:"preemptibility,omitempty"`
 	// From names, per rule, the queue that set it.
 	From map[string]string `json:"from,omitempty"`
 }
@@ -104,7 +109,8 @@ func BuildPolicy(name string, byName map[string]*fairwayv1.Queue) PolicyView {
 			return v
 		}
 		v.Set = true
-		kv := KindPolicyView{Kind: k, GPUTypes: p.GPUTypes, Borrowing: p.Borrowing, CPUOnGPUNodes: p.CPUOnGPUNodes, From: p.From}
+		kv := KindPolicyView{Kind: k, GPUTypes: p.GPUTypes, Borrowing: p.Borrowing, CPUOnGPUNodes: p.CPUOnGPUNodes, From: p.From,
+			PriorityClass: p.PriorityClass, Preemptibility: p.Preemptibility}
 		if d := p.DefaultGPU; d != nil {
 			switch {
 			case d.GPUs != nil:
@@ -134,13 +140,17 @@ func PrintPolicy(w io.Writer, l PolicyList) error {
 			continue
 		}
 		fmt.Fprintf(w, "Queue %s\n", q.Queue)
-		t := newTable(w, "KIND", "GPU TYPES", "DEFAULT GPU", "MAX GPU/POD", "BORROWING", "CPU ON GPU NODES")
+		t := newTable(w, "KIND", "GPU TYPES", "DEFAULT GPU", "MAX GPU/POD", "BORROWING", "CPU ON GPU NODES", "PRIORITY CLASS", "PREEMPTIBILITY")
 		for _, k := range q.Kinds {
 			types := strings.Join(k.GPUTypes, ",")
 			if types == "" {
 				types = "any"
 			}
-			t.row(string(k.Kind), types, k.DefaultGPU, k.MaxGPUsPerPod, string(k.Borrowing), yesNo(k.CPUOnGPUNodes))
+			preempt := string(k.Preemptibility)
+			if preempt == "" {
+				preempt = "by priority"
+			}
+			t.row(string(k.Kind), types, k.DefaultGPU, k.MaxGPUsPerPod, string(k.Borrowing), yesNo(k.CPUOnGPUNodes), k.PriorityClass, preempt)
 		}
 		if err := t.flush(); err != nil {
 			return err

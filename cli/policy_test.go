@@ -43,7 +43,8 @@ func TestPolicyView(t *testing.T) {
 	for _, line := range strings.Split(out.String(), "\n") {
 		rows = append(rows, strings.Join(strings.Fields(line), " "))
 	}
-	for _, want := range []string{"Queue notebooks", "notebook L4 0.25 - Allowed no", "training L4,T4 - - Allowed no",
+	for _, want := range []string{"Queue notebooks", "notebook L4 0.25 - Allowed no fairway-interactive non-preemptible", "training L4,T4 - - Allowed no fairway-training by priority",
+		"inference L4,T4 - - Allowed no fairway-inference non-preemptible",
 		"Queue free has no policy: every GPU type is open to every kind of work, with no default or cap."} {
 		if !slices.Contains(rows, want) {
 			t.Errorf("output lacks the row %q:\n%s", want, out.String())

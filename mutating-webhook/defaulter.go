@@ -99,7 +99,8 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	}
 	w, err := adapter.Describe(ctx, pod, d.objects)
 	if err != nil {
-		return nil, err
+		// The adapter contract: an error is input the user must fix, so the pod is denied with it.
+		return nil, deny("%v", err)
 	}
 	if w.Ignore != "" {
 		log.V(4).Info("Leaving framework helper pod alone", "framework", adapter.Name(), "reason", w.Ignore)
@@ -136,28 +137,46 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		return warnings, err
 	}
 
-	// 4. The priority.
+	// 4. The kind (a user's fairway.dev/workload-kind label overrides the adapter's), then the
+	// priority and preemptibility the kind, or the queue's policy for it, gives pods that choose
+	// none.
 	if v, ok := pod.Labels[fairwayv1.PreemptibilityLabel]; ok && v != string(fairwayv1.Preemptible) && v != string(fairwayv1.NonPreemptible) {
 		return warnings, deny("%s %q: must be %q or %q", fairwayv1.PreemptibilityLabel, v, fairwayv1.Preemptible, fairwayv1.NonPreemptible)
 	}
-	warn, err := d.defaultPriority(ctx, pod, w.PriorityClass)
+	frameworkClass := w.PriorityClass
+	if frameworkClass == fairwayv1.DefaultPriorityClass(w.Kind) {
+		frameworkClass = "" // the adapter's kind default, not a class its framework object names
+	}
+	if err := kindFromLabel(pod, &w); err != nil {
+		return warnings, err
+	}
+	chain, err := d.state.QueuePolicies(ctx, queue)
+	if err != nil {
+		return warnings, fmt.Errorf("reading the policies of queue %s: %w", queue, err)
+	}
+	pol := fairwayv1.ResolvePolicy(w.Kind, chain)
+	class := pol.PriorityClass
+	if _, byQueue := pol.From[fairwayv1.RulePriorityClass]; frameworkClass != "" && !byQueue {
+		class = frameworkClass
+	}
+	warn, err := d.defaultPriority(ctx, pod, class)
 	if err != nil {
 		return warnings, err
 	}
 	warnings = append(warnings, warn...)
-	if w.Kind == adapters.KindNotebook {
-		chosen, err := d.choosesPreemptibility(ctx, pod)
+	if pol.Preemptibility != "" {
+		chosen, err := d.choosesPreemptibility(ctx, pod, class)
 		if err != nil {
 			return warnings, err
 		}
 		if !chosen {
-			setLabel(pod, fairwayv1.PreemptibilityLabel, string(fairwayv1.NonPreemptible))
+			setLabel(pod, fairwayv1.PreemptibilityLabel, string(pol.Preemptibility))
 		}
 	}
 
 	// 5. The queue's policy (its default GPU request first, so that step 6 normalizes a
 	// default share as it does one the user wrote), then the GPU share.
-	warn, err = d.applyPolicy(ctx, pod, w, queue)
+	warn, err = d.applyPolicy(pod, w, &pol)
 	if err != nil {
 		return warnings, err
 	}
@@ -353,18 +372,19 @@ func (d *PodDefaulter) defaultPriority(ctx context.Context, pod *corev1.Pod, cla
 // scheduling.podPriority gives every notebook (<release>-default-priority, value 0).
 const z2jhPriorityClassSuffix = "-default-priority"
 
-// choosesPreemptibility reports whether a notebook's creator chose its preemptibility: with the
-// fairway.dev/preemptibility label, or with a priority class of their own (a profile's
-// priority_class_name: fairway-training). Otherwise the notebook is made non-preemptible, whatever
-// class the hub gave it: it holds a user's live session, which preemption would kill, and
-// z2jh's podPriority class (value 0) would make it preemptible by priority alone. Runs after
-// defaultPriority, so an unchosen class has become fairway-interactive by now.
-func (d *PodDefaulter) choosesPreemptibility(ctx context.Context, pod *corev1.Pod) (bool, error) {
+// choosesPreemptibility reports whether a pod's creator chose its preemptibility: with the
+// fairway.dev/preemptibility label, or with a priority class of their own (a notebook profile's
+// priority_class_name: fairway-training). Otherwise the pod gets its kind's preemptibility, or
+// its queue's for the kind, whatever class its framework gave it: a notebook holds a user's live
+// session, which preemption would kill, and z2jh's podPriority class (value 0) would make it
+// preemptible by priority alone. Runs after defaultPriority, so an unchosen class has become
+// defaultClass (the kind's or the queue's) by now.
+func (d *PodDefaulter) choosesPreemptibility(ctx context.Context, pod *corev1.Pod, defaultClass string) (bool, error) {
 	if _, ok := pod.Labels[fairwayv1.PreemptibilityLabel]; ok {
 		return true, nil
 	}
 	class := pod.Spec.PriorityClassName
-	if class == "" || class == fairwayv1.PriorityClassInteractive || strings.HasSuffix(class, z2jhPriorityClassSuffix) {
+	if class == "" || class == defaultClass || strings.HasSuffix(class, z2jhPriorityClassSuffix) {
 		return false, nil
 	}
 	globalDefault, err := d.state.GlobalDefaultPriorityClass(ctx)
@@ -372,6 +392,27 @@ func (d *PodDefaulter) choosesPreemptibility(ctx context.Context, pod *corev1.Po
 		return false, fmt.Errorf("looking up the global default priority class: %w", err)
 	}
 	return class != globalDefault, nil
+}
+
+// kindFromLabel applies a user's fairway.dev/workload-kind label to the pod's workload: it names
+// the kind of work of pods whose framework fairway does not know (a model server's Deployment
+// labelled inference), or corrects an adapter's guess (a RayCluster that serves). A value that
+// is not a kind is refused.
+func kindFromLabel(pod *corev1.Pod, w *adapters.Workload) error {
+	v, ok := pod.Labels[fairwayv1.WorkloadKindLabel]
+	if !ok {
+		return nil
+	}
+	k := fairwayv1.WorkloadKind(v)
+	if !slices.Contains(fairwayv1.WorkloadKinds, k) {
+		names := make([]string, len(fairwayv1.WorkloadKinds))
+		for i, k := range fairwayv1.WorkloadKinds {
+			names[i] = string(k)
+		}
+		return deny("label %s %q: must be one of %s", fairwayv1.WorkloadKindLabel, v, strings.Join(names, ", "))
+	}
+	w.Kind = k
+	return nil
 }
 
 // unnamedGroup names the gang of a pod that is a gang of its own: after the pod's name, or, for a

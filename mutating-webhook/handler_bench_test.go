@@ -22,9 +22,17 @@ func BenchmarkServeHTTP(b *testing.B) {
 		"argo":     "../adapters/argo/testdata/step-gpu.yaml",
 		"ray":      "../adapters/kuberay/testdata/worker-gpu.yaml",
 		"notebook": "../adapters/jupyterhub/testdata/z2jh-notebook.yaml",
+		// Inference and the other kinds of issue 17, admitted in team-a.
+		"triton":  "../adapters/modelserver/testdata/triton-chart.yaml",
+		"lws":     "../adapters/lws/testdata/vllm-worker.yaml",
+		"airflow": "../adapters/airflow/testdata/kpo-gpu.yaml",
 	} {
 		pod := adaptertest.LoadPod(b, fixture)
-		req := createRequest(b, pod, pod.Namespace)
+		ns := pod.Namespace
+		if _, served := defaultState().queues[ns]; !served {
+			ns = "team-a"
+		}
+		req := createRequest(b, pod, ns)
 		body := mustJSON(b, admissionv1.AdmissionReview{TypeMeta: metaAdmissionReview, Request: &req.AdmissionRequest})
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -51,11 +51,27 @@ func TestFrameworkPods(t *testing.T) {
 		"mpijob-launcher":   {fixture: "../adapters/mpijob/testdata/launcher.yaml"},
 		"gang-indexed-job":  {fixture: "../adapters/usergang/testdata/indexed-job-pod.yaml"},
 		"gang-kueue":        {fixture: "../adapters/usergang/testdata/kueue-pod.yaml"},
+		"lws-leader":        {fixture: "../adapters/lws/testdata/vllm-leader.yaml", namespace: "team-a"},
+		"lws-worker":        {fixture: "../adapters/lws/testdata/vllm-worker.yaml", namespace: "team-a"},
+		"kserve-raw":        {fixture: "../adapters/kserve/testdata/raw-predictor.yaml", namespace: "team-a"},
+		"kserve-serverless": {fixture: "../adapters/kserve/testdata/serverless-predictor.yaml", namespace: "team-a"},
+		"kserve-multinode":  {fixture: "../adapters/kserve/testdata/multinode-worker.yaml", namespace: "team-a"},
+		"knative-service":   {fixture: "../adapters/knative/testdata/service-gpu.yaml", namespace: "team-a"},
+		"triton-replica":    {fixture: "../adapters/modelserver/testdata/triton-chart.yaml", namespace: "team-a"},
+		"vllm-replica":      {fixture: "../adapters/modelserver/testdata/vllm-guide.yaml", namespace: "team-a"},
+		"rayservice-worker": {fixture: "../adapters/kuberay/testdata/rayservice-worker.yaml", namespace: "team-a"},
+		"kubeflow-notebook": {fixture: "../adapters/kubeflownotebook/testdata/notebook-gpu.yaml", namespace: "kubeflow-user-alice"},
+		"airflow-kpo":       {fixture: "../adapters/airflow/testdata/kpo-gpu.yaml", namespace: "team-a"},
+		"airflow-executor":  {fixture: "../adapters/airflow/testdata/executor-worker.yaml", namespace: "team-a"},
+		"mlflow-project":    {fixture: "../adapters/mlflow/testdata/project-pod.yaml", namespace: "team-a"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			pod := adaptertest.LoadPod(t, tc.fixture)
 			ns := pod.Namespace
+			if tc.namespace != "" {
+				ns = tc.namespace
+			}
 			pod.Namespace = "" // as kubectl and controllers send it: namespace in the request only
 			h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{})
 			req := createRequest(t, pod, ns)

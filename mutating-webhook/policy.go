@@ -1,7 +1,6 @@
 package mutatingwebhook
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,12 +20,7 @@ import (
 // policy closes, or asks for more GPU than one pod may have, is refused with the rule, where it
 // was set and what it allows. Which nodes a pod may use is the scheduler's side of the same
 // policy (it resolves it with the same fairwayv1.ResolvePolicy).
-func (d *PodDefaulter) applyPolicy(ctx context.Context, pod *corev1.Pod, w adapters.Workload, queue string) ([]string, error) {
-	chain, err := d.state.QueuePolicies(ctx, queue)
-	if err != nil {
-		return nil, fmt.Errorf("reading the policies of queue %s: %w", queue, err)
-	}
-	pol := fairwayv1.ResolvePolicy(w.Kind, chain)
+func (d *PodDefaulter) applyPolicy(pod *corev1.Pod, w adapters.Workload, pol *fairwayv1.EffectivePolicy) ([]string, error) {
 	if !pol.Set {
 		return nil, nil
 	}

@@ -85,6 +85,11 @@ func TestRealKubeRaySamples(t *testing.T) {
 			state.queues[ns] = []string{"team-a"}
 			reader := adaptertest.NewReader(rc)
 			group := adapters.GroupName("ray", rc.GetName())
+			// A RayService's cluster runs Ray Serve: inference, non-preemptible by its kind.
+			kind, preemptibility := string(adapters.KindRay), ""
+			if strings.HasPrefix(filepath.Base(file), "ray-service.") {
+				kind, preemptibility = string(adapters.KindInference), string(fairwayv1.NonPreemptible)
+			}
 			for _, pod := range pods {
 				sub := pod.Labels[kuberay.GroupLabel]
 				got, warnings := admit(t, state, reader, pod, ns)
@@ -98,8 +103,8 @@ func TestRealKubeRaySamples(t *testing.T) {
 					fairwayv1.PodGroupAnnotation:             {got.Annotations[fairwayv1.PodGroupAnnotation], group},
 					fairwayv1.MinMemberAnnotation:            {got.Annotations[fairwayv1.MinMemberAnnotation], strconv.Itoa(want[filepath.Base(file)])},
 					fairwayv1.SubGroupAnnotation:             {got.Annotations[fairwayv1.SubGroupAnnotation], sub},
-					fairwayv1.WorkloadKindAnnotation:         {got.Annotations[fairwayv1.WorkloadKindAnnotation], string(adapters.KindRay)},
-					"label " + fairwayv1.PreemptibilityLabel: {got.Labels[fairwayv1.PreemptibilityLabel], ""},
+					fairwayv1.WorkloadKindAnnotation:         {got.Annotations[fairwayv1.WorkloadKindAnnotation], kind},
+					"label " + fairwayv1.PreemptibilityLabel: {got.Labels[fairwayv1.PreemptibilityLabel], preemptibility},
 				}
 				for what, c := range checks {
 					if c[0] != c[1] {

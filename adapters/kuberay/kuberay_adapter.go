@@ -9,6 +9,11 @@
 // Workers are recreatable: KubeRay makes a deleted worker again and Ray reschedules the tasks
 // and actors it ran. The head is not: deleting it loses the cluster's state and the jobs on it,
 // so fairway never moves a head (nor, with it, a cluster at its minimum).
+//
+// The cluster of a RayService runs Ray Serve: its pods are inference (fairway-inference,
+// non-preemptible), not Ray batch work. KubeRay marks them with ray.io/originated-from-crd
+// RayService (inherited from the cluster) and ray.io/serve; the RayCluster's owner says the same
+// when the pod's labels do not.
 package kuberay
 
 import (
@@ -34,6 +39,10 @@ const (
 	// PriorityClassLabel on a RayCluster (or the RayJob it came from) names the gang's priority
 	// class, as KubeRay's own batch-scheduler plugins read it.
 	PriorityClassLabel = "ray.io/priority-class-name"
+	// OriginatedFromCRDLabel names the kind (RayJob, RayService) that made the cluster.
+	OriginatedFromCRDLabel = "ray.io/originated-from-crd"
+	// ServeLabel marks the pods of a RayService's cluster that serve traffic ("true"/"false").
+	ServeLabel = "ray.io/serve"
 )
 
 // Name is the framework name on the pods this adapter recognises.
@@ -98,10 +107,18 @@ func (*Adapter) Describe(ctx context.Context, pod *corev1.Pod, objects adapters.
 		w.GPUContainer = pod.Spec.Containers[0].Name
 	}
 
+	_, serve := pod.Labels[ServeLabel]
+	if serve || pod.Labels[OriginatedFromCRDLabel] == RayServiceGVK.Kind {
+		w.Kind, w.PriorityClass = adapters.KindInference, fairwayv1.PriorityClassInference
+	}
+
 	rc, err := objects.Get(ctx, RayClusterGVK, pod.Namespace, cluster)
 	if err != nil {
 		w.Warnings = append(w.Warnings, adapters.DegradedWarning(fmt.Sprintf("RayCluster %s/%s", pod.Namespace, cluster), err))
 		return w, nil
+	}
+	if ref := adapters.ControllerOf(rc); rc.GetLabels()[OriginatedFromCRDLabel] == RayServiceGVK.Kind || ref != nil && ref.Kind == RayServiceGVK.Kind {
+		w.Kind, w.PriorityClass = adapters.KindInference, fairwayv1.PriorityClassInference
 	}
 	shape := Shape(rc)
 	w.MinMember, w.SubGroups = shape.MinMember, shape.SubGroups

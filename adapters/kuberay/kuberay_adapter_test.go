@@ -40,6 +40,18 @@ func TestDescribe(t *testing.T) {
 				SubGroups:     []fairwayv1.SubGroup{{Name: "headgroup", MinMember: 1}, {Name: "small", MinMember: 1}},
 				PriorityClass: "fairway-inference", GPUContainer: "ray-worker", QueueHint: "ray-team", Recreatable: adapters.Bool(true)},
 		},
+		"RayService (Ray Serve) worker: inference, fairway-inference": {
+			pod: "rayservice-worker.yaml", objects: "rayservice-cluster.yaml",
+			want: adapters.Workload{Kind: adapters.KindInference, PodGroup: "ray-rayservice-sample-raycluster-7pdzt", MinMember: 2, SubGroup: "small-group",
+				SubGroups:     []fairwayv1.SubGroup{{Name: "headgroup", MinMember: 1}, {Name: "small-group", MinMember: 1}},
+				PriorityClass: "fairway-inference", GPUContainer: "ray-worker", Recreatable: adapters.Bool(true)},
+		},
+		"RayService worker, CRDs not installed: still inference, from the pod's labels": {
+			pod: "rayservice-worker.yaml",
+			want: adapters.Workload{Kind: adapters.KindInference, PodGroup: "ray-rayservice-sample-raycluster-7pdzt", MinMember: 1, SubGroup: "small-group",
+				PriorityClass: "fairway-inference", GPUContainer: "ray-worker", Recreatable: adapters.Bool(true)},
+			warning: "CRD is not installed",
+		},
 		"KubeRay CRDs not installed: same gang, min-member 1, a warning": {
 			pod: "worker-gpu.yaml",
 			want: adapters.Workload{Kind: adapters.KindRay, PodGroup: "ray-rc-gpu", MinMember: 1, SubGroup: "gpu-group",

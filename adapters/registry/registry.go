@@ -7,12 +7,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fairway-sched/fairway/adapters"
+	"github.com/fairway-sched/fairway/adapters/airflow"
 	"github.com/fairway-sched/fairway/adapters/argo"
 	"github.com/fairway-sched/fairway/adapters/jaxjob"
 	"github.com/fairway-sched/fairway/adapters/jobset"
 	"github.com/fairway-sched/fairway/adapters/jupyterhub"
 	"github.com/fairway-sched/fairway/adapters/kfp"
+	"github.com/fairway-sched/fairway/adapters/knative"
+	"github.com/fairway-sched/fairway/adapters/kserve"
+	"github.com/fairway-sched/fairway/adapters/kubeflownotebook"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
+	"github.com/fairway-sched/fairway/adapters/lws"
+	"github.com/fairway-sched/fairway/adapters/mlflow"
+	"github.com/fairway-sched/fairway/adapters/modelserver"
 	"github.com/fairway-sched/fairway/adapters/mpijob"
 	"github.com/fairway-sched/fairway/adapters/paddlejob"
 	"github.com/fairway-sched/fairway/adapters/plainpod"
@@ -24,13 +31,19 @@ import (
 
 // All returns every adapter, most specific first: the first adapter that recognises a pod claims
 // it, so one workload is never managed twice. Kubeflow Pipelines comes before Argo because KFP
-// pods are Argo pods too; gangs users name themselves (usergang) come after every framework,
-// which knows its own pods' gangs better, and the plain-pod fallback comes last and claims the rest.
+// pods are Argo pods too; LeaderWorkerSet groups, KServe and Knative replicas come before the
+// model-server rule (Triton, vLLM) because they often run those servers, and KServe before
+// Knative because its Serverless predictors are Knative revisions; gangs users name themselves
+// (usergang) come after every framework, which knows its own pods' gangs better, and the
+// plain-pod fallback comes last and claims the rest.
 func All() []adapters.Adapter {
 	return []adapters.Adapter{
 		kfp.New(),
 		argo.New(),
 		kuberay.New(),
+		// Before JupyterHub, whose notebook shape (container 0 "notebook", port notebook-port)
+		// a Kubeflow notebook named "notebook" has too.
+		kubeflownotebook.New(),
 		jupyterhub.New(),
 		pytorchjob.New(),
 		mpijob.New(),
@@ -39,6 +52,14 @@ func All() []adapters.Adapter {
 		paddlejob.New(),
 		jaxjob.New(),
 		jobset.New(),
+		airflow.New(),
+		mlflow.New(),
+		// Inference.
+		lws.New(),
+		kserve.New(),
+		knative.New(),
+		modelserver.New(modelserver.Triton),
+		modelserver.New(modelserver.VLLM),
 		usergang.New(),
 		plainpod.New(),
 	}

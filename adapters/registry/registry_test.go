@@ -17,24 +17,37 @@ import (
 // (KFP pods are Argo pods).
 func TestEveryFixtureIsClaimedOnce(t *testing.T) {
 	cases := map[string]string{
-		"../kfp/testdata/executor-2.17.yaml":        "kubeflow-pipelines",
-		"../kfp/testdata/driver-2.14.yaml":          "kubeflow-pipelines",
-		"../argo/testdata/step-gpu.yaml":            "argo",
-		"../argo/testdata/agent.yaml":               "argo",
-		"../kuberay/testdata/worker-gpu.yaml":       "ray",
-		"../kuberay/testdata/head.yaml":             "ray",
-		"../jupyterhub/testdata/z2jh-notebook.yaml": "jupyterhub",
-		"../jupyterhub/testdata/placeholder.yaml":   "none",
-		"../pytorchjob/testdata/worker.yaml":        "pytorchjob",
-		"../mpijob/testdata/launcher.yaml":          "mpijob",
-		"../mpijob/testdata/worker.yaml":            "mpijob",
-		"../tfjob/testdata/ps.yaml":                 "tfjob",
-		"../xgboostjob/testdata/master.yaml":        "xgboostjob",
-		"../paddlejob/testdata/worker.yaml":         "paddlejob",
-		"../jaxjob/testdata/worker.yaml":            "jaxjob",
-		"../jobset/testdata/trainjob-node.yaml":     "jobset",
-		"../usergang/testdata/kueue-pod.yaml":       "gang",
-		"../usergang/testdata/indexed-job-pod.yaml": "gang",
+		"../kfp/testdata/executor-2.17.yaml":             "kubeflow-pipelines",
+		"../kfp/testdata/driver-2.14.yaml":               "kubeflow-pipelines",
+		"../argo/testdata/step-gpu.yaml":                 "argo",
+		"../argo/testdata/agent.yaml":                    "argo",
+		"../kuberay/testdata/worker-gpu.yaml":            "ray",
+		"../kuberay/testdata/head.yaml":                  "ray",
+		"../jupyterhub/testdata/z2jh-notebook.yaml":      "jupyterhub",
+		"../jupyterhub/testdata/placeholder.yaml":        "none",
+		"../pytorchjob/testdata/worker.yaml":             "pytorchjob",
+		"../mpijob/testdata/launcher.yaml":               "mpijob",
+		"../mpijob/testdata/worker.yaml":                 "mpijob",
+		"../tfjob/testdata/ps.yaml":                      "tfjob",
+		"../xgboostjob/testdata/master.yaml":             "xgboostjob",
+		"../paddlejob/testdata/worker.yaml":              "paddlejob",
+		"../jaxjob/testdata/worker.yaml":                 "jaxjob",
+		"../jobset/testdata/trainjob-node.yaml":          "jobset",
+		"../usergang/testdata/kueue-pod.yaml":            "gang",
+		"../usergang/testdata/indexed-job-pod.yaml":      "gang",
+		"../kubeflownotebook/testdata/notebook-gpu.yaml": "kubeflow-notebook",
+		"../airflow/testdata/kpo-gpu.yaml":               "airflow",
+		"../airflow/testdata/executor-worker.yaml":       "airflow",
+		"../mlflow/testdata/project-pod.yaml":            "mlflow",
+		"../lws/testdata/vllm-leader.yaml":               "leaderworkerset",
+		"../lws/testdata/vllm-worker.yaml":               "leaderworkerset",
+		"../kserve/testdata/raw-predictor.yaml":          "kserve",
+		"../kserve/testdata/serverless-predictor.yaml":   "kserve",
+		"../kserve/testdata/multinode-worker.yaml":       "kserve",
+		"../knative/testdata/service-gpu.yaml":           "knative",
+		"../modelserver/testdata/triton-chart.yaml":      "triton",
+		"../modelserver/testdata/vllm-guide.yaml":        "vllm",
+		"../kuberay/testdata/rayservice-worker.yaml":     "ray",
 	}
 	all := registry.All()
 	for fixture, want := range cases {
@@ -60,7 +73,7 @@ func TestWatchedKinds(t *testing.T) {
 	for _, gvk := range registry.WatchedKinds(registry.All()) {
 		got = append(got, gvk.Kind)
 	}
-	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "JobSet", "TrainJob", "PodGroup", "PodGroup", "PodGroup", "PodGroup", "Job"}
+	want := []string{"Workflow", "RayCluster", "RayJob", "RayService", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "JobSet", "TrainJob", "Job", "LeaderWorkerSet", "PodGroup", "PodGroup", "PodGroup", "PodGroup"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WatchedKinds (-want +got):\n%s", diff)
 	}

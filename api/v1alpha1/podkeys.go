@@ -20,5 +20,7 @@ var (
 		// Whether the pod's controller recreates it orders victims: marking a pod as lost on
 		// eviction would move it to the back of the line.
 		RecreatableAnnotation,
+		// The kind picks the queue policy a pod is placed by and whether its GPU is lent.
+		WorkloadKindAnnotation,
 	}
 )

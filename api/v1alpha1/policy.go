@@ -57,6 +57,12 @@ type EffectivePolicy struct {
 	Borrowing BorrowingPolicy
 	// CPUOnGPUNodes lets pods without GPUs onto GPU nodes.
 	CPUOnGPUNodes bool
+	// PriorityClass is the class pods of the kind get when they choose none: a queue's
+	// priorityClassName, else DefaultPriorityClass of the kind ("" for the cluster's default).
+	PriorityClass string
+	// Preemptibility is what pods of the kind are when they choose neither it nor a class: a
+	// queue's preemptibility, else DefaultPreemptibility of the kind ("" to follow priority).
+	Preemptibility Preemptibility
 	// From names, per rule (the JSON field name), the queue whose policy set it.
 	From map[string]string
 }
@@ -68,12 +74,15 @@ const (
 	RuleMaxGPUsPerPod = "maxGPUsPerPod"
 	RuleBorrowing     = "borrowing"
 	RuleCPUOnGPUNodes = "cpuOnGPUNodes"
+	RulePriorityClass = "priorityClassName"
+	RulePreemptible   = "preemptibility"
 )
 
 // ResolvePolicy resolves the policy of kind for a queue, given the policies of the queue and its
 // ancestors, the queue first and the root last.
 func ResolvePolicy(kind WorkloadKind, chain []PolicyLevel) EffectivePolicy {
-	p := EffectivePolicy{Kind: kind, Borrowing: BorrowingAllowed}
+	p := EffectivePolicy{Kind: kind, Borrowing: BorrowingAllowed,
+		PriorityClass: DefaultPriorityClass(kind), Preemptibility: DefaultPreemptibility(kind)}
 	set := func(rule, queue string) bool {
 		if _, done := p.From[rule]; done {
 			return false
@@ -100,6 +109,12 @@ func ResolvePolicy(kind WorkloadKind, chain []PolicyLevel) EffectivePolicy {
 		}
 		if r.CPUOnGPUNodes != nil && set(RuleCPUOnGPUNodes, queue) {
 			p.CPUOnGPUNodes = *r.CPUOnGPUNodes
+		}
+		if r.PriorityClassName != nil && *r.PriorityClassName != "" && set(RulePriorityClass, queue) {
+			p.PriorityClass = *r.PriorityClassName
+		}
+		if r.Preemptibility != nil && *r.Preemptibility != "" && set(RulePreemptible, queue) {
+			p.Preemptibility = *r.Preemptibility
 		}
 	}
 	for _, l := range chain {

@@ -5,7 +5,7 @@ import "k8s.io/apimachinery/pkg/api/resource"
 // WorkloadKind names the kind of work a pod does, as its adapter recognised it at admission
 // (the pod's WorkloadKindAnnotation). Queue policies are written per kind, so the kinds are
 // part of the API.
-// +kubebuilder:validation:Enum=pipeline-step;workflow-step;ray;notebook;training;pod
+// +kubebuilder:validation:Enum=pipeline-step;workflow-step;ray;notebook;training;pod;inference
 type WorkloadKind string
 
 // The workload kinds fairway's adapters recognise.
@@ -22,10 +22,13 @@ const (
 	KindTraining WorkloadKind = "training"
 	// KindPod is any other pod.
 	KindPod WorkloadKind = "pod"
+	// KindInference is a replica of a model server (a KServe InferenceService, a Knative
+	// Service, a Triton or vLLM Deployment, a Ray Serve cluster, a LeaderWorkerSet group).
+	KindInference WorkloadKind = "inference"
 )
 
 // WorkloadKinds lists every kind, in the order policies are shown.
-var WorkloadKinds = []WorkloadKind{KindNotebook, KindTraining, KindPipelineStep, KindWorkflowStep, KindRay, KindPod}
+var WorkloadKinds = []WorkloadKind{KindNotebook, KindTraining, KindPipelineStep, KindWorkflowStep, KindRay, KindPod, KindInference}
 
 // QueuePolicy is what an administrator lets the pods of a queue ask for, instead of the node
 // affinity each researcher would otherwise write: which GPU types, how much GPU per pod, what a
@@ -42,11 +45,11 @@ type QueuePolicy struct {
 	PolicyRules `json:",inline"`
 
 	// Workloads holds rules for one kind of work each (notebook, training, pipeline-step,
-	// workflow-step, ray, pod), read before the queue-wide rules.
+	// workflow-step, ray, pod, inference), read before the queue-wide rules.
 	// +optional
 	// +listType=map
 	// +listMapKey=kind
-	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:MaxItems=7
 	Workloads []WorkloadPolicy `json:"workloads,omitempty"`
 }
 
@@ -99,6 +102,25 @@ type PolicyRules struct {
 	// nodes, where it would take CPU and memory that GPU pods need.
 	// +optional
 	CPUOnGPUNodes *bool `json:"cpuOnGPUNodes,omitempty"`
+
+	// PriorityClassName is the priority class the webhook gives pods that name none (or name
+	// the cluster's global default). Left out, the kind decides (DefaultPriorityClass):
+	// fairway-inference for inference, fairway-interactive for notebooks, fairway-training for
+	// training, pipeline and workflow steps and Ray, the cluster's default for other pods. A
+	// class that does not exist leaves the pod at the cluster's default, with a warning.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName *string `json:"priorityClassName,omitempty"`
+
+	// Preemptibility is written to the fairway.dev/preemptibility label of pods that choose
+	// neither it nor a priority class of their own. Left out, the kind decides
+	// (DefaultPreemptibility): notebooks and inference are non-preemptible, and so run only
+	// within the queue's guaranteed quota; other kinds follow their priority (below 100
+	// preemptible). Set preemptible for inference to let its replicas borrow above the
+	// guarantee, at the price of being reclaimed.
+	// +optional
+	Preemptibility *Preemptibility `json:"preemptibility,omitempty"`
 }
 
 // DefaultGPU is a GPU request added to pods that ask for none; exactly one field is set.

@@ -79,7 +79,8 @@ const (
 	// say, its Ray head. Absent when the gang has no sub-groups.
 	SubGroupsAnnotation = Prefix + "sub-groups"
 	// WorkloadKindAnnotation is the adapter's name for the workload: pipeline-step, workflow-step,
-	// ray, notebook, training, or pod.
+	// ray, notebook, training, inference, or pod (WorkloadKinds). A user's WorkloadKindLabel,
+	// which has the same key, overrides the adapter's.
 	WorkloadKindAnnotation = Prefix + "workload-kind"
 	// FrameworkLabel is the framework that made the pod (kubeflow-pipelines, argo, ray,
 	// jupyterhub, pytorchjob, jobset, none); dashboards group by it.

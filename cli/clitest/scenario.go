@@ -156,10 +156,12 @@ func PodGroups() []client.Object {
 // PodSpec is how a scenario pod is built.
 type PodSpec struct {
 	Namespace, Name, Group, Queue, Class, Framework, Node string
-	WholeGPUs                                             int
-	Fraction, MemoryMiB                                   string
-	Slot                                                  int
-	UUID                                                  string
+	// Kind is the pod's fairway.dev/workload-kind, as the webhook writes it.
+	Kind                fairwayv1.WorkloadKind
+	WholeGPUs           int
+	Fraction, MemoryMiB string
+	Slot                int
+	UUID                string
 	// Waiting is the PodScheduled=False message of a pending pod.
 	Waiting string
 	// Loan marks a pod bound on loan on an idle notebook's GPU (fairway.dev/loan); Borrow a pod
@@ -183,6 +185,9 @@ func Pod(s PodSpec) *corev1.Pod {
 	}
 	if s.Group != "" {
 		p.Annotations[fairwayv1.PodGroupAnnotation] = s.Group
+	}
+	if s.Kind != "" {
+		p.Annotations[fairwayv1.WorkloadKindAnnotation] = string(s.Kind)
 	}
 	if s.WholeGPUs > 0 {
 		n := resource.MustParse(fmt.Sprint(s.WholeGPUs))
@@ -240,24 +245,24 @@ func Reservation(node string, slot, index int) *corev1.Pod {
 // GPUs of h100-1, a waiting pod outside any gang, and the two reservations.
 func Pods() []client.Object {
 	out := []client.Object{
-		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-0", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Node: "h100-0", WholeGPUs: 4}),
-		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-1", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Node: "h100-0", WholeGPUs: 4}),
-		Pod(PodSpec{Namespace: "team-a", Name: "nb-carol", Group: "nb-carol", Queue: "team-a", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", MemoryMiB: "20000", Slot: 1, UUID: UUID("h100-1", 5)}),
-		Pod(PodSpec{Namespace: "team-b", Name: "nb-alice", Group: "nb-alice", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3)}),
-		Pod(PodSpec{Namespace: "team-b", Name: "nb-bob", Group: "nb-bob", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Node: "h100-1", Fraction: "0.5", Slot: 0, UUID: UUID("h100-1", 3)}),
-		Pod(PodSpec{Namespace: "team-b", Name: "debug", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Fraction: "0.75",
+		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-0", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Kind: fairwayv1.KindTraining, Node: "h100-0", WholeGPUs: 4}),
+		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-1", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Kind: fairwayv1.KindTraining, Node: "h100-0", WholeGPUs: 4}),
+		Pod(PodSpec{Namespace: "team-a", Name: "nb-carol", Group: "nb-carol", Queue: "team-a", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", MemoryMiB: "20000", Slot: 1, UUID: UUID("h100-1", 5)}),
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-alice", Group: "nb-alice", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3)}),
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-bob", Group: "nb-bob", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", Fraction: "0.5", Slot: 0, UUID: UUID("h100-1", 3)}),
+		Pod(PodSpec{Namespace: "team-b", Name: "debug", Queue: "team-b", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassInteractive, Fraction: "0.75",
 			Waiting: "NonPreemptibleOverQuota: team-b would hold 1.5 non-preemptible GPUs, above its quota of 1"}),
 		// Idle GPU lending: a training pod on loan on nb-alice's and nb-bob's GPU, while they are
 		// idle, and one that waits for a loan.
-		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Group: "train-lora", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
-		Pod(PodSpec{Namespace: "team-b", Name: "sweep", Queue: "team-b", Class: fairwayv1.PriorityClassTraining, Fraction: "0.5", Borrow: true,
+		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Group: "train-lora", Queue: "team-a", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
+		Pod(PodSpec{Namespace: "team-b", Name: "sweep", Queue: "team-b", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassTraining, Fraction: "0.5", Borrow: true,
 			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): 3 no GPU with enough free share or memory; idle GPU lending: 1 lendable GPUs, none takes pod team-b/sweep: 1 at their loan cap"}),
 		Reservation("h100-1", 0, 3),
 		Reservation("h100-1", 1, 5),
 	}
 	for i := range 4 {
 		out = append(out, Pod(PodSpec{Namespace: "team-a", Name: fmt.Sprintf("train-big-%d", i), Group: "train-big", Queue: "team-a",
-			Class: fairwayv1.PriorityClassTraining, Framework: "ray", WholeGPUs: 2}))
+			Class: fairwayv1.PriorityClassTraining, Framework: "ray", Kind: fairwayv1.KindRay, WholeGPUs: 2}))
 	}
 	return out
 }

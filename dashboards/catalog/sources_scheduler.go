@@ -25,16 +25,16 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 		Shares:    []schedmetrics.Share{{Node: "node", GPUIndex: 0, GPUUUID: "GPU-0", Ratio: 0.5}},
 		QueueTree: []schedmetrics.QueueInfo{{Queue: "q", Parent: "dept"}},
 		NodeGPUs:  []schedmetrics.NodeGPUs{{Node: "node", GPUType: "H100", Whole: 1, Shared: 1, Free: 1, Unhealthy: 1}},
-		PodGroups: []schedmetrics.PodGroups{{Queue: "q", Framework: "ray", Phase: "Running", Count: 1}},
+		PodGroups: []schedmetrics.PodGroups{{Queue: "q", Framework: "ray", Kind: "ray", Phase: "Running", Count: 1}},
 	})
 	m.SetPods(func() []schedmetrics.PodInfo {
 		return []schedmetrics.PodInfo{{Namespace: "ns", Pod: "pod", Queue: "q", Kind: "notebook", Node: "node"}}
 	})
 	m.CycleDuration.Observe(0.01)
-	m.SchedulingLatency.WithLabelValues("none", "q").Observe(1)
+	m.SchedulingLatency.WithLabelValues("none", "q", "pod").Observe(1)
 	m.Bindings.Inc()
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
-	m.Evictions.WithLabelValues("Reclaim", "q", "none").Inc()
+	m.Evictions.WithLabelValues("Reclaim", "q", "none", "pod").Inc()
 	m.LoanReturn.Observe(0.5)
 	m.Leader.Set(1)
 	return reg, nil, nil

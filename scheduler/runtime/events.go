@@ -67,7 +67,7 @@ func (o *bindObserver) Bound(r *binder.Request, at time.Time) {
 		framework = "none"
 	}
 	if !r.Created.IsZero() {
-		o.m.SchedulingLatency.WithLabelValues(framework, r.Queue).Observe(max(at.Sub(r.Created).Seconds(), 0))
+		o.m.SchedulingLatency.WithLabelValues(framework, r.Queue, kindLabel(r.Kind)).Observe(max(at.Sub(r.Created).Seconds(), 0))
 	}
 	if r.Shared != nil && r.Shared.Loan && o.events != nil {
 		o.events.rec.Eventf(podRef(r.Pod, r.UID), nil, corev1.EventTypeNormal, "OnLoan", "Bind",
@@ -96,7 +96,7 @@ func (o *evictObserver) Evicted(r *evictor.Request) {
 	if framework == "" {
 		framework = "none"
 	}
-	o.m.Evictions.WithLabelValues(string(r.Reason), r.Queue, framework).Inc()
+	o.m.Evictions.WithLabelValues(string(r.Reason), r.Queue, framework, kindLabel(r.Kind)).Inc()
 	if r.Reason == engine.EvictLoanReturn && !r.WokeAt.IsZero() {
 		o.m.LoanReturn.Observe(max(time.Since(r.WokeAt).Seconds(), 0))
 	}

@@ -490,6 +490,7 @@ func (l *loop) dispatch(res *engine.Result) {
 			}
 			if p := inf.Pod(b.Pod.Namespace, b.Pod.Name); p != nil {
 				r.Framework = p.Labels[v1alpha1.FrameworkLabel]
+				r.Kind = string(v1alpha1.KindOf(p))
 				r.GPUConfigMap = p.Annotations[v1alpha1.GPUConfigMapAnnotation]
 			}
 			if b.Shared != nil {
@@ -506,7 +507,8 @@ func (l *loop) dispatch(res *engine.Result) {
 			if t == nil {
 				continue
 			}
-			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(inf.Pod(e.Pod.Namespace, e.Pod.Name))}
+			victim := inf.Pod(e.Pod.Namespace, e.Pod.Name)
+			r := evictor.Request{Eviction: e, UID: t.UID, FromEngine: true, Framework: frameworkOf(victim), Kind: kindOf(victim)}
 			for _, b := range t.Budgets {
 				if !b.Gone() {
 					r.Budgets = append(r.Budgets, b.Key)

@@ -150,14 +150,15 @@ func (l *loop) reservationUUIDs() map[gpushare.SlotKey]string {
 	return out
 }
 
-// podGroupCounts counts the PodGroups by queue, framework (their pods') and phase.
+// podGroupCounts counts the PodGroups by queue, framework and kind of work (their pods') and
+// phase.
 func (l *loop) podGroupCounts() []metrics.PodGroups {
-	type key struct{ q, f, p string }
+	type key struct{ q, f, k, p string }
 	counts := map[key]int{}
 	for _, o := range l.rt.inf.PodGroups.GetStore().List() {
 		pg := o.(*v1alpha1.PodGroup)
 		pods := l.rt.inf.PodsByIndex(cache.IndexPodGroup, pg.Namespace+"/"+pg.Name)
-		k := key{q: pg.Spec.Queue, f: podsFramework(pods), p: string(pg.Status.Phase)}
+		k := key{q: pg.Spec.Queue, f: podsFramework(pods), k: podsKind(pods), p: string(pg.Status.Phase)}
 		if k.p == "" {
 			k.p = string(v1alpha1.PodGroupPending)
 		}
@@ -172,10 +173,10 @@ func (l *loop) podGroupCounts() []metrics.PodGroups {
 	}
 	out := make([]metrics.PodGroups, 0, len(counts))
 	for k, n := range counts {
-		out = append(out, metrics.PodGroups{Queue: k.q, Framework: k.f, Phase: k.p, Count: n})
+		out = append(out, metrics.PodGroups{Queue: k.q, Framework: k.f, Kind: k.k, Phase: k.p, Count: n})
 	}
 	slices.SortFunc(out, func(a, b metrics.PodGroups) int {
-		return strings.Compare(a.Queue+"\x00"+a.Framework+"\x00"+a.Phase, b.Queue+"\x00"+b.Framework+"\x00"+b.Phase)
+		return strings.Compare(a.Queue+"\x00"+a.Framework+"\x00"+a.Kind+"\x00"+a.Phase, b.Queue+"\x00"+b.Framework+"\x00"+b.Kind+"\x00"+b.Phase)
 	})
 	return out
 }
@@ -188,6 +189,33 @@ func podsFramework(pods []*corev1.Pod) string {
 		}
 	}
 	return "none"
+}
+
+// podsKind is the kind of work of the first pod that names one (v1alpha1.KindOf), "pod"
+// otherwise.
+func podsKind(pods []*corev1.Pod) string {
+	for _, p := range pods {
+		if _, ok := p.Annotations[v1alpha1.WorkloadKindAnnotation]; ok {
+			return string(v1alpha1.KindOf(p))
+		}
+	}
+	return string(v1alpha1.KindPod)
+}
+
+// kindOf is a pod's kind of work, "pod" when it has none.
+func kindOf(p *corev1.Pod) string {
+	if p == nil {
+		return string(v1alpha1.KindPod)
+	}
+	return string(v1alpha1.KindOf(p))
+}
+
+// kindLabel is the kind label of a request, "pod" when it carries none.
+func kindLabel(k string) string {
+	if k == "" {
+		return string(v1alpha1.KindPod)
+	}
+	return k
 }
 
 // frameworkOf is a pod's fairway.dev/framework, "none" when it has none.

@@ -80,7 +80,7 @@ func (o *orphans) sweep(ctx context.Context, now time.Time) {
 			reqs = append(reqs, evictor.Request{
 				Eviction: engine.Eviction{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Node: node,
 					Reason: evictor.ReasonNodeDeleted, Message: "node " + node + " was deleted"},
-				UID: p.UID, Queue: queueOf(p), Framework: frameworkOf(p),
+				UID: p.UID, Queue: queueOf(p), Framework: frameworkOf(p), Kind: kindOf(p),
 			})
 		}
 		if len(reqs) == 0 {

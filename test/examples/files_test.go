@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -140,6 +141,16 @@ func checkObject(scheme *runtime.Scheme, doc []byte) error {
 	switch gvk {
 	case schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"}:
 		return checkWorkflow(obj)
+	case schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "Notebook"}:
+		tmpl, _, _ := unstructured.NestedMap(obj, "spec", "template")
+		var pt corev1.PodTemplateSpec
+		if err := strictConvert(tmpl, &pt); err != nil {
+			return fmt.Errorf("Notebook spec.template: %w", err)
+		}
+		if len(pt.Spec.Containers) == 0 {
+			return errors.New("Notebook without a container")
+		}
+		return nil
 	case schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}:
 		spec, _ := obj["spec"].(map[string]any)
 		return checkRayClusterSpec(spec)

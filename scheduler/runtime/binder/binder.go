@@ -38,8 +38,8 @@ type Request struct {
 	engine.Binding
 	UID     types.UID
 	Created time.Time
-	// Queue and Framework label the latency metric.
-	Queue, Framework string
+	// Queue, Framework and Kind (the pod's kind of work) label the latency metric.
+	Queue, Framework, Kind string
 	// GPUConfigMap is the pod's fairway.dev/gpu-configmap (fractional pods).
 	GPUConfigMap string
 	// MPS says whether the node's gpu-agent runs MPS (fractional pods get hard limits then).

@@ -68,6 +68,8 @@ type Request struct {
 	Queue string
 	// Framework is the pod's fairway.dev/framework ("none" when it has none), for metrics.
 	Framework string
+	// Kind is the pod's kind of work (v1alpha1.KindOf), for metrics.
+	Kind string
 	// FromEngine is true for the engine's evictions: a failure is reported to the loop
 	// (Snapshot.CancelEviction). False for pods on deleted nodes.
 	FromEngine bool

@@ -31,7 +31,9 @@ const (
 	LabelPhase     = "phase"
 	LabelNamespace = "namespace"
 	LabelPod       = "pod"
-	LabelKind      = "workload_kind"
+	// LabelKind is the kind of work (v1alpha1.WorkloadKind: inference, notebook, training, ...),
+	// "pod" when a pod has none.
+	LabelKind = "workload_kind"
 )
 
 // States of fairway_node_gpus.
@@ -103,10 +105,10 @@ type PodInfo struct {
 	Kind string
 }
 
-// PodGroups counts PodGroups of one queue, framework and phase.
+// PodGroups counts PodGroups of one queue, framework, kind of work and phase.
 type PodGroups struct {
-	Queue, Framework, Phase string
-	Count                   int
+	Queue, Framework, Kind, Phase string
+	Count                         int
 }
 
 // State is what the loop publishes after a cycle; never modified once published.
@@ -162,7 +164,7 @@ var (
 	// descPodInfo is what turns usage measured per pod by others (the kubelet's CPU and memory,
 	// the gpu-agents' GPU) into usage per queue and kind of work: a join on namespace and pod.
 	descPodInfo   = prometheus.NewDesc("fairway_pod_info", "Always 1, one series per bound pod fairway schedules, with its queue and kind of work (fairway.dev/workload-kind): join per-pod usage (the kubelet's pod_cpu_usage_seconds_total and pod_memory_working_set_bytes, the gpu-agents' fairway_gpu_pod_*) on namespace and pod to sum it per queue and kind.", []string{LabelNamespace, LabelPod, LabelQueue, LabelKind, LabelNode}, nil)
-	descPodGroups = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelPhase}, nil)
+	descPodGroups = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled), kind of work (their fairway.dev/workload-kind, pod when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelKind, LabelPhase}, nil)
 )
 
 // New makes the metrics (not registered).
@@ -173,16 +175,16 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		SchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "fairway_pod_scheduling_latency_seconds", Help: "Time from a pod's creation (creationTimestamp, second resolution) to its successful binding.",
+			Name: "fairway_pod_scheduling_latency_seconds", Help: "Time from a pod's creation (creationTimestamp, second resolution) to its successful binding, by framework, queue and kind of work.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
-		}, []string{LabelFramework, LabelQueue}),
+		}, []string{LabelFramework, LabelQueue, LabelKind}),
 		Bindings: prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_bindings_total", Help: "Pods bound."}),
 		BindingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fairway_binding_errors_total", Help: "Bindings given up, by reason (Conflict, NotFound, GPUReservation, Retries, Error), and bound pods the kubelet rejected (KubeletRejected).",
 		}, []string{LabelReason}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, LoanReturn, NodeDeleted), the victim's queue and framework (none when unlabelled).",
-		}, []string{LabelReason, LabelQueue, LabelFramework}),
+			Name: "fairway_evictions_total", Help: "Pods evicted, by reason (Reclaim, Preempt, Consolidate, StaleGang, LoanReturn, NodeDeleted), the victim's queue, framework (none when unlabelled) and kind of work (pod when unlabelled).",
+		}, []string{LabelReason, LabelQueue, LabelFramework, LabelKind}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_leader", Help: "1 while this replica is the leader, which schedules."}),
 		LoanReturn: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fairway_loan_return_seconds",
@@ -258,7 +260,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, pg := range s.PodGroups {
-		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Phase)
+		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Kind, pg.Phase)
 	}
 	if c.m.pods != nil {
 		for _, p := range c.m.pods() {

@@ -20,7 +20,7 @@ func TestStateMetrics(t *testing.T) {
 		Shares:    []Share{{Node: "n1", GPUIndex: 3, GPUUUID: "GPU-3", Ratio: 0.75}},
 		QueueTree: []QueueInfo{{Queue: "research"}, {Queue: "team-a", Parent: "research"}},
 		NodeGPUs:  []NodeGPUs{{Node: "n1", GPUType: "H100", Whole: 4, Shared: 1, Free: 2, Unhealthy: 1}},
-		PodGroups: []PodGroups{{Queue: "team-a", Framework: "ray", Phase: "Running", Count: 2}},
+		PodGroups: []PodGroups{{Queue: "team-a", Framework: "ray", Kind: "ray", Phase: "Running", Count: 2}},
 	})
 	m.SetPods(func() []PodInfo {
 		return []PodInfo{{Namespace: "team-a", Pod: "nb-0", Queue: "team-a", Kind: "notebook", Node: "n1"}}
@@ -52,9 +52,9 @@ fairway_node_gpus{gpu_type="H100",node="n1",state="free"} 2
 fairway_node_gpus{gpu_type="H100",node="n1",state="shared"} 1
 fairway_node_gpus{gpu_type="H100",node="n1",state="unhealthy"} 1
 fairway_node_gpus{gpu_type="H100",node="n1",state="whole"} 4
-# HELP fairway_podgroups PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled) and status.phase.
+# HELP fairway_podgroups PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled), kind of work (their fairway.dev/workload-kind, pod when unlabelled) and status.phase.
 # TYPE fairway_podgroups gauge
-fairway_podgroups{framework="ray",phase="Running",queue="team-a"} 2
+fairway_podgroups{framework="ray",phase="Running",queue="team-a",workload_kind="ray"} 2
 # HELP fairway_pod_info Always 1, one series per bound pod fairway schedules, with its queue and kind of work (fairway.dev/workload-kind): join per-pod usage (the kubelet's pod_cpu_usage_seconds_total and pod_memory_working_set_bytes, the gpu-agents' fairway_gpu_pod_*) on namespace and pod to sum it per queue and kind.
 # TYPE fairway_pod_info gauge
 fairway_pod_info{namespace="team-a",node="n1",pod="nb-0",queue="team-a",workload_kind="notebook"} 1
@@ -70,7 +70,7 @@ fairway_pod_info{namespace="team-a",node="n1",pod="nb-0",queue="team-a",workload
 	if n := testutil.CollectAndCount(stateCollector{m}); n != 0 {
 		t.Errorf("%d state series after the state emptied", n)
 	}
-	m.Evictions.WithLabelValues("Reclaim", "team-b", "none").Inc()
+	m.Evictions.WithLabelValues("Reclaim", "team-b", "none", "pod").Inc()
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
 	if n, err := testutil.GatherAndCount(reg); err != nil || n < 3 {
 		t.Errorf("gathered %d series (%v)", n, err)

@@ -7,7 +7,8 @@
 // real `fairway webhook` binary built from this tree against it (informer caches, TLS certificate
 // made and injected by the webhook itself), and sends it AdmissionReviews for a mix of realistic
 // pods - Argo steps, Kubeflow Pipelines executors, KubeRay workers (whose RayCluster the webhook
-// reads from its cache), JupyterHub notebooks and plain pods - over TLS, open loop, at -rps for
+// reads from its cache), JupyterHub notebooks, Triton replicas, LeaderWorkerSet workers, Airflow
+// task pods and plain pods - over TLS, open loop, at -rps for
 // -pods requests. Latency runs from the moment a request was due to its answer; an error is a
 // transport failure, a non-200 answer, or any answer other than "allowed, with a patch".
 //

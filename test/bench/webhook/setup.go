@@ -105,7 +105,7 @@ func (e *env) populate(ctx context.Context) error {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
 	}
-	for name, v := range map[string]int32{fairwayv1.PriorityClassTraining: 50, fairwayv1.PriorityClassInteractive: 100} {
+	for name, v := range map[string]int32{fairwayv1.PriorityClassTraining: 50, fairwayv1.PriorityClassInteractive: 100, fairwayv1.PriorityClassInference: 125} {
 		if err := cl.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}); err != nil {
 			return fmt.Errorf("creating priority class %s: %w", name, err)
 		}
@@ -155,6 +155,9 @@ var benchPods = []string{
 	"adapters/kuberay/testdata/head.yaml",
 	"adapters/jupyterhub/testdata/z2jh-notebook.yaml",
 	"adapters/pytorchjob/testdata/worker.yaml",
+	"adapters/modelserver/testdata/triton-chart.yaml",
+	"adapters/lws/testdata/vllm-worker.yaml",
+	"adapters/airflow/testdata/kpo-gpu.yaml",
 	"", // a plain pod
 	"",
 }

@@ -148,11 +148,12 @@ var acts = []act{
 	},
 	{
 		title: "Morning: an inference burst takes GPUs back from training",
-		caption: "Early users arrive and team A scales its inference service to 4 replicas at fairway-inference\n" +
-			"(priority 125). Within team A's queue higher priority preempts lower: the night training gives\n" +
+		caption: "Early users arrive and team A scales its inference service to 4 replicas; the Deployment names no\n" +
+			"priority class: fairway knows vLLM replicas as inference and gives them fairway-inference (125),\n" +
+			"non-preemptible. Within team A's queue higher priority preempts lower: the night training gives\n" +
 			"4 workers back (KubeRay re-creates them; they wait) and keeps running on 28, above its minimum.",
 		actions: []func(context.Context, *Env) (string, error){
-			applyAction(inferenceManifest, "Deployment serve: 4 one-GPU replicas at fairway-inference"),
+			applyAction(inferenceManifest, "Deployment serve: 4 one-GPU vLLM replicas, no priority class"),
 		},
 		expect: []expectation{
 			{what: "4 inference replicas run", timeout: 90 * time.Second, check: func(ctx context.Context, e *Env) (bool, string, error) {
@@ -165,7 +166,15 @@ var acts = []act{
 				if len(b) > 0 && b[0].Spec.Priority != nil {
 					prio = fmt.Sprintf(" at priority %d", *b[0].Spec.Priority)
 				}
-				return len(b) == 4, fmt.Sprintf("%d of 4 replicas running%s", len(b), prio), nil
+				// The kind, not the manifest, chose the class and preemptibility.
+				inference := 0
+				for _, p := range b {
+					if p.Spec.PriorityClassName == fairwayv1.PriorityClassInference && fairwayv1.KindOf(&p) == fairwayv1.KindInference &&
+						p.Labels[fairwayv1.PreemptibilityLabel] == string(fairwayv1.NonPreemptible) {
+						inference++
+					}
+				}
+				return len(b) == 4 && inference == 4, fmt.Sprintf("%d of 4 replicas running%s, %d as non-preemptible inference", len(b), prio, inference), nil
 			}},
 			{what: "the night job gives 4 GPUs back and runs on 28 workers", timeout: 90 * time.Second, check: func(ctx context.Context, e *Env) (bool, string, error) {
 				workers, err := e.pods(ctx, "team-a", map[string]string{rayClusterLabel: "llm", rayNodeLabel: "worker"})

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -107,4 +110,43 @@ func (r *Reader) Get(_ context.Context, gvk schema.GroupVersionKind, namespace, 
 
 func key(gvk schema.GroupVersionKind, namespace, name string) string {
 	return gvk.String() + "/" + namespace + "/" + name
+}
+
+// DescribeCase is a pod fixture of an adapter's testdata directory, the file of framework
+// objects Describe may read ("" for none: their CRD missing), and what Describe must answer.
+type DescribeCase struct {
+	Pod, Objects string
+	Want         adapters.Workload
+	// Warnings is how many warnings Describe returns (their text is not compared).
+	Warnings int
+}
+
+// RunDescribe checks, for each case, that a recognises the pod testdata/<Pod> and describes it
+// as Want, reading the objects of testdata/<Objects>.
+func RunDescribe(t *testing.T, a adapters.Adapter, cases map[string]DescribeCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := LoadPod(t, filepath.Join("testdata", tc.Pod))
+			reader := NewReader()
+			if tc.Objects != "" {
+				for _, o := range LoadObjects(t, filepath.Join("testdata", tc.Objects)) {
+					reader.Add(o)
+				}
+			}
+			if !a.Recognize(pod) {
+				t.Fatalf("Recognize = false, want true")
+			}
+			got, err := a.Describe(context.Background(), pod, reader)
+			if err != nil {
+				t.Fatalf("Describe: %v", err)
+			}
+			if diff := cmp.Diff(tc.Want, got, cmpopts.IgnoreFields(adapters.Workload{}, "Warnings")); diff != "" {
+				t.Errorf("Describe (-want +got):\n%s", diff)
+			}
+			if len(got.Warnings) != tc.Warnings {
+				t.Errorf("warnings = %q, want %d", got.Warnings, tc.Warnings)
+			}
+		})
+	}
 }

@@ -1,13 +1,11 @@
 package mpijob_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fairway-sched/fairway/adapters"
@@ -20,55 +18,27 @@ import (
 // tensorflow-mnist example.
 func TestDescribe(t *testing.T) {
 	gang := []fairwayv1.SubGroup{{Name: "launcher", MinMember: 1}, {Name: "worker", MinMember: 2}}
-	cases := map[string]struct {
-		pod, objects string
-		want         adapters.Workload
-		warns        int
-	}{
+	cases := map[string]adaptertest.DescribeCase{
 		"launcher starts with its workers": {
-			pod: "launcher.yaml", objects: "mpijob.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "mpijob-tensorflow-mnist", MinMember: 3, SubGroup: "launcher",
+			Pod: "launcher.yaml", Objects: "mpijob.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "mpijob-tensorflow-mnist", MinMember: 3, SubGroup: "launcher",
 				SubGroups: gang, PriorityClass: fairwayv1.PriorityClassTraining, GPUContainer: "mpi", QueueHint: "train-team",
 				Recreatable: adapters.Bool(false)},
 		},
 		"worker: same gang": {
-			pod: "worker.yaml", objects: "mpijob.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "mpijob-tensorflow-mnist", MinMember: 3, SubGroup: "worker",
+			Pod: "worker.yaml", Objects: "mpijob.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "mpijob-tensorflow-mnist", MinMember: 3, SubGroup: "worker",
 				SubGroups: gang, PriorityClass: fairwayv1.PriorityClassTraining, GPUContainer: "mpi", QueueHint: "train-team",
 				Recreatable: adapters.Bool(false)},
 		},
 		"CRD missing: degrade": {
-			pod: "worker.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "mpijob-tensorflow-mnist", MinMember: 1, SubGroup: "worker",
+			Pod: "worker.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "mpijob-tensorflow-mnist", MinMember: 1, SubGroup: "worker",
 				PriorityClass: fairwayv1.PriorityClassTraining, GPUContainer: "mpi"},
-			warns: 1,
+			Warnings: 1,
 		},
 	}
-	a := mpijob.New()
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			pod := adaptertest.LoadPod(t, filepath.Join("testdata", tc.pod))
-			reader := adaptertest.NewReader()
-			if tc.objects != "" {
-				for _, o := range adaptertest.LoadObjects(t, filepath.Join("testdata", tc.objects)) {
-					reader.Add(o)
-				}
-			}
-			if !a.Recognize(pod) {
-				t.Fatalf("Recognize = false, want true")
-			}
-			got, err := a.Describe(context.Background(), pod, reader)
-			if err != nil {
-				t.Fatalf("Describe: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(adapters.Workload{}, "Warnings")); diff != "" {
-				t.Errorf("Describe (-want +got):\n%s", diff)
-			}
-			if len(got.Warnings) != tc.warns {
-				t.Errorf("warnings = %q, want %d", got.Warnings, tc.warns)
-			}
-		})
-	}
+	adaptertest.RunDescribe(t, mpijob.New(), cases)
 }
 
 // runPolicy.schedulingPolicy.minAvailable sizes the gang; the launcher claims its place first.

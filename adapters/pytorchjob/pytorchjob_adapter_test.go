@@ -1,12 +1,10 @@
 package pytorchjob_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fairway-sched/fairway/adapters"
@@ -16,61 +14,33 @@ import (
 )
 
 func TestDescribe(t *testing.T) {
-	cases := map[string]struct {
-		pod, objects string
-		want         adapters.Workload
-		warns        int
-	}{
+	cases := map[string]adaptertest.DescribeCase{
 		"worker: gang = all replicas": {
-			pod: "worker.yaml", objects: "pytorchjob.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "worker",
+			Pod: "worker.yaml", Objects: "pytorchjob.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "worker",
 				SubGroups:     []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 3}},
 				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team", Recreatable: adapters.Bool(true)},
 		},
 		"master is a sub-group of the same gang": {
-			pod: "master.yaml", objects: "pytorchjob.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "master",
+			Pod: "master.yaml", Objects: "pytorchjob.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 4, SubGroup: "master",
 				SubGroups:     []fairwayv1.SubGroup{{Name: "master", MinMember: 1}, {Name: "worker", MinMember: 3}},
 				PriorityClass: "fairway-training", GPUContainer: "pytorch", QueueHint: "train-team", Recreatable: adapters.Bool(true)},
 		},
 		"elastic: minReplicas": {
-			pod: "worker.yaml", objects: "pytorchjob-elastic.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 2, SubGroup: "worker",
+			Pod: "worker.yaml", Objects: "pytorchjob-elastic.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 2, SubGroup: "worker",
 				SubGroups:     []fairwayv1.SubGroup{{Name: "worker", MinMember: 2}},
 				PriorityClass: "fairway-training", GPUContainer: "pytorch", Recreatable: adapters.Bool(true)},
 		},
 		"CRD missing: degrade": {
-			pod: "worker.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 1, SubGroup: "worker",
+			Pod: "worker.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "pytorchjob-ddp", MinMember: 1, SubGroup: "worker",
 				PriorityClass: "fairway-training", GPUContainer: "pytorch"},
-			warns: 1,
+			Warnings: 1,
 		},
 	}
-	a := pytorchjob.New()
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			pod := adaptertest.LoadPod(t, filepath.Join("testdata", tc.pod))
-			reader := adaptertest.NewReader()
-			if tc.objects != "" {
-				for _, o := range adaptertest.LoadObjects(t, filepath.Join("testdata", tc.objects)) {
-					reader.Add(o)
-				}
-			}
-			if !a.Recognize(pod) {
-				t.Fatalf("Recognize = false, want true")
-			}
-			got, err := a.Describe(context.Background(), pod, reader)
-			if err != nil {
-				t.Fatalf("Describe: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(adapters.Workload{}, "Warnings")); diff != "" {
-				t.Errorf("Describe (-want +got):\n%s", diff)
-			}
-			if len(got.Warnings) != tc.warns {
-				t.Errorf("warnings = %q, want %d", got.Warnings, tc.warns)
-			}
-		})
-	}
+	adaptertest.RunDescribe(t, pytorchjob.New(), cases)
 }
 
 func TestMinMemberPrefersSchedulingPolicy(t *testing.T) {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -257,7 +258,7 @@ func (r *Runs) Rebuild(snap *snapshot.Snapshot, now time.Time) {
 	if lister == nil {
 		return
 	}
-	objs, _ := lister.List(nil)
+	objs, _ := lister.List(labels.Everything())
 	for _, o := range objs {
 		if u, ok := o.(*unstructured.Unstructured); ok && heldByFairway(u) {
 			r.Apply(snap, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, now)

@@ -192,3 +192,14 @@ func TestResumedElsewhere(t *testing.T) {
 		t.Error("a run resumed by its user is still held")
 	}
 }
+
+// TestRebuildFindsHeldRuns: a new leader (or a restarted scheduler) rebuilds its snapshot with the
+// runs held when it starts. The lister's List needs a selector: with nil it dereferenced it and
+// crashed the scheduler at start wherever Argo was installed first (the e2e TestDemo).
+func TestRebuildFindsHeldRuns(t *testing.T) {
+	f := newFixture(t, testutil.MakeQueue("team").GPU("8", 1, ""))
+	f.runs.Rebuild(f.snap, f.now)
+	if f.snap.Task(types.NamespacedName{Namespace: "ns", Name: "run1.peak-0"}) == nil {
+		t.Fatal("the held run is not in the rebuilt snapshot")
+	}
+}

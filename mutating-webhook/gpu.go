@@ -27,8 +27,8 @@ const (
 	EnvMPSThreads     = fairwayv1.GPUConfigMapMPSThreadsKey
 )
 
-// MPSVolumeName and MPSSharedMemoryVolumeName are the volumes that carry the MPS pipe directory
-// and the MPS server's shared memory into GPU containers.
+// MPSVolumeName and MPSSharedMemoryVolumeName are the volumes that carry the pod's MPS pipe
+// directory and its MPS server's shared memory into the GPU container.
 const (
 	MPSVolumeName             = "fairway-mps-pipe"
 	MPSSharedMemoryVolumeName = "fairway-mps-shm"
@@ -84,11 +84,9 @@ func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapte
 	cm := gpuConfigMapName(req)
 	setAnnotation(pod, fairwayv1.GPUConfigMapAnnotation, cm)
 	wireGPUEnv(container, cm)
-	if d.opts.MPSPipeDirectory != "" {
-		mountHostDir(pod, container, MPSVolumeName, d.opts.MPSPipeDirectory, DefaultMPSPipeDirectory)
-	}
-	if d.opts.MPSSharedMemoryDirectory != "" {
-		mountHostDir(pod, container, MPSSharedMemoryVolumeName, d.opts.MPSSharedMemoryDirectory, mpsSharedMemoryPath)
+	if d.opts.MPSVolumes {
+		mountMPSVolume(pod, container, MPSVolumeName, fairwayv1.MPSVolumePipe, DefaultMPSPipeDirectory)
+		mountMPSVolume(pod, container, MPSSharedMemoryVolumeName, fairwayv1.MPSVolumeSharedMemory, mpsSharedMemoryPath)
 	}
 	return warnings, nil
 }
@@ -187,16 +185,20 @@ func wireGPUEnv(c *corev1.Container, cm string) {
 	}
 }
 
-// mountHostDir mounts a directory of the node (an MPS one) into the container at mountPath, once:
-// the webhook may be called again on the pod it rewrote.
-func mountHostDir(pod *corev1.Pod, c *corev1.Container, volume, hostDir, mountPath string) {
+// mountMPSVolume mounts one of the pod's MPS directories (kind: fairwayv1.MPSVolumePipe or
+// MPSVolumeSharedMemory) into the container at mountPath, once: the webhook may be called again on
+// the pod it rewrote. The volume is a CSI ephemeral inline volume of the gpu-agent's driver, which
+// Pod Security admission allows at every level; the agent decides which directory it is from the
+// pod the kubelet names (podInfoOnMount), never from anything in the pod spec, so a pod cannot ask
+// for another pod's endpoint.
+func mountMPSVolume(pod *corev1.Pod, c *corev1.Container, volume, kind, mountPath string) {
 	hasVolume := false
 	for _, v := range pod.Spec.Volumes {
 		hasVolume = hasVolume || v.Name == volume
 	}
 	if !hasVolume {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
-			HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
+			CSI: &corev1.CSIVolumeSource{Driver: fairwayv1.MPSDriverName, VolumeAttributes: map[string]string{fairwayv1.MPSVolumeAttribute: kind}},
 		}})
 	}
 	for _, m := range c.VolumeMounts {

@@ -1,0 +1,100 @@
+package mpsvolume
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Modes of the directories. The ancestors of a pod's directories can be crossed but not listed:
+// the pod's MPS server, which runs as the pod's user in the agent's mount namespace, reaches its
+// pipe and log directories through them. A pod's own directories are its user's alone when the
+// pod says which user it runs as; otherwise (the image's user, unknown to the kubelet and the
+// agent) they are like any container's /dev/shm: anyone inside the pod may write, sticky. They
+// are mounted into that pod only, so either way no other pod reaches them.
+const (
+	ancestorMode os.FileMode = 0o711
+	ownMode      os.FileMode = 0o700
+	ownGroupMode os.FileMode = 0o770
+	anyUserMode  os.FileMode = 0o777 | os.ModeSticky
+)
+
+// podDirs makes the pod's directories once and returns its state (callers hold d.mu).
+func (d *Driver) podDirs(pod *corev1.Pod) (*podState, error) {
+	if ps := d.pods[pod.UID]; ps != nil {
+		return ps, nil
+	}
+	dir := filepath.Join(d.opts.Root, "pods", string(pod.UID))
+	for _, a := range []string{d.opts.Root, filepath.Join(d.opts.Root, "pods"), dir} {
+		if err := os.MkdirAll(a, ancestorMode); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(a, ancestorMode); err != nil {
+			return nil, err
+		}
+	}
+	uid, gid, known := owner(pod)
+	mode := anyUserMode
+	switch {
+	case known && gid > 0:
+		mode = ownGroupMode
+	case known:
+		mode = ownMode
+	}
+	for _, leaf := range []string{fairwayv1.MPSVolumePipe, fairwayv1.MPSVolumeSharedMemory, "log"} {
+		p := filepath.Join(dir, leaf)
+		if err := os.MkdirAll(p, ownMode); err != nil {
+			return nil, err
+		}
+		if known {
+			if err := os.Chown(p, int(uid), int(gid)); err != nil {
+				return nil, fmt.Errorf("giving %s to %d:%d: %w", p, uid, gid, err)
+			}
+		}
+		// Chmod after MkdirAll: the umask does not apply, and the sticky bit needs it.
+		if err := os.Chmod(p, mode); err != nil {
+			return nil, err
+		}
+	}
+	ps := &podState{dir: dir, targets: map[string]string{}}
+	d.pods[pod.UID] = ps
+	return ps, nil
+}
+
+// owner is the user and group the pod's GPU container runs as, from its security context over
+// the pod's (the group falls back to the pod's fsGroup, which the kubelet also applies to the
+// volume); known is false when neither names a user.
+func owner(pod *corev1.Pod) (uid, gid int64, known bool) {
+	var c *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == pod.Annotations[fairwayv1.GPUContainerAnnotation] || c == nil {
+			c = &pod.Spec.Containers[i]
+		}
+	}
+	var u, g *int64
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		u, g = psc.RunAsUser, psc.RunAsGroup
+		if g == nil {
+			g = psc.FSGroup
+		}
+	}
+	if c != nil && c.SecurityContext != nil {
+		if c.SecurityContext.RunAsUser != nil {
+			u = c.SecurityContext.RunAsUser
+		}
+		if c.SecurityContext.RunAsGroup != nil {
+			g = c.SecurityContext.RunAsGroup
+		}
+	}
+	if u == nil {
+		return 0, 0, false
+	}
+	if g != nil {
+		gid = *g
+	}
+	return *u, gid, true
+}

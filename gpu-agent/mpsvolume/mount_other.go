@@ -1,0 +1,13 @@
+//go:build !linux
+
+package mpsvolume
+
+import "errors"
+
+type bindMounter struct{}
+
+func (bindMounter) Bind(string, string, bool) error {
+	return errors.New("bind mounts need Linux")
+}
+
+func (bindMounter) Unmount(string) error { return nil }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 )
 
@@ -23,12 +24,21 @@ func SharedMemoryLauncher(self, dir string) func(bin string, args ...string) *ex
 	}
 }
 
-// ExecWithSharedMemory is the child's side of SharedMemoryLauncher: in its own mount namespace
-// it bind-mounts dir over /dev/shm and replaces itself with bin.
+// ExecWithSharedMemory is the child's side of SharedMemoryLauncher: in a mount namespace of its
+// own (made here too, so that it never mounts over the caller's /dev/shm, whoever runs it) it
+// bind-mounts dir over /dev/shm and replaces itself with bin.
 func ExecWithSharedMemory(dir, bin string, args []string) error {
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		return err
+	}
+	// The namespace is the thread's until execve, which takes it to the whole new process.
+	runtime.LockOSThread()
+	if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("a mount namespace of its own: %w", err)
+	}
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making its mounts private: %w", err)
 	}
 	if err := syscall.Mount(dir, "/dev/shm", "", syscall.MS_BIND, ""); err != nil {
 		return fmt.Errorf("mounting %s at /dev/shm: %w", dir, err)

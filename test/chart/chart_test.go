@@ -81,7 +81,7 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
@@ -244,8 +244,9 @@ func TestTemplateAllOptions(t *testing.T) {
 func TestAdmissionPolicies(t *testing.T) {
 	r := render(t, Options{})
 	for name, user := range map[string]string{
-		"fairway-agent-own-node":           "system:serviceaccount:" + Namespace + ":fairway-agent",
-		"fairway-scheduler-own-configmaps": "system:serviceaccount:" + Namespace + ":fairway-scheduler",
+		"fairway-agent-own-node":            "system:serviceaccount:" + Namespace + ":fairway-agent",
+		"fairway-scheduler-own-configmaps":  "system:serviceaccount:" + Namespace + ":fairway-scheduler",
+		"fairway-webhook-own-configuration": "system:serviceaccount:" + Namespace + ":fairway-webhook",
 	} {
 		p := r.Find("ValidatingAdmissionPolicy", name)
 		if p == nil {
@@ -266,7 +267,7 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("binding of %s: validation actions %v, want [Deny]", name, acts)
 		}
 	}
-	for opts, want := range map[string]int{"agent.enabled=false": 1, "admissionPolicies.enabled=false": 0} {
+	for opts, want := range map[string]int{"agent.enabled=false": 2, "admissionPolicies.enabled=false": 0} {
 		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
 			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
 		}

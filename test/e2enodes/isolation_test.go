@@ -4,7 +4,12 @@ package e2enodes
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,9 +38,48 @@ echo "modes: $(stat -c '%n=%a:%u' /dev/shm /tmp/nvidia-mps | tr '\n' ' ')"
 echo "mounts: $(awk '$5 == "/dev/shm" || $5 == "/tmp/nvidia-mps" {print $5 "=" $4}' /proc/self/mountinfo | tr '\n' ' ')"
 while :; do echo "shm: $(ls /dev/shm | tr '\n' ' ')"; sleep 1; done`
 
+// mpsStandIn is an nvidia-cuda-mps-control for nodes without a GPU, added to the fairway image
+// the test installs: as the daemon (-f) it records its environment and what it sees as /dev/shm,
+// leaves a file of its own there (where a real MPS server keeps the memory it shares with its
+// clients) and serves a control pipe until told to quit; as a client it records each command.
+const mpsStandIn = `#!/bin/sh
+if [ "$1" = "-f" ]; then
+  echo "visible=$CUDA_VISIBLE_DEVICES" >"$CUDA_MPS_LOG_DIRECTORY/daemon"
+  echo "daemon $$" >/dev/shm/mps-daemon
+  : >"$CUDA_MPS_PIPE_DIRECTORY/control"
+  while [ ! -e "$CUDA_MPS_PIPE_DIRECTORY/quit" ]; do sleep 0.1; done
+  rm -f "$CUDA_MPS_PIPE_DIRECTORY/control" "$CUDA_MPS_PIPE_DIRECTORY/quit"
+  exit 0
+fi
+read cmd
+echo "$cmd" >>"$CUDA_MPS_LOG_DIRECTORY/commands"
+case "$cmd" in
+  quit) : >"$CUDA_MPS_PIPE_DIRECTORY/quit" ;;
+  get_server_list) exit 1 ;;
+esac
+`
+
+// withMPSStandIn builds image with mpsStandIn on its PATH and returns the new image's name.
+func withMPSStandIn(t *testing.T, image string) string {
+	t.Helper()
+	dir := t.TempDir()
+	df := "FROM " + image + "\nUSER 0:0\nCOPY nvidia-cuda-mps-control /usr/local/bin/nvidia-cuda-mps-control\nUSER 65532:65532\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nvidia-cuda-mps-control"), []byte(mpsStandIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := image + "-mps-standin"
+	if b, err := exec.CommandContext(t.Context(), "docker", "build", "-q", "-t", out, dir).CombinedOutput(); err != nil {
+		t.Fatalf("docker build of %s: %v\n%s", out, err, b)
+	}
+	return out
+}
+
 // TestIsolationOnRealNodes installs the chart with MPS on (agent.mps.enabled: the agent serves
-// the CSI driver mps.fairway.dev, on go-nvml's mock, so without an MPS binary: soft mode) on a
-// real node, and runs half-GPU pods of two namespaces there, one that enforces Pod Security
+// the CSI driver mps.fairway.dev) on a real node, on go-nvml's mock with a stand-in for NVIDIA's
+// MPS control daemon (mpsStandIn), and runs half-GPU pods of two namespaces there, one that enforces Pod Security
 // restricted and one baseline, both through the webhook as users create them. Both pods start:
 // their MPS pipe directory and /dev/shm reach them as CSI ephemeral volumes, which the API
 // server's PodSecurity admission allows where it refuses hostPath (checked: a hostPath pod is
@@ -43,13 +87,17 @@ while :; do echo "shm: $(ls /dev/shm | tr '\n' ' ')"; sleep 1; done`
 // registration and published the volumes with the pods' identities; each pod's /dev/shm and pipe
 // directory come from directories of that pod alone on the node, owned by the pod's user, not
 // writable by others, behind ancestors nobody can list; and neither pod sees the other's shared
-// memory. The kwok tier cannot show any of it: its kubelets neither publish volumes nor start
+// memory. Each pod got an MPS daemon of its own before its containers started: only the pod's GPU
+// visible, the pod's memory limit and thread percentage sent as server-side defaults, and the
+// pod's /dev/shm as the daemon's (the file the daemon left there shows in that pod's /dev/shm and
+// not in the other's). The kwok tier cannot show any of it: its kubelets neither publish volumes nor start
 // containers.
 func TestIsolationOnRealNodes(t *testing.T) {
 	image := os.Getenv(isolationImageEnv)
 	if image == "" {
 		image = fairwayImage
 	}
+	image = withMPSStandIn(t, image)
 	repo, tag, ok := strings.Cut(image, ":")
 	if !ok {
 		t.Fatalf("%s=%q: want repository:tag", isolationImageEnv, image)
@@ -62,9 +110,14 @@ func TestIsolationOnRealNodes(t *testing.T) {
 	helmInstall(t, c, "image.repository="+repo, "image.tag="+tag, "image.pullPolicy=Never",
 		"agent.nvml=mock:dgxh100", "agent.runtimeClassName=", "agent.mps.enabled=true",
 		"scheduler.replicas=1", "webhook.replicas=1", "webhook.podDisruptionBudget.enabled=false", "scheduler.reservation.image="+pauseImage)
-	eventually(t, time.Minute, "node "+node.Name+" labelled by its agent", func(ctx context.Context) (bool, error) {
+	eventually(t, time.Minute, "node "+node.Name+" labelled by its agent, with MPS", func(ctx context.Context) (bool, error) {
 		n, err := c.Clientset().CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		return err == nil && n.Labels[fairwayv1.GPUCountLabel] == "8", nil
+		if err != nil || n.Labels[fairwayv1.GPUCountLabel] != "8" {
+			return false, nil
+		}
+		// The agent found the MPS control daemon: its GPUs are in mps mode.
+		var inv fairwayv1.GPUInventory
+		return json.Unmarshal([]byte(n.Annotations[fairwayv1.GPUInventoryAnnotation]), &inv) == nil && inv.MPS, nil
 	})
 	// The kubelet registered the agent's driver (CSINode), through the registration socket.
 	eventually(t, time.Minute, "CSINode "+node.Name+" listing "+fairwayv1.MPSDriverName, func(ctx context.Context) (bool, error) {
@@ -176,6 +229,42 @@ func TestIsolationOnRealNodes(t *testing.T) {
 			}
 		}
 	}
+	// Each pod's daemon: its GPU only, and the server-side limits sent before the pod started
+	// (the publish waits for them): half of its GPU's memory (the agent's inventory), and 50% of
+	// its threads.
+	nd, err := c.Clientset().CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv fairwayv1.GPUInventory
+	if err := json.Unmarshal([]byte(nd.Annotations[fairwayv1.GPUInventoryAnnotation]), &inv); err != nil {
+		t.Fatal(err)
+	}
+	for n := range levels {
+		pod, err := getPod(ctx, c, n, "half")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uuid := pod.Annotations[fairwayv1.GPUUUIDAnnotation]
+		logDir := "/run/fairway/mps/pods/" + string(pod.UID) + "/log"
+		out, err := node.Exec(ctx, "cat", logDir+"/daemon", logDir+"/commands")
+		if err != nil {
+			t.Fatalf("%s/half's MPS daemon: %v", n, err)
+		}
+		var mib int64
+		for _, g := range inv.GPUs {
+			if g.UUID == uuid {
+				mib = g.MemoryMiB / 2
+			}
+		}
+		if mib == 0 {
+			t.Fatalf("%s/half's GPU %q is not in the node's inventory", n, uuid)
+		}
+		want := fmt.Sprintf("visible=%s\nset_default_device_pinned_mem_limit %s %dM\nset_default_active_thread_percentage 50\n", uuid, uuid, mib)
+		if out != want {
+			t.Errorf("%s/half's MPS daemon recorded:\n%s\nwant:\n%s", n, out, want)
+		}
+	}
 	if srcs["iso-restricted/dev/shm"] == srcs["iso-baseline/dev/shm"] || srcs["iso-restricted/tmp/nvidia-mps"] == srcs["iso-baseline/tmp/nvidia-mps"] {
 		t.Errorf("the two namespaces' pods share a directory: %v", srcs)
 	}
@@ -190,8 +279,9 @@ func TestIsolationOnRealNodes(t *testing.T) {
 			last = lines[len(lines)-1]
 			return strings.HasPrefix(last, "shm: ") && strings.Contains(last, "mark-"+n), nil
 		})
-		if got := strings.Fields(strings.TrimPrefix(last, "shm: ")); len(got) != 1 || got[0] != "mark-"+n {
-			t.Errorf("%s/half's /dev/shm holds %v; want only its own mark", n, got)
+		// Its own mark and its own MPS daemon's file, nothing of the other pod's.
+		if got := strings.Fields(strings.TrimPrefix(last, "shm: ")); !slices.Equal(got, []string{"mark-" + n, "mps-daemon"}) {
+			t.Errorf("%s/half's /dev/shm holds %v; want only its own mark and its own MPS daemon's file", n, got)
 		}
 	}
 

@@ -158,7 +158,9 @@ func TestSetupBeforeReady(t *testing.T) {
 		t.Errorf("commands before ready = %q, want %q", cmds, want)
 	}
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
+	}
 
 	// Without the binary WaitReady says so at once.
 	s := New(Options{Enabled: true, Binary: "/nonexistent/x", PipeDir: pipe, LogDir: logDir, Log: testr.New(t)})

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/go-logr/logr/testr"
@@ -126,5 +127,52 @@ func TestLimits(t *testing.T) {
 	want := []string{"set_default_device_pinned_mem_limit GPU-1 20480M", "set_default_active_thread_percentage 50"}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("Limits = %q, want %q", got, want)
+	}
+}
+
+// A restarted agent takes back the directories of pods still on the node (their volumes stay
+// published; the kubelet unpublishes them later with targets this agent never saw) and removes
+// those of pods gone.
+func TestResumeAfterRestart(t *testing.T) {
+	root, kubelet := t.TempDir(), t.TempDir()
+	a := sharePod("team-a", "nb", "uid-a", ptr.To(int64(os.Getuid())))
+	for _, uid := range []string{"uid-a", "uid-gone"} {
+		if err := os.MkdirAll(filepath.Join(root, "pods", uid, "shm"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &fakeMounter{mounts: map[string]string{}}
+	d := New(Options{NodeName: "n", Root: root, Mounter: m, Log: testr.New(t),
+		Pods: func(context.Context) ([]corev1.Pod, error) { return []corev1.Pod{a}, nil }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	sock := t.TempDir()
+	go func() { done <- d.Serve(ctx, Sockets{CSI: filepath.Join(sock, "csi.sock"), RegistrationDir: sock}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(sock, fairwayv1.MPSDriverName+"-reg.sock")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the registration socket never appeared")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(root, "pods", "uid-gone")); !os.IsNotExist(err) {
+		t.Errorf("the directories of a pod gone were kept: %v", err)
+	}
+	for i, kind := range []string{"pipe", "shm"} {
+		target := filepath.Join(kubelet, "pods", "uid-a", "volumes", "kubernetes.io~csi", "fairway-mps-"+kind, "mount")
+		if _, err := d.NodeUnpublishVolume(t.Context(), &csi.NodeUnpublishVolumeRequest{VolumeId: "v", TargetPath: target}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := os.Stat(filepath.Join(root, "pods", "uid-a"))
+		if gone := os.IsNotExist(err); gone != (i == 1) {
+			t.Errorf("after unpublishing %d of the pod's 2 volumes, its directories gone: %v", i+1, gone)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }

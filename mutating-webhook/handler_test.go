@@ -444,6 +444,39 @@ func TestMPSVolumes(t *testing.T) {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
 
+	// A container that mounts an emptyDir at /dev/shm gets the MPS one there instead, of the
+	// emptyDir's size; anything else there is refused, naming the container and the volume.
+	big := makePod("big").annotate("fairway.dev/gpu-fraction", "0.5").obj()
+	big.Spec.Volumes = []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("8Gi"))}}}}
+	big.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm/"}}
+	req = createRequest(t, big, "team-a")
+	got = applyPatch(t, req, newHandler(defaultState(), nil, opts).Handle(context.Background(), req))
+	var shmAttrs map[string]string
+	for _, v := range got.Spec.Volumes {
+		if v.Name == mutatingwebhook.MPSSharedMemoryVolumeName {
+			shmAttrs = v.CSI.VolumeAttributes
+		}
+	}
+	shmMounts := 0
+	for _, m := range got.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == "/dev/shm" || m.MountPath == "/dev/shm/" {
+			shmMounts++
+			if m.Name != mutatingwebhook.MPSSharedMemoryVolumeName {
+				t.Errorf("/dev/shm still mounts %q", m.Name)
+			}
+		}
+	}
+	if shmMounts != 1 || shmAttrs["fairway.dev/mps-shm-size"] != "8Gi" || len(got.Spec.Volumes) != 3 {
+		t.Errorf("emptyDir at /dev/shm: %d mounts there, shm attributes %v, volumes %+v", shmMounts, shmAttrs, got.Spec.Volumes)
+	}
+	big.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev/shm"}}
+	req = createRequest(t, big, "team-a")
+	resp := newHandler(defaultState(), nil, opts).Handle(context.Background(), req)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, `container "c" mounts volume "dshm" at /dev/shm`) {
+		t.Errorf("a hostPath at /dev/shm: allowed %v, %v", resp.Allowed, resp.Result)
+	}
+
 	// Without MPS a fractional pod gets no volume: its /dev/shm is its own, as any pod's.
 	req = createRequest(t, pod, "team-a")
 	got = applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req))

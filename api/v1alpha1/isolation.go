@@ -16,6 +16,10 @@ const (
 	MPSVolumePipe = "pipe"
 	// MPSVolumeSharedMemory is the pod's /dev/shm, which its MPS server shares with it.
 	MPSVolumeSharedMemory = "shm"
+	// MPSSharedMemorySizeAttribute, on the shared-memory volume, is the size of the pod's
+	// /dev/shm (a resource.Quantity): the sizeLimit of the emptyDir the container mounted at
+	// /dev/shm before the webhook gave it the MPS one.
+	MPSSharedMemorySizeAttribute = Prefix + "mps-shm-size"
 )
 
 // GPUSharingMode says how pods that share a GPU are kept apart on it, which is what a

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
@@ -50,6 +51,13 @@ func (d *Driver) podDirs(pod *corev1.Pod) (*podState, error) {
 		if err := os.MkdirAll(p, ownMode); err != nil {
 			return nil, err
 		}
+		// The pod's /dev/shm is a tmpfs of its own, of the pod's size: a pod that fills it
+		// fills neither the node's /run nor another pod's.
+		if leaf == fairwayv1.MPSVolumeSharedMemory {
+			if err := d.opts.Mounter.Tmpfs(p, d.sharedMemoryBytes(pod)); err != nil {
+				return nil, err
+			}
+		}
 		if known {
 			if err := os.Chown(p, int(uid), int(gid)); err != nil {
 				return nil, fmt.Errorf("giving %s to %d:%d: %w", p, uid, gid, err)
@@ -65,16 +73,41 @@ func (d *Driver) podDirs(pod *corev1.Pod) (*podState, error) {
 	return ps, nil
 }
 
-// owner is the user and group the pod's GPU container runs as, from its security context over
-// the pod's (the group falls back to the pod's fsGroup, which the kubelet also applies to the
-// volume); known is false when neither names a user.
-func owner(pod *corev1.Pod) (uid, gid int64, known bool) {
+// sharedMemoryBytes is the size of the pod's /dev/shm: the volume's size attribute (the
+// emptyDir it replaced), else the GPU container's memory limit, else the driver's default.
+func (d *Driver) sharedMemoryBytes(pod *corev1.Pod) int64 {
+	for _, v := range pod.Spec.Volumes {
+		if v.CSI == nil || v.CSI.Driver != fairwayv1.MPSDriverName || v.CSI.VolumeAttributes[fairwayv1.MPSVolumeAttribute] != fairwayv1.MPSVolumeSharedMemory {
+			continue
+		}
+		if q, err := resource.ParseQuantity(v.CSI.VolumeAttributes[fairwayv1.MPSSharedMemorySizeAttribute]); err == nil && q.Value() > 0 {
+			return q.Value()
+		}
+	}
+	if c := gpuContainer(pod); c != nil {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Value() > 0 {
+			return q.Value()
+		}
+	}
+	return d.opts.SharedMemoryBytes
+}
+
+// gpuContainer is the pod's GPU container (fairway.dev/gpu-container), else its first.
+func gpuContainer(pod *corev1.Pod) *corev1.Container {
 	var c *corev1.Container
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == pod.Annotations[fairwayv1.GPUContainerAnnotation] || c == nil {
 			c = &pod.Spec.Containers[i]
 		}
 	}
+	return c
+}
+
+// owner is the user and group the pod's GPU container runs as, from its security context over
+// the pod's (the group falls back to the pod's fsGroup, which the kubelet also applies to the
+// volume); known is false when neither names a user.
+func owner(pod *corev1.Pod) (uid, gid int64, known bool) {
+	c := gpuContainer(pod)
 	var u, g *int64
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		u, g = psc.RunAsUser, psc.RunAsGroup

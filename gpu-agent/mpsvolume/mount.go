@@ -7,4 +7,7 @@ type Mounter interface {
 	Bind(src, target string, readOnly bool) error
 	// Unmount unmounts target; a target that is not mounted (or gone) is not an error.
 	Unmount(target string) error
+	// Tmpfs mounts a tmpfs of sizeBytes at dir (nosuid, nodev, noexec), unless dir is a mount
+	// point already (an earlier agent's).
+	Tmpfs(dir string, sizeBytes int64) error
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -35,6 +36,11 @@ func (bindMounter) Bind(src, target string, readOnly bool) error {
 
 func (bindMounter) Unmount(target string) error {
 	err := syscall.Unmount(target, 0)
+	if errors.Is(err, syscall.EBUSY) {
+		// Still open somewhere (a daemon's last file): detach it, the kernel frees it when
+		// the last user goes.
+		err = syscall.Unmount(target, syscall.MNT_DETACH)
+	}
 	if err == nil || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOENT) {
 		return nil
 	}
@@ -51,4 +57,27 @@ func same(src, target string) bool {
 	sa, ok1 := a.Sys().(*syscall.Stat_t)
 	sb, ok2 := b.Sys().(*syscall.Stat_t)
 	return ok1 && ok2 && sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+func (bindMounter) Tmpfs(dir string, sizeBytes int64) error {
+	if mountPoint(dir) {
+		return nil
+	}
+	flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
+	if err := syscall.Mount("fairway-mps-shm", dir, "tmpfs", flags, fmt.Sprintf("size=%d", sizeBytes)); err != nil {
+		return fmt.Errorf("mounting a tmpfs of %d bytes at %s: %w", sizeBytes, dir, err)
+	}
+	return nil
+}
+
+// mountPoint reports whether dir is on another device than its parent.
+func mountPoint(dir string) bool {
+	a, err1 := os.Stat(dir)
+	b, err2 := os.Stat(filepath.Dir(dir))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	sa, ok1 := a.Sys().(*syscall.Stat_t)
+	sb, ok2 := b.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && sa.Dev != sb.Dev
 }

@@ -11,3 +11,5 @@ func (bindMounter) Bind(string, string, bool) error {
 }
 
 func (bindMounter) Unmount(string) error { return nil }
+
+func (bindMounter) Tmpfs(string, int64) error { return errors.New("tmpfs mounts need Linux") }

@@ -51,6 +51,10 @@ type Options struct {
 	Launcher func(dir string) func(bin string, args ...string) *exec.Cmd
 	// Mounter mounts and unmounts; bind mounts of this process when nil.
 	Mounter Mounter
+	// SharedMemoryBytes is the size of a pod's /dev/shm (a tmpfs of its own) when neither the
+	// volume (fairwayv1.MPSSharedMemorySizeAttribute) nor the GPU container's memory limit says;
+	// 64 MiB, the container runtime's default, when zero.
+	SharedMemoryBytes int64
 	// ReadyTimeout bounds how long a publish waits for the pod's daemon; 30s when zero.
 	ReadyTimeout time.Duration
 	Log          logr.Logger
@@ -88,6 +92,9 @@ func New(opts Options) *Driver {
 	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.SharedMemoryBytes == 0 {
+		opts.SharedMemoryBytes = 64 << 20
 	}
 	if opts.MPS.Binary == "" {
 		opts.MPS.Binary = mps.DefaultBinary
@@ -241,6 +248,9 @@ func (d *Driver) release(ps *podState) {
 	if ps.stop != nil {
 		ps.stop()
 		<-ps.done
+	}
+	if err := d.opts.Mounter.Unmount(filepath.Join(ps.dir, fairwayv1.MPSVolumeSharedMemory)); err != nil {
+		d.opts.Log.Error(err, "Unmounting a pod's /dev/shm", "dir", ps.dir)
 	}
 	if err := os.RemoveAll(ps.dir); err != nil {
 		d.opts.Log.Error(err, "Removing a pod's MPS directories", "dir", ps.dir)

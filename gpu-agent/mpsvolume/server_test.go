@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -21,7 +22,18 @@ import (
 )
 
 // fakeMounter records binds instead of mounting.
-type fakeMounter struct{ mounts map[string]string }
+type fakeMounter struct {
+	mounts map[string]string
+	tmpfs  map[string]int64
+}
+
+func (f *fakeMounter) Tmpfs(dir string, size int64) error {
+	if f.tmpfs == nil {
+		f.tmpfs = map[string]int64{}
+	}
+	f.tmpfs[dir] = size
+	return nil
+}
 
 func (f *fakeMounter) Bind(src, target string, _ bool) error {
 	f.mounts[target] = src
@@ -95,6 +107,23 @@ func TestPublishPerPod(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(root, "pods", "uid-b", "pipe")); fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
 		t.Errorf("b's pipe mode %v, want 1777", fi.Mode())
+	}
+
+	// Each pod's /dev/shm is a tmpfs of its own: 64 MiB unless the pod says otherwise.
+	for _, uid := range []string{"uid-a", "uid-b"} {
+		if got := m.tmpfs[filepath.Join(root, "pods", uid, "shm")]; got != 64<<20 {
+			t.Errorf("%s's /dev/shm: a tmpfs of %d bytes, want 64 MiB", uid, got)
+		}
+	}
+	sized := sharePod("team-a", "sized", "uid-s", nil)
+	sized.Spec.Volumes = []corev1.Volume{{Name: "fairway-mps-shm", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+		Driver: fairwayv1.MPSDriverName, VolumeAttributes: map[string]string{fairwayv1.MPSVolumeAttribute: "shm", fairwayv1.MPSSharedMemorySizeAttribute: "1Gi"}}}}}
+	limited := sharePod("team-a", "limited", "uid-l", nil)
+	limited.Spec.Containers[1].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
+	for p, want := range map[*corev1.Pod]int64{&sized: 1 << 30, &limited: 2 << 30} {
+		if got := d.sharedMemoryBytes(p); got != want {
+			t.Errorf("pod %s: /dev/shm of %d bytes, want %d", p.Name, got, want)
+		}
 	}
 
 	// A pod that holds no share gets nothing, whatever it names.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -35,7 +36,8 @@ const isolationImageEnv = "FAIRWAY_IMAGE"
 const isolationScript = `echo "visible=$NVIDIA_VISIBLE_DEVICES"
 echo "$POD_NAMESPACE" >/dev/shm/mark-$POD_NAMESPACE
 echo "modes: $(stat -c '%n=%a:%u' /dev/shm /tmp/nvidia-mps | tr '\n' ' ')"
-echo "mounts: $(awk '$5 == "/dev/shm" || $5 == "/tmp/nvidia-mps" {print $5 "=" $4}' /proc/self/mountinfo | tr '\n' ' ')"
+echo "mounts: $(awk '$5 == "/dev/shm" || $5 == "/tmp/nvidia-mps" {print $5 "=" $4 "@" $3}' /proc/self/mountinfo | tr '\n' ' ')"
+echo "shm-kib: $(df -k /dev/shm | awk 'NR == 2 {print $2}')"
 while :; do echo "shm: $(ls /dev/shm | tr '\n' ' ')"; sleep 1; done`
 
 // mpsStandIn is an nvidia-cuda-mps-control for nodes without a GPU, added to the fairway image
@@ -170,6 +172,12 @@ func TestIsolationOnRealNodes(t *testing.T) {
 		p := restrictedPod(n, "half", users[n], isolationScript)
 		p.Annotations = map[string]string{fairwayv1.GPUFractionAnnotation: "0.5"}
 		p.Spec.SchedulerName = fairwayv1.SchedulerName
+		if n == "iso-baseline" {
+			// A bigger /dev/shm, the usual way: the webhook makes it the MPS one, of this size.
+			p.Spec.Volumes = []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("128Mi"))}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm"}}
+		}
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "POD_NAMESPACE",
 			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}})
 		if err := c.Client().Create(ctx, p); err != nil {
@@ -197,13 +205,26 @@ func TestIsolationOnRealNodes(t *testing.T) {
 		t.Logf("%s/half (uid %s):\n%s", n, pod.UID, firstLines(logs, 4))
 		want := map[string]string{"/dev/shm": "shm", "/tmp/nvidia-mps": "pipe"}
 		mounts := fields(logs, "mounts: ")
-		for path, kind := range want {
-			src := mounts[path]
-			if !strings.HasSuffix(src, "/pods/"+string(pod.UID)+"/"+kind) {
-				t.Errorf("%s/half: %s comes from %q, want the node's .../pods/%s/%s", n, path, src, pod.UID, kind)
-			}
-			srcs[n+path] = src
+		// The pipe directory is the node's .../pods/<uid>/pipe; /dev/shm is the root of a tmpfs
+		// of its own, the one the agent mounted at .../pods/<uid>/shm (the same device), of the
+		// pod's size: 64 MiB, or the 128 MiB of the emptyDir the baseline pod asked for.
+		pipeRoot, _, _ := strings.Cut(mounts["/tmp/nvidia-mps"], "@")
+		if !strings.HasSuffix(pipeRoot, "/pods/"+string(pod.UID)+"/pipe") {
+			t.Errorf("%s/half: /tmp/nvidia-mps comes from %q, want the node's .../pods/%s/pipe", n, pipeRoot, pod.UID)
 		}
+		shmRoot, shmDev, _ := strings.Cut(mounts["/dev/shm"], "@")
+		nodeDev, err := node.Exec(ctx, "stat", "-c", "%Hd:%Ld", "/run/fairway/mps/pods/"+string(pod.UID)+"/shm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shmRoot != "/" || shmDev != strings.TrimSpace(nodeDev) {
+			t.Errorf("%s/half: /dev/shm is %q of device %s, want the root of the tmpfs at the node's .../pods/%s/shm (device %s)",
+				n, shmRoot, shmDev, pod.UID, strings.TrimSpace(nodeDev))
+		}
+		if got, want := fields(logs, "shm-kib: ")["_"], map[string]string{"iso-restricted": "65536", "iso-baseline": "131072"}[n]; got != want {
+			t.Errorf("%s/half: /dev/shm of %s KiB, want %s", n, got, want)
+		}
+		srcs[n+"/tmp/nvidia-mps"], srcs[n+"/dev/shm"] = pipeRoot, shmDev
 		// The pod's user's alone (no fsGroup, no group: 0700), not the 1777 of a shared /dev/shm.
 		modes := fields(logs, "modes: ")
 		for path := range want {
@@ -309,13 +330,17 @@ func restrictedPod(namespace, name string, uid int64, script string) *corev1.Pod
 	return p
 }
 
-// fields reads "prefix k=v k=v" from the first log line with that prefix.
+// fields reads "prefix k=v k=v" from the first log line with that prefix; a field without "="
+// is under "_".
 func fields(logs, prefix string) map[string]string {
 	out := map[string]string{}
 	for _, line := range strings.Split(logs, "\n") {
 		if rest, ok := strings.CutPrefix(line, prefix); ok {
 			for _, f := range strings.Fields(rest) {
-				k, v, _ := strings.Cut(f, "=")
+				k, v, ok := strings.Cut(f, "=")
+				if !ok {
+					k, v = "_", f
+				}
 				out[k] = v
 			}
 			break

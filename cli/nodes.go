@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,9 @@ type NodeView struct {
 	Whole  int64 `json:"whole"`
 	Shared int   `json:"shared"`
 	Free   int64 `json:"free"`
+	// Sharing counts the node's GPUs by how pods that share one are kept apart on it
+	// (v1alpha1.GPUSharingMode: soft, mps, mig; docs/isolation.md); empty without an inventory.
+	Sharing map[fairwayv1.GPUSharingMode]int `json:"sharing,omitempty"`
 	// SharedGPUs lists the shared GPUs and the pods on each.
 	SharedGPUs []SharedGPUView `json:"sharedGPUs"`
 }
@@ -45,6 +49,9 @@ type SharedGPUView struct {
 	UUID  string `json:"uuid,omitempty"`
 	// Slot is the scheduler's slot number for the GPU (fairway.dev/gpu-index on the pods).
 	Slot *int `json:"slot,omitempty"`
+	// Mode is how the pods on the GPU are kept apart (v1alpha1.GPUSharingMode): what their
+	// shares are worth; empty until the GPU is known from the inventory.
+	Mode fairwayv1.GPUSharingMode `json:"mode,omitempty"`
 	// Allocated is the share handed out, 0 to 1 (memory shares over the GPU's memory). Pods on
 	// loan are not counted: they use what the GPU's idle notebooks hold and leave when those
 	// work again.
@@ -120,7 +127,9 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 	byUUID := map[string]fairwayv1.GPUDevice{}
 	if inv != nil {
 		v.GPUs = len(inv.GPUs)
+		v.Sharing = map[fairwayv1.GPUSharingMode]int{}
 		for _, g := range inv.GPUs {
+			v.Sharing[inv.SharingMode(g)]++
 			byUUID[g.UUID] = g
 			if !g.Healthy {
 				v.Unhealthy++
@@ -177,6 +186,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 		if d, ok := byUUID[sg.UUID]; ok && sg.UUID != "" {
 			idx := d.Index
 			sg.Index = &idx
+			sg.Mode = inv.SharingMode(d)
 		}
 		slices.SortFunc(sg.Pods, func(a, b SharePodView) int {
 			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -243,11 +253,11 @@ func inventoryOf(n *corev1.Node) *fairwayv1.GPUInventory {
 
 // PrintNodes writes the node table and, below it, the shared GPUs.
 func PrintNodes(w io.Writer, v NodeList) error {
-	t := newTable(w, "NODE", "TYPE", "GPUS", "WHOLE", "SHARED", "FREE", "UNHEALTHY")
+	t := newTable(w, "NODE", "TYPE", "GPUS", "WHOLE", "SHARED", "FREE", "UNHEALTHY", "SHARING")
 	var shared bool
 	for _, n := range v.Items {
 		t.row(n.Name, n.GPUType, strconv.Itoa(n.GPUs), strconv.FormatInt(n.Whole, 10), strconv.Itoa(n.Shared),
-			strconv.FormatInt(n.Free, 10), strconv.Itoa(n.Unhealthy))
+			strconv.FormatInt(n.Free, 10), strconv.Itoa(n.Unhealthy), sharingColumn(n.Sharing))
 		shared = shared || len(n.SharedGPUs) > 0
 	}
 	if err := t.flush(); err != nil || !shared {
@@ -256,7 +266,7 @@ func PrintNodes(w io.Writer, v NodeList) error {
 	if _, err := fmt.Fprintln(w); err != nil {
 		return err
 	}
-	t = newTable(w, "NODE", "GPU", "UUID", "SLOT", "ALLOCATED", "PODS")
+	t = newTable(w, "NODE", "GPU", "UUID", "SLOT", "MODE", "ALLOCATED", "PODS")
 	for _, n := range v.Items {
 		for _, g := range n.SharedGPUs {
 			idx, slot := "", ""
@@ -274,8 +284,29 @@ func PrintNodes(w io.Writer, v NodeList) error {
 				}
 				pods = append(pods, s)
 			}
-			t.row(n.Name, idx, g.UUID, slot, decimal(g.Allocated), strings.Join(pods, ","))
+			mode := string(g.Mode)
+			if mode == "" {
+				mode = "-"
+			}
+			t.row(n.Name, idx, g.UUID, slot, mode, decimal(g.Allocated), strings.Join(pods, ","))
 		}
 	}
 	return t.flush()
+}
+
+// sharingColumn is the node's sharing modes: the mode when every GPU has it, else each mode with
+// its count ("mig:1,soft:7"); "-" without an inventory.
+func sharingColumn(modes map[fairwayv1.GPUSharingMode]int) string {
+	if len(modes) == 0 {
+		return "-"
+	}
+	keys := slices.Sorted(maps.Keys(modes))
+	if len(keys) == 1 {
+		return string(keys[0])
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = string(k) + ":" + strconv.Itoa(modes[k])
+	}
+	return strings.Join(parts, ",")
 }

@@ -60,7 +60,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	}
 	f.Add([]byte(`not json`))
 
-	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{MPSPipeDirectory: "/tmp/nvidia-mps"}).HTTPHandler(logr.Discard())
+	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{MPSVolumes: true}).HTTPHandler(logr.Discard())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, mutatingwebhook.MutatePath, bytes.NewReader(body))

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +28,8 @@ const (
 	EnvMPSThreads     = fairwayv1.GPUConfigMapMPSThreadsKey
 )
 
-// MPSVolumeName and MPSSharedMemoryVolumeName are the volumes that carry the MPS pipe directory
-// and the MPS server's shared memory into GPU containers.
+// MPSVolumeName and MPSSharedMemoryVolumeName are the volumes that carry the pod's MPS pipe
+// directory and its MPS server's shared memory into the GPU container.
 const (
 	MPSVolumeName             = "fairway-mps-pipe"
 	MPSSharedMemoryVolumeName = "fairway-mps-shm"
@@ -84,11 +85,13 @@ func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapte
 	cm := gpuConfigMapName(req)
 	setAnnotation(pod, fairwayv1.GPUConfigMapAnnotation, cm)
 	wireGPUEnv(container, cm)
-	if d.opts.MPSPipeDirectory != "" {
-		mountHostDir(pod, container, MPSVolumeName, d.opts.MPSPipeDirectory, DefaultMPSPipeDirectory)
-	}
-	if d.opts.MPSSharedMemoryDirectory != "" {
-		mountHostDir(pod, container, MPSSharedMemoryVolumeName, d.opts.MPSSharedMemoryDirectory, mpsSharedMemoryPath)
+	if d.opts.MPSVolumes {
+		size, err := takeOverSharedMemory(pod, container)
+		if err != nil {
+			return nil, err
+		}
+		mountMPSVolume(pod, container, MPSVolumeName, fairwayv1.MPSVolumePipe, DefaultMPSPipeDirectory, "")
+		mountMPSVolume(pod, container, MPSSharedMemoryVolumeName, fairwayv1.MPSVolumeSharedMemory, mpsSharedMemoryPath, size)
 	}
 	return warnings, nil
 }
@@ -187,16 +190,55 @@ func wireGPUEnv(c *corev1.Container, cm string) {
 	}
 }
 
-// mountHostDir mounts a directory of the node (an MPS one) into the container at mountPath, once:
-// the webhook may be called again on the pod it rewrote.
-func mountHostDir(pod *corev1.Pod, c *corev1.Container, volume, hostDir, mountPath string) {
+// takeOverSharedMemory makes room for the MPS /dev/shm in the GPU container: a container that
+// mounts an emptyDir at /dev/shm (the usual way to get more than the runtime's 64 MiB) gets the
+// MPS one there instead, of the emptyDir's sizeLimit, which it returns ("" when none); the
+// emptyDir volume stays for the pod's other containers. Anything else at /dev/shm is refused:
+// the container's /dev/shm must be the one its MPS server shares.
+func takeOverSharedMemory(pod *corev1.Pod, c *corev1.Container) (string, error) {
+	size := ""
+	mounts := c.VolumeMounts[:0:0]
+	for _, m := range c.VolumeMounts {
+		if m.Name == MPSSharedMemoryVolumeName || path.Clean(m.MountPath) != mpsSharedMemoryPath {
+			mounts = append(mounts, m)
+			continue
+		}
+		var src *corev1.Volume
+		for i := range pod.Spec.Volumes {
+			if pod.Spec.Volumes[i].Name == m.Name {
+				src = &pod.Spec.Volumes[i]
+			}
+		}
+		if src == nil || src.EmptyDir == nil {
+			return "", deny("container %q mounts volume %q at %s: with MPS its %s is the one its MPS server shares; mount nothing there, or an emptyDir (its sizeLimit then sizes it)",
+				c.Name, m.Name, mpsSharedMemoryPath, mpsSharedMemoryPath)
+		}
+		if src.EmptyDir.SizeLimit != nil {
+			size = src.EmptyDir.SizeLimit.String()
+		}
+	}
+	c.VolumeMounts = mounts
+	return size, nil
+}
+
+// mountMPSVolume mounts one of the pod's MPS directories (kind: fairwayv1.MPSVolumePipe or
+// MPSVolumeSharedMemory) into the container at mountPath, once: the webhook may be called again on
+// the pod it rewrote. The volume is a CSI ephemeral inline volume of the gpu-agent's driver, which
+// Pod Security admission allows at every level; the agent decides which directory it is from the
+// pod the kubelet names (podInfoOnMount), never from anything in the pod spec, so a pod cannot ask
+// for another pod's endpoint.
+func mountMPSVolume(pod *corev1.Pod, c *corev1.Container, volume, kind, mountPath, size string) {
 	hasVolume := false
 	for _, v := range pod.Spec.Volumes {
 		hasVolume = hasVolume || v.Name == volume
 	}
 	if !hasVolume {
+		attrs := map[string]string{fairwayv1.MPSVolumeAttribute: kind}
+		if size != "" {
+			attrs[fairwayv1.MPSSharedMemorySizeAttribute] = size
+		}
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
-			HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
+			CSI: &corev1.CSIVolumeSource{Driver: fairwayv1.MPSDriverName, VolumeAttributes: attrs},
 		}})
 	}
 	for _, m := range c.VolumeMounts {

@@ -18,16 +18,23 @@ import (
 func BenchmarkServeHTTP(b *testing.B) {
 	rayObjects := adaptertest.LoadObjects(b, "../adapters/kuberay/testdata/raycluster.yaml")
 	h := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{}).HTTPHandler(logr.Discard())
+	// With MPS on, the fractional notebook (gpu-fraction 0.3333) also gets its two MPS volumes.
+	mps := newHandler(defaultState(), adaptertest.NewReader(rayObjects...), mutatingwebhook.Options{MPSVolumes: true}).HTTPHandler(logr.Discard())
 	for name, fixture := range map[string]string{
-		"argo":     "../adapters/argo/testdata/step-gpu.yaml",
-		"ray":      "../adapters/kuberay/testdata/worker-gpu.yaml",
-		"notebook": "../adapters/jupyterhub/testdata/z2jh-notebook.yaml",
+		"argo":         "../adapters/argo/testdata/step-gpu.yaml",
+		"ray":          "../adapters/kuberay/testdata/worker-gpu.yaml",
+		"notebook":     "../adapters/jupyterhub/testdata/z2jh-notebook.yaml",
+		"notebook-mps": "../adapters/jupyterhub/testdata/z2jh-notebook.yaml",
 		// Inference and the other kinds of issue 17, admitted in team-a.
 		"triton":  "../adapters/modelserver/testdata/triton-chart.yaml",
 		"lws":     "../adapters/lws/testdata/vllm-worker.yaml",
 		"airflow": "../adapters/airflow/testdata/kpo-gpu.yaml",
 	} {
+		h := h
 		pod := adaptertest.LoadPod(b, fixture)
+		if name == "notebook-mps" {
+			h = mps
+		}
 		ns := pod.Namespace
 		if _, served := defaultState().queues[ns]; !served {
 			ns = "team-a"

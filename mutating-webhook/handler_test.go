@@ -389,7 +389,7 @@ func TestGPUEnvironment(t *testing.T) {
 	pod := makePod("p").annotate("gpu-fraction", "0.3333").
 		env("NVIDIA_VISIBLE_DEVICES", "all").env("OTHER", "x").obj()
 	req := createRequest(t, pod, "team-a")
-	resp := newHandler(defaultState(), nil, mutatingwebhook.Options{MPSPipeDirectory: "/tmp/nvidia-mps"}).Handle(context.Background(), req)
+	resp := newHandler(defaultState(), nil, mutatingwebhook.Options{MPSVolumes: true}).Handle(context.Background(), req)
 	got := applyPatch(t, req, resp)
 
 	cm := got.Annotations["fairway.dev/gpu-configmap"]
@@ -412,51 +412,92 @@ func TestGPUEnvironment(t *testing.T) {
 	if diff := cmp.Diff(want, got.Spec.Containers[0].Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
-	wantMount := []corev1.VolumeMount{{Name: mutatingwebhook.MPSVolumeName, MountPath: "/tmp/nvidia-mps"}}
+	wantMount := []corev1.VolumeMount{{Name: mutatingwebhook.MPSVolumeName, MountPath: "/tmp/nvidia-mps"}, {Name: mutatingwebhook.MPSSharedMemoryVolumeName, MountPath: "/dev/shm"}}
 	if diff := cmp.Diff(wantMount, got.Spec.Containers[0].VolumeMounts); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
-	if len(got.Spec.Volumes) != 1 || got.Spec.Volumes[0].HostPath == nil || got.Spec.Volumes[0].HostPath.Path != "/tmp/nvidia-mps" {
+	if len(got.Spec.Volumes) != 2 || got.Spec.Volumes[0].CSI == nil || got.Spec.Volumes[0].CSI.Driver != "mps.fairway.dev" {
 		t.Errorf("volumes = %+v", got.Spec.Volumes)
 	}
 
 	// Whole-GPU pods get none of it.
 	whole := makePod("w").limits(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}).obj()
 	req = createRequest(t, whole, "team-a")
-	got = applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{MPSPipeDirectory: "/tmp/nvidia-mps"}).Handle(context.Background(), req))
+	got = applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{MPSVolumes: true}).Handle(context.Background(), req))
 	if len(got.Spec.Containers[0].Env) > 0 || len(got.Spec.Volumes) > 0 || got.Annotations["fairway.dev/gpu-configmap"] != "" {
 		t.Errorf("a whole-GPU pod got GPU-share wiring: %+v", got)
 	}
 }
 
-// Under MPS the node's pipe directory goes where CUDA clients look by default, wherever the node
-// keeps it, and the server's shared memory becomes the container's /dev/shm; a second call of the
-// webhook on the rewritten pod adds nothing.
-func TestMPSMounts(t *testing.T) {
-	opts := mutatingwebhook.Options{MPSPipeDirectory: "/run/fairway/mps/pipe", MPSSharedMemoryDirectory: "/run/fairway/mps/shm"}
+// Under MPS the pod's own pipe directory goes where CUDA clients look by default and its MPS
+// server's shared memory becomes the container's /dev/shm, both CSI ephemeral volumes of the
+// gpu-agent's driver (no hostPath, which Pod Security baseline and restricted refuse), and the
+// volumes name only which directory they are: the agent finds the pod from the kubelet. A second
+// call of the webhook on the rewritten pod adds nothing.
+func TestMPSVolumes(t *testing.T) {
+	opts := mutatingwebhook.Options{MPSVolumes: true}
 	pod := makePod("p").annotate("fairway.dev/gpu-memory", "20000").obj()
 	req := createRequest(t, pod, "team-a")
 	got := applyPatch(t, req, newHandler(defaultState(), nil, opts).Handle(context.Background(), req))
 	again := createRequest(t, got, "team-a")
 	got = applyPatch(t, again, newHandler(defaultState(), nil, opts).Handle(context.Background(), again))
 
-	hostPaths := map[string]string{}
-	for _, v := range got.Spec.Volumes {
-		if v.HostPath != nil {
-			hostPaths[v.Name] = v.HostPath.Path
-		}
+	want := []corev1.Volume{
+		{Name: mutatingwebhook.MPSVolumeName, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+			Driver: "mps.fairway.dev", VolumeAttributes: map[string]string{"fairway.dev/mps-volume": "pipe"}}}},
+		{Name: mutatingwebhook.MPSSharedMemoryVolumeName, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+			Driver: "mps.fairway.dev", VolumeAttributes: map[string]string{"fairway.dev/mps-volume": "shm"}}}},
+	}
+	if diff := cmp.Diff(want, got.Spec.Volumes); diff != "" {
+		t.Errorf("volumes (-want +got):\n%s", diff)
 	}
 	mounts := map[string]string{}
 	for _, m := range got.Spec.Containers[0].VolumeMounts {
 		mounts[m.Name] = m.MountPath
 	}
-	wantHost := map[string]string{mutatingwebhook.MPSVolumeName: "/run/fairway/mps/pipe", mutatingwebhook.MPSSharedMemoryVolumeName: "/run/fairway/mps/shm"}
 	wantMount := map[string]string{mutatingwebhook.MPSVolumeName: mutatingwebhook.DefaultMPSPipeDirectory, mutatingwebhook.MPSSharedMemoryVolumeName: "/dev/shm"}
-	if diff := cmp.Diff(wantHost, hostPaths); diff != "" {
-		t.Errorf("host paths (-want +got):\n%s", diff)
-	}
 	if diff := cmp.Diff(wantMount, mounts); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
+	}
+
+	// A container that mounts an emptyDir at /dev/shm gets the MPS one there instead, of the
+	// emptyDir's size; anything else there is refused, naming the container and the volume.
+	big := makePod("big").annotate("fairway.dev/gpu-fraction", "0.5").obj()
+	big.Spec.Volumes = []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("8Gi"))}}}}
+	big.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm/"}}
+	req = createRequest(t, big, "team-a")
+	got = applyPatch(t, req, newHandler(defaultState(), nil, opts).Handle(context.Background(), req))
+	var shmAttrs map[string]string
+	for _, v := range got.Spec.Volumes {
+		if v.Name == mutatingwebhook.MPSSharedMemoryVolumeName {
+			shmAttrs = v.CSI.VolumeAttributes
+		}
+	}
+	shmMounts := 0
+	for _, m := range got.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == "/dev/shm" || m.MountPath == "/dev/shm/" {
+			shmMounts++
+			if m.Name != mutatingwebhook.MPSSharedMemoryVolumeName {
+				t.Errorf("/dev/shm still mounts %q", m.Name)
+			}
+		}
+	}
+	if shmMounts != 1 || shmAttrs["fairway.dev/mps-shm-size"] != "8Gi" || len(got.Spec.Volumes) != 3 {
+		t.Errorf("emptyDir at /dev/shm: %d mounts there, shm attributes %v, volumes %+v", shmMounts, shmAttrs, got.Spec.Volumes)
+	}
+	big.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev/shm"}}
+	req = createRequest(t, big, "team-a")
+	resp := newHandler(defaultState(), nil, opts).Handle(context.Background(), req)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, `container "c" mounts volume "dshm" at /dev/shm`) {
+		t.Errorf("a hostPath at /dev/shm: allowed %v, %v", resp.Allowed, resp.Result)
+	}
+
+	// Without MPS a fractional pod gets no volume: its /dev/shm is its own, as any pod's.
+	req = createRequest(t, pod, "team-a")
+	got = applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req))
+	if len(got.Spec.Volumes) != 0 || len(got.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("soft mode: volumes %+v, mounts %+v", got.Spec.Volumes, got.Spec.Containers[0].VolumeMounts)
 	}
 }
 

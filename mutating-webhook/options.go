@@ -33,16 +33,11 @@ type Options struct {
 	// always taken.
 	TakeOverSchedulers []string
 
-	// MPSPipeDirectory, when set, is the node's MPS pipe directory (where the gpu-agent runs the
-	// MPS control daemon); it is mounted (hostPath) into the GPU container of fractional pods at
-	// DefaultMPSPipeDirectory, where CUDA clients look for it, for clusters whose GPU nodes run
-	// MPS.
-	MPSPipeDirectory string
-
-	// MPSSharedMemoryDirectory, when set, is the node directory the MPS control daemon uses as
-	// /dev/shm; it is mounted at /dev/shm into the same containers, since MPS clients and the
-	// server exchange memory there.
-	MPSSharedMemoryDirectory string
+	// MPSVolumes is set when the GPU nodes' agents serve MPS (the chart's agent.mps.enabled):
+	// the GPU container of a fractional pod then gets its own MPS pipe directory (at
+	// DefaultMPSPipeDirectory, where CUDA clients look) and its own /dev/shm, which its MPS
+	// server shares, as CSI ephemeral volumes of the agent's driver (fairwayv1.MPSDriverName).
+	MPSVolumes bool
 }
 
 // takesOver reports whether a pod with this scheduler name is fairway's to schedule.

@@ -49,10 +49,13 @@ func UUID(node string, index int) string { return fmt.Sprintf("GPU-%s-%d", node,
 
 // Inventory is the gpu-agent's inventory annotation of a scenario node.
 func Inventory(node string, pool NodePool) string {
-	inv := fairwayv1.GPUInventory{ObservedAt: metav1.NewTime(T0), RefreshSeconds: 30, Driver: "570.00"}
+	// h100-1, which holds the scenario's shares, runs MPS; a100-0's lost GPU is in MIG mode (a
+	// GPU fairway places no share on), so `fairway nodes` shows every sharing mode.
+	inv := fairwayv1.GPUInventory{ObservedAt: metav1.NewTime(T0), RefreshSeconds: 30, Driver: "570.00", MPS: node == "h100-1"}
 	for i := range 8 {
+		lost := node == "a100-0" && i == 7
 		inv.GPUs = append(inv.GPUs, fairwayv1.GPUDevice{Index: int32(i), UUID: UUID(node, i), Product: pool.Product,
-			MemoryMiB: pool.MemoryMiB, Healthy: node != "a100-0" || i != 7})
+			MemoryMiB: pool.MemoryMiB, Healthy: !lost, MIGEnabled: lost})
 	}
 	b, _ := json.Marshal(inv)
 	return string(b)

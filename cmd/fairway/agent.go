@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -54,9 +55,10 @@ metrics.`,
 	f.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; in-cluster configuration when empty (and $KUBECONFIG unset).")
 	addNVMLFlag(cmd, &opts)
 	f.StringVar(&opts.PodResourcesSocket, "pod-resources-socket", opts.PodResourcesSocket, "The kubelet's PodResources API socket.")
-	f.BoolVar(&opts.MPS, "mps", opts.MPS, "Run the MPS control daemon so fractional pods get hard GPU memory limits; without it (or without the binary) the node runs in soft mode.")
-	f.StringVar(&opts.MPSPipeDir, "mps-pipe-directory", opts.MPSPipeDir, "CUDA_MPS_PIPE_DIRECTORY: a host directory fractional pods mount at the same path.")
-	f.StringVar(&opts.MPSLogDir, "mps-log-directory", opts.MPSLogDir, "CUDA_MPS_LOG_DIRECTORY.")
+	f.BoolVar(&opts.MPS, "mps", opts.MPS, "Run an MPS control daemon for each fractional pod, with the pod's memory limit and thread percentage set on the server side; without it (or without the binary) the node runs in soft mode. Needs --csi-endpoint.")
+	f.StringVar(&opts.MPSDirectory, "mps-directory", opts.MPSDirectory, "Where each fractional pod's MPS pipe, shared-memory and log directories are made (pods/<uid>/...).")
+	f.StringVar(&opts.CSIEndpoint, "csi-endpoint", "", "Serve the fractional pods' MPS volumes (CSI driver mps.fairway.dev) on this unix socket, at the same path in the agent and on the node (/var/lib/kubelet/plugins/mps.fairway.dev/csi.sock); registered with the kubelet through --plugin-registration-directory.")
+	f.StringVar(&opts.PluginRegistrationDir, "plugin-registration-directory", opts.PluginRegistrationDir, "The kubelet's plugin registration directory.")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	f.DurationVar(&opts.UsageInterval, "usage-interval", opts.UsageInterval, "GPU usage poll period; an idle pod's condition changes within about one period of the change.")
@@ -67,7 +69,7 @@ metrics.`,
 	f.StringVar(&opts.ProcRoot, "proc-root", opts.ProcRoot, "The host's /proc (the agent runs with hostPID), to attribute GPU processes to pods.")
 	bindZap(cmd, &zapOpts)
 
-	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand())
+	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand())
 	return cmd
 }
 
@@ -115,6 +117,8 @@ func newAgentDiscoverCommand() *cobra.Command {
 
 func newAgentMPSCommand() *cobra.Command {
 	o := mps.Options{Enabled: true, PipeDir: "/run/fairway/mps/pipe", LogDir: "/run/fairway/mps/log"}
+	var memMiB int64
+	var threads int
 	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 	cmd := &cobra.Command{
 		Use:   "mps",
@@ -126,6 +130,17 @@ func newAgentMPSCommand() *cobra.Command {
 				return fmt.Errorf("%s not found in PATH: MPS is unavailable here (soft mode)", mps.DefaultBinary)
 			}
 			o.Log = log.WithName("mps")
+			o.Setup = mps.Limits(o.Devices, memMiB, threads)
+			if memMiB > 0 && len(o.Devices) == 0 {
+				return errors.New("--memory-limit-mib needs --device: server-side limits are per device")
+			}
+			if o.SharedMemoryDir != "" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.Launch = mps.SharedMemoryLauncher(self, o.SharedMemoryDir)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return mps.New(o).Start(ctx)
@@ -133,7 +148,29 @@ func newAgentMPSCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.PipeDir, "mps-pipe-directory", o.PipeDir, "CUDA_MPS_PIPE_DIRECTORY.")
 	cmd.Flags().StringVar(&o.LogDir, "mps-log-directory", o.LogDir, "CUDA_MPS_LOG_DIRECTORY.")
+	cmd.Flags().StringVar(&o.SharedMemoryDir, "shared-memory-directory", "", "Run the daemon (and its servers) with this directory as /dev/shm, in a mount namespace of its own: a tenant's own shared memory.")
+	cmd.Flags().StringSliceVar(&o.Devices, "device", nil, "GPU UUIDs the daemon's servers may open (CUDA_VISIBLE_DEVICES).")
+	cmd.Flags().Int64Var(&memMiB, "memory-limit-mib", 0, "Server-side device pinned memory limit of every client, per --device (set_default_device_pinned_mem_limit).")
+	cmd.Flags().IntVar(&threads, "thread-percent", 0, "Server-side active thread percentage of every client (set_default_active_thread_percentage).")
 	bindZap(cmd, &zapOpts)
+	return cmd
+}
+
+// newAgentMPSExecCommand is `fairway agent mps-exec`, hidden: the child side of
+// mps.SharedMemoryLauncher, which runs it in a mount namespace of its own.
+func newAgentMPSExecCommand() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:    mps.ExecCommand + " --shared-memory-directory DIR -- BINARY [ARG...]",
+		Short:  "Run BINARY with DIR as /dev/shm (in a mount namespace of its own)",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return mps.ExecWithSharedMemory(dir, args[0], args[1:])
+		},
+	}
+	cmd.Flags().StringVar(&dir, "shared-memory-directory", "", "The directory mounted at /dev/shm.")
+	_ = cmd.MarkFlagRequired("shared-memory-directory")
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/textlogger"
 
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
 	"github.com/fairway-sched/fairway/mutating-webhook/certs"
 )
@@ -35,8 +36,7 @@ type webhookFlags struct {
 	manageConfiguration bool
 	timeoutSeconds      int32
 	takeOverSchedulers  []string
-	mpsPipeDir          string
-	mpsShmDir           string
+	mpsVolumes          bool
 	enableHTTP2         bool
 	metricsAddr         string
 	probeAddr           string
@@ -78,8 +78,7 @@ local API server with --webhook-url=https://localhost:<port> --write-cert-files.
 	fs.BoolVar(&f.manageConfiguration, "manage-configuration", true, "Create the MutatingWebhookConfiguration and keep its served namespaces up to date from the Queues.")
 	fs.Int32Var(&f.timeoutSeconds, "timeout-seconds", 5, "timeoutSeconds of the webhooks: how long the API server waits before applying the failure policy.")
 	fs.StringSliceVar(&f.takeOverSchedulers, "take-over-schedulers", mutatingwebhook.DefaultTakeOverSchedulers, "Scheduler names replaced by fairway besides an empty one; '*' prefix matches a suffix. Pods naming any other scheduler are left alone.")
-	fs.StringVar(&f.mpsPipeDir, "mps-pipe-dir", "", "When the GPU nodes run NVIDIA MPS: the nodes' MPS pipe directory, mounted into GPU containers of fractional pods at "+mutatingwebhook.DefaultMPSPipeDirectory+".")
-	fs.StringVar(&f.mpsShmDir, "mps-shm-dir", "", "When the GPU nodes run NVIDIA MPS: the node directory the MPS daemon uses as /dev/shm, mounted at /dev/shm into the same containers.")
+	fs.BoolVar(&f.mpsVolumes, "mps-volumes", false, "When the GPU nodes' gpu-agents run NVIDIA MPS: give the GPU container of each fractional pod its own MPS pipe directory (at "+mutatingwebhook.DefaultMPSPipeDirectory+") and /dev/shm, as CSI ephemeral volumes the agent serves ("+fairwayv1.MPSDriverName+").")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "Serve HTTP/2 too.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `Metrics listener; "0" turns it off.`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", `Health probe listener (/healthz, /readyz); "0" turns it off.`)
@@ -105,10 +104,9 @@ func runWebhook(cmd *cobra.Command, f *webhookFlags) error {
 	protected := []string{"kube-system", f.namespace}
 	cfg := mutatingwebhook.Config{
 		Options: mutatingwebhook.Options{
-			ProtectedNamespaces:      protected,
-			TakeOverSchedulers:       f.takeOverSchedulers,
-			MPSPipeDirectory:         f.mpsPipeDir,
-			MPSSharedMemoryDirectory: f.mpsShmDir,
+			ProtectedNamespaces: protected,
+			TakeOverSchedulers:  f.takeOverSchedulers,
+			MPSVolumes:          f.mpsVolumes,
 		},
 		Configuration: mutatingwebhook.ConfigurationOptions{
 			Name:                f.configurationName,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/gpu"
 	"github.com/fairway-sched/fairway/gpu-agent/metrics"
 	"github.com/fairway-sched/fairway/gpu-agent/mps"
+	"github.com/fairway-sched/fairway/gpu-agent/mpsvolume"
 	"github.com/fairway-sched/fairway/gpu-agent/publish"
 	"github.com/fairway-sched/fairway/gpu-agent/usage"
 )
@@ -45,7 +48,7 @@ type Agent struct {
 	lib    *Library
 	log    logr.Logger
 	errors metrics.ErrorCounts
-	mps    *mps.Daemon
+	mps    *mpsvolume.Driver
 	kick   chan struct{}
 
 	// lastDeviceErrors is what the previous discovery reported, and downLogged whether the
@@ -124,12 +127,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		OnSample:   a.onSample,
 		Log:        log.WithName("usage"),
 	})
-	a.mps = mps.New(mps.Options{
-		Enabled:  opts.MPS,
-		PipeDir:  opts.MPSPipeDir,
-		LogDir:   opts.MPSLogDir,
-		OnChange: func(mps.Status) { a.rediscover() },
-		Log:      log.WithName("mps"),
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the agent's binary: %w", err)
+	}
+	a.mps = mpsvolume.New(mpsvolume.Options{
+		NodeName:     opts.NodeName,
+		Root:         opts.MPSDirectory,
+		Pods:         pods,
+		GPUMemoryMiB: a.gpuMemoryMiB,
+		MPS:          mps.Options{Enabled: opts.MPS},
+		Launcher:     func(dir string) func(string, ...string) *exec.Cmd { return mps.SharedMemoryLauncher(self, dir) },
+		Log:          log.WithName("mps"),
 	})
 	publisher := publish.New(c, publish.Options{
 		NodeName:    opts.NodeName,
@@ -141,7 +150,6 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	collector := metrics.NewCollector(func() metrics.State { return a.metricsState(monitor) })
 
 	runnables := []manager.Runnable{
-		a.mps,
 		writer,
 		monitor,
 		manager.RunnableFunc(func(ctx context.Context) error { return a.runDiscovery(ctx, c, publisher) }),
@@ -159,6 +167,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 			}
 			return assigner.Start(ctx)
 		}),
+	}
+	if opts.CSIEndpoint != "" {
+		runnables = append(runnables, manager.RunnableFunc(func(ctx context.Context) error {
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				return nil
+			}
+			return a.mps.Serve(ctx, mpsvolume.Sockets{CSI: opts.CSIEndpoint, RegistrationDir: opts.PluginRegistrationDir})
+		}))
 	}
 	if opts.MetricsBindAddress != "0" {
 		h := promhttp.HandlerFor(metrics.NewRegistry(collector), promhttp.HandlerOpts{})
@@ -185,6 +201,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// gpuMemoryMiB is the memory of the node's GPU of that UUID, 0 when the inventory has none.
+func (a *Agent) gpuMemoryMiB(uuid string) int64 {
+	if inv := a.Inventory(); inv != nil {
+		for _, g := range inv.GPUs {
+			if g.UUID == uuid {
+				return g.MemoryMiB
+			}
+		}
+	}
+	return 0
 }
 
 // Inventory returns the latest discovered inventory, nil before the first discovery.
@@ -282,7 +310,7 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 		}
 	}
 	inv := res.Inventory
-	inv.MPS = a.mps.Status().Enabled
+	inv.MPS = a.mps.Available().Enabled
 	inv.RefreshSeconds = int32(a.opts.RefreshInterval / time.Second)
 	a.downLogged = false
 	a.mu.Lock()
@@ -315,7 +343,7 @@ func (a *Agent) nvmlDown(ctx context.Context, p *publish.Publisher, err error) {
 	for i := range down.GPUs {
 		down.GPUs[i].Healthy = false
 	}
-	down.MPS = a.mps.Status().Enabled
+	down.MPS = a.mps.Available().Enabled
 	down.RefreshSeconds = int32(a.opts.RefreshInterval / time.Second)
 	a.mu.Lock()
 	a.inventory = &down
@@ -400,7 +428,7 @@ func (a *Agent) metricsState(m *usage.Monitor) metrics.State {
 	return metrics.State{
 		Node:        a.opts.NodeName,
 		NVMLUp:      a.nvmlUp,
-		MPS:         a.mps.Status().Enabled,
+		MPS:         a.mps.Available().Enabled,
 		Inventory:   a.inventory,
 		Usage:       m.Latest(),
 		PublishedAt: a.publishedAt,

@@ -21,11 +21,17 @@ type Options struct {
 	NVML string
 	// PodResourcesSocket is the kubelet's PodResources API socket.
 	PodResourcesSocket string
-	// MPS runs the MPS control daemon; without it (or without the binary) the node is in soft
-	// mode.
-	MPS        bool
-	MPSPipeDir string
-	MPSLogDir  string
+	// MPS runs an MPS control daemon for each fractional pod, with the pod's limits set on the
+	// server side; without it (or without the binary) the node is in soft mode. Either way the
+	// agent serves the pods' MPS volumes (CSI driver mps.fairway.dev) when CSIEndpoint is set.
+	MPS bool
+	// MPSDirectory holds each pod's MPS directories (pods/<uid>/{pipe,shm,log}).
+	MPSDirectory string
+	// CSIEndpoint is the unix socket of the agent's CSI driver, the same path in the agent and on
+	// the node; empty serves no MPS volumes.
+	CSIEndpoint string
+	// PluginRegistrationDir is the kubelet's plugin registration directory.
+	PluginRegistrationDir string
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
@@ -50,8 +56,8 @@ func DefaultOptions() Options {
 	return Options{
 		NVML:                   "real",
 		PodResourcesSocket:     assign.DefaultSocket,
-		MPSPipeDir:             "/run/fairway/mps/pipe",
-		MPSLogDir:              "/run/fairway/mps/log",
+		MPSDirectory:           "/run/fairway/mps",
+		PluginRegistrationDir:  "/var/lib/kubelet/plugins_registry",
 		MetricsBindAddress:     ":9400",
 		HealthProbeBindAddress: ":9401",
 		UsageInterval:          500 * time.Millisecond,
@@ -89,6 +95,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MockControlAddress != "" && o.MockSystem() == "" {
 		errs = append(errs, errors.New("--mock-control-address needs --nvml=mock:<system>"))
+	}
+	if o.MPS && o.CSIEndpoint == "" {
+		errs = append(errs, errors.New("--mps needs --csi-endpoint: fractional pods reach their MPS servers through the agent's CSI volumes"))
 	}
 	if o.UsageInterval < 50*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--usage-interval=%s: at least 50ms", o.UsageInterval))

@@ -29,6 +29,23 @@ type Options struct {
 	PipeDir string
 	// LogDir is CUDA_MPS_LOG_DIRECTORY.
 	LogDir string
+	// SharedMemoryDir, when set, is the directory the daemon and the servers it starts see as
+	// /dev/shm, where MPS servers and their clients share memory: the client pod's own /dev/shm,
+	// so that no other pod shares it. The daemon then runs in a mount namespace of its own
+	// (Launch must make it so; see Exec).
+	SharedMemoryDir string
+	// Devices, when set, is the daemon's CUDA_VISIBLE_DEVICES (GPU UUIDs): the only GPUs its
+	// servers open.
+	Devices []string
+	// Setup are control commands sent once the daemon answers, before it is reported enabled
+	// and so before any client can connect: the server-side limits of every server it will
+	// start (set_default_device_pinned_mem_limit, set_default_active_thread_percentage), which
+	// a client's environment can only lower. A command that fails makes the daemon count as
+	// failed (it is stopped and restarted).
+	Setup []string
+	// Launch makes the command that runs the daemon in the foreground (bin -f); exec.Command
+	// when nil.
+	Launch func(bin string, args ...string) *exec.Cmd
 	// MaxBackoff caps the delay between restarts of a dying daemon; 30s when zero.
 	MaxBackoff time.Duration
 	// OnChange, if set, is called after every change of Status (the agent re-publishes the
@@ -50,6 +67,8 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	status Status
+	// changed is closed and replaced at every change of status (WaitReady).
+	changed chan struct{}
 }
 
 // New returns a daemon supervisor; nothing runs before Start.
@@ -60,7 +79,10 @@ func New(opts Options) *Daemon {
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	return &Daemon{opts: opts, status: Status{Reason: "not started"}}
+	if opts.Launch == nil {
+		opts.Launch = exec.Command
+	}
+	return &Daemon{opts: opts, status: Status{Reason: "not started"}, changed: make(chan struct{})}
 }
 
 // Status reports the current mode; safe for concurrent use.
@@ -70,10 +92,41 @@ func (d *Daemon) Status() Status {
 	return d.status
 }
 
+// WaitReady waits until the daemon is up with its Setup applied, or ctx ends, or the daemon
+// cannot run at all (soft mode), which it reports.
+func (d *Daemon) WaitReady(ctx context.Context) error {
+	for {
+		d.mu.Lock()
+		s, ch := d.status, d.changed
+		d.mu.Unlock()
+		if s.Enabled {
+			return nil
+		}
+		if terminal(s.Reason) {
+			return fmt.Errorf("MPS unavailable: %s", s.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the MPS control daemon (%s): %w", s.Reason, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// terminal reports whether a disabled daemon's reason is one Start does not retry.
+func terminal(reason string) bool {
+	return strings.HasPrefix(reason, "disabled") || strings.HasSuffix(reason, " not found") ||
+		reason == "cannot create MPS directories" || reason == "agent stopping"
+}
+
 func (d *Daemon) set(enabled bool, reason string) {
 	d.mu.Lock()
 	changed := d.status.Enabled != enabled || d.status.Reason != reason
 	d.status = Status{Enabled: enabled, Reason: reason}
+	if changed {
+		close(d.changed)
+		d.changed = make(chan struct{})
+	}
 	d.mu.Unlock()
 	if !changed {
 		return
@@ -106,8 +159,10 @@ func (d *Daemon) Start(ctx context.Context) error {
 		return nil
 	}
 	for _, dir := range []string{d.opts.PipeDir, d.opts.LogDir} {
-		// Clients in pods, of any UID, reach the control pipe through this directory.
-		if err := os.MkdirAll(dir, 0o777); err != nil {
+		// Only root (the daemon) and whoever the directory is handed to may enter: the
+		// caller makes it and gives it to the client's user (gpu-agent/mpsvolume); made here
+		// it is root's alone.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			d.set(false, "cannot create MPS directories")
 			return fmt.Errorf("creating MPS directory %s: %w", dir, err)
 		}
@@ -119,9 +174,14 @@ func (d *Daemon) Start(ctx context.Context) error {
 		if d.control(ctx, bin, "get_server_list") == nil {
 			// A daemon of an earlier agent (or of the host) already serves this pipe
 			// directory: use it, and watch that it keeps answering.
-			d.set(true, "")
-			d.watchExternal(ctx, bin)
-			continue
+			if err := d.setup(ctx, bin); err != nil {
+				d.set(false, "setup failed")
+				d.opts.Log.Error(err, "Configuring the running MPS control daemon")
+			} else {
+				d.set(true, "")
+				d.watchExternal(ctx, bin)
+				continue
+			}
 		}
 		err := d.run(ctx, bin)
 		if ctx.Err() != nil {
@@ -145,7 +205,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 // run starts the daemon in the foreground and returns when it exits; when ctx ends it sends
 // quit and waits.
 func (d *Daemon) run(ctx context.Context, bin string) error {
-	cmd := exec.Command(bin, "-f")
+	cmd := d.opts.Launch(bin, "-f")
 	cmd.Env = d.env()
 	out := &tail{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -184,11 +244,27 @@ func (d *Daemon) run(ctx context.Context, bin string) error {
 			if !up {
 				if _, err := os.Stat(filepath.Join(d.opts.PipeDir, "control")); err == nil {
 					up = true
+					if err := d.setup(ctx, bin); err != nil {
+						// Clients must never reach a server without its limits.
+						_ = cmd.Process.Kill()
+						<-exited //nolint:errcheck // killed on purpose
+						return err
+					}
 					d.set(true, "")
 				}
 			}
 		}
 	}
+}
+
+// setup sends the Setup commands.
+func (d *Daemon) setup(ctx context.Context, bin string) error {
+	for _, c := range d.opts.Setup {
+		if err := d.control(ctx, bin, c); err != nil {
+			return fmt.Errorf("setting up the MPS control daemon: %w", err)
+		}
+	}
+	return nil
 }
 
 // watchExternal returns once a daemon it did not start stops answering.
@@ -225,10 +301,32 @@ func (d *Daemon) control(ctx context.Context, bin, command string) error {
 }
 
 func (d *Daemon) env() []string {
-	return append(os.Environ(),
+	env := append(os.Environ(),
 		"CUDA_MPS_PIPE_DIRECTORY="+d.opts.PipeDir,
 		"CUDA_MPS_LOG_DIRECTORY="+d.opts.LogDir,
 	)
+	if len(d.opts.Devices) > 0 {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(d.opts.Devices, ","))
+	}
+	return env
+}
+
+// Limits are the server-side limits of every MPS server a daemon starts, as control commands
+// (Options.Setup): the device pinned memory limit of each client on each device (MiB, none when
+// 0) and the default active thread percentage (none when 0 or 100). The MPS documentation
+// (docs.nvidia.com/deploy/mps, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) says a client's own environment can only lower these.
+func Limits(devices []string, memoryMiB int64, threadPercent int) []string {
+	var out []string
+	if memoryMiB > 0 {
+		for _, dev := range devices {
+			out = append(out, fmt.Sprintf("set_default_device_pinned_mem_limit %s %dM", dev, memoryMiB))
+		}
+	}
+	if threadPercent > 0 && threadPercent < 100 {
+		out = append(out, fmt.Sprintf("set_default_active_thread_percentage %d", threadPercent))
+	}
+	return out
 }
 
 // tail keeps the last max bytes written to it: the daemon's last words, for the log when it

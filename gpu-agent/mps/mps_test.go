@@ -26,6 +26,7 @@ if [ "$1" = "-f" ]; then
   exit 0
 fi
 read cmd
+echo "$cmd" >> "$CUDA_MPS_LOG_DIRECTORY/commands"
 case "$cmd" in
   quit) touch "$CUDA_MPS_PIPE_DIRECTORY/quit" ;;
   get_server_list) if [ -n "$EXTERNAL" ]; then exit 0; fi; exit 1 ;;
@@ -134,5 +135,37 @@ func TestAdoptRunningDaemon(t *testing.T) {
 	waitFor(t, "adoption", func() bool { return d.Status().Enabled })
 	if _, err := os.Stat(filepath.Join(dir, "log", "pid")); err == nil {
 		t.Error("a second daemon was started next to the running one")
+	}
+}
+
+// The server-side limits are set before the daemon counts as ready, so before any client of the
+// pod can reach it, and the daemon sees only the pod's GPU.
+func TestSetupBeforeReady(t *testing.T) {
+	dir := t.TempDir()
+	pipe, logDir := filepath.Join(dir, "pipe"), filepath.Join(dir, "log")
+	d := New(Options{Enabled: true, Binary: fakeBinary(t), PipeDir: pipe, LogDir: logDir, Devices: []string{"GPU-1"},
+		Setup: Limits([]string{"GPU-1"}, 1024, 25), Log: testr.New(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Start(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := d.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ := os.ReadFile(filepath.Join(logDir, "commands"))
+	if want := "set_default_device_pinned_mem_limit GPU-1 1024M\nset_default_active_thread_percentage 25\n"; string(cmds) != want {
+		t.Errorf("commands before ready = %q, want %q", cmds, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
+	}
+
+	// Without the binary WaitReady says so at once.
+	s := New(Options{Enabled: true, Binary: "/nonexistent/x", PipeDir: pipe, LogDir: logDir, Log: testr.New(t)})
+	go func() { _ = s.Start(t.Context()) }()
+	if err := s.WaitReady(t.Context()); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("WaitReady without the binary: %v", err)
 	}
 }

@@ -81,7 +81,7 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
@@ -205,7 +205,7 @@ func TestTemplateAllOptions(t *testing.T) {
 	}
 	wh := into[appsv1.Deployment](t, r.Find("Deployment", "fairway-webhook"))
 	args := wh.Spec.Template.Spec.Containers[0].Args
-	if !slices.Contains(args, "--cert-mode=files") || !slices.Contains(args, "--mps-pipe-dir=/run/fairway/mps/pipe") {
+	if !slices.Contains(args, "--cert-mode=files") || !slices.Contains(args, "--mps-volumes") {
 		t.Errorf("webhook args %v", args)
 	}
 	sched := into[appsv1.Deployment](t, r.Find("Deployment", "fairway-scheduler"))
@@ -217,18 +217,21 @@ func TestTemplateAllOptions(t *testing.T) {
 	}
 	ds := into[appsv1.DaemonSet](t, r.Find("DaemonSet", "fairway-agent"))
 	c := ds.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, "--mps=true") || !slices.Contains(c.Args, "--mps-pipe-directory=/run/fairway/mps/pipe") ||
+	if !slices.Contains(c.Args, "--mps=true") || !slices.Contains(c.Args, "--csi-endpoint=/var/lib/kubelet/plugins/mps.fairway.dev/csi.sock") ||
 		!slices.Contains(c.Args, "--nvml=mock:dgxh100") {
 		t.Errorf("agent args %v", c.Args)
 	}
 	var mps *corev1.VolumeMount
 	for i := range c.VolumeMounts {
-		if c.VolumeMounts[i].Name == "mps" {
+		if c.VolumeMounts[i].Name == "kubelet-pods" {
 			mps = &c.VolumeMounts[i]
 		}
 	}
 	if mps == nil || mps.MountPropagation == nil || *mps.MountPropagation != corev1.MountPropagationBidirectional || !*c.SecurityContext.Privileged {
-		t.Errorf("agent MPS mount %+v, security context %+v", mps, c.SecurityContext)
+		t.Errorf("agent mount of the kubelet's pods %+v, security context %+v", mps, c.SecurityContext)
+	}
+	if d := r.Find("CSIDriver", "mps.fairway.dev"); d == nil {
+		t.Error("no CSIDriver mps.fairway.dev with MPS on")
 	}
 	q := into[fairwayv1.Queue](t, r.Find("Queue", "default"))
 	if !slices.Equal(q.Spec.Namespaces, []string{"team-a", "team-b"}) || q.Spec.Resources.GPU.Quota.String() != "4" || q.Spec.Resources.CPU.Quota.String() != "64" {
@@ -241,8 +244,9 @@ func TestTemplateAllOptions(t *testing.T) {
 func TestAdmissionPolicies(t *testing.T) {
 	r := render(t, Options{})
 	for name, user := range map[string]string{
-		"fairway-agent-own-node":           "system:serviceaccount:" + Namespace + ":fairway-agent",
-		"fairway-scheduler-own-configmaps": "system:serviceaccount:" + Namespace + ":fairway-scheduler",
+		"fairway-agent-own-node":            "system:serviceaccount:" + Namespace + ":fairway-agent",
+		"fairway-scheduler-own-configmaps":  "system:serviceaccount:" + Namespace + ":fairway-scheduler",
+		"fairway-webhook-own-configuration": "system:serviceaccount:" + Namespace + ":fairway-webhook",
 	} {
 		p := r.Find("ValidatingAdmissionPolicy", name)
 		if p == nil {
@@ -263,7 +267,7 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("binding of %s: validation actions %v, want [Deny]", name, acts)
 		}
 	}
-	for opts, want := range map[string]int{"agent.enabled=false": 1, "admissionPolicies.enabled=false": 0} {
+	for opts, want := range map[string]int{"agent.enabled=false": 2, "admissionPolicies.enabled=false": 0} {
 		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
 			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
 		}

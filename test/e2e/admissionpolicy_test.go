@@ -3,19 +3,23 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/chart"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/fairwayproc"
 )
 
 // checkAdmissionPolicies proves the chart's ValidatingAdmissionPolicies on the API server, with
@@ -39,6 +43,35 @@ func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
 	}
 	agent := cluster.ServiceAccountUser(chart.Namespace, "fairway-agent")
 	sched := cluster.ServiceAccountUser(chart.Namespace, "fairway-scheduler")
+	hook := cluster.ServiceAccountUser(chart.Namespace, "fairway-webhook")
+	hookConfigs := as(hook, "").AdmissionregistrationV1().MutatingWebhookConfigurations()
+	// The uninstall hook removed the webhook's configuration: one of its shape stands in (it
+	// selects no namespace), made by the admin; the webhook reads its own from an informer.
+	adminConfigs := c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations()
+	ownConfiguration := func() (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+		mwc, err := adminConfigs.Get(ctx, fairwayproc.ConfigurationName, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return mwc, err
+		}
+		return adminConfigs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: fairwayproc.ConfigurationName},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name:         "pods.fairway.dev",
+				ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate")},
+				Rules: []admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				}},
+				NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"e2e.fairway.dev/none": "none"}},
+				FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+				SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+				AdmissionReviewVersions: []string{"v1"},
+			}},
+		}, metav1.CreateOptions{})
+	}
+	defer func() {
+		_ = adminConfigs.Delete(context.Background(), fairwayproc.ConfigurationName, metav1.DeleteOptions{})
+	}()
 	annotate := []byte(`{"metadata":{"annotations":{"e2e.fairway.dev/touched":"yes"}}}`)
 	idle := []byte(`{"status":{"conditions":[{"type":"fairway.dev/GPUIdle","status":"False"}]}}`)
 
@@ -112,6 +145,30 @@ func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
 			return err
 		}, "ConfigMap default/fairway-gpu-x would lose the label"},
 	}
+	checks = append(checks,
+		check{"the webhook creates a MutatingWebhookConfiguration of another name", func() error {
+			_, err := hookConfigs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "intercept-all"}}, metav1.CreateOptions{})
+			return err
+		}, "may keep only its own MutatingWebhookConfiguration fairway-webhook, not MutatingWebhookConfiguration intercept-all"},
+		check{"the webhook makes its configuration intercept Secrets", func() error {
+			mwc, err := ownConfiguration()
+			if err != nil {
+				return err
+			}
+			mwc.Webhooks[0].Rules[0].Resources = []string{"pods", "secrets"}
+			_, err = hookConfigs.Update(ctx, mwc, metav1.UpdateOptions{})
+			return err
+		}, "may only intercept pods"},
+		check{"the webhook updates its own configuration's pods webhook", func() error {
+			mwc, err := ownConfiguration()
+			if err != nil {
+				return err
+			}
+			mwc.Webhooks[0].TimeoutSeconds = ptr.To[int32](7)
+			_, err = hookConfigs.Update(ctx, mwc, metav1.UpdateOptions{})
+			return err
+		}, ""},
+	)
 	for _, ch := range checks {
 		err := ch.do()
 		switch {

@@ -2,10 +2,12 @@
 # The gpu-agent's check on a real NVIDIA GPU, prepared to run in well under five minutes:
 #
 #   1. discovery through the real NVML, printed as JSON (what the agent would publish);
-#   2. MPS isolation: the agent's MPS supervision starts nvidia-cuda-mps-control, then a CUDA
-#      client limited to N MiB (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) must fail to allocate N+512
-#      MiB while one allocating within its limit succeeds (and, as a control, the same N+512 MiB
-#      succeeds without a limit).
+#   2. MPS isolation of two tenants on GPU 0, as the agent's mps mode runs them: each its own
+#      control daemon (the agent's code), pipe directory and /dev/shm, with the memory limit N
+#      MiB set on the server side. A tenant's client allocates within N and fails past it, also
+#      when it sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT higher itself; the other tenant allocates on
+#      the same GPU; while one works, the other's /dev/shm shows none of its shared memory (and,
+#      as a control, N+512 MiB succeeds without MPS). Needs root (mount namespaces).
 #   3. Idle lending: an owner (a notebook) holds GPU memory and idles; the agent's own idleness
 #      code watches it (`fairway agent watch`); a loan takes the rest of the memory and works,
 #      which must not wake the owner; the owner starts working, the agent sees it, the loan is
@@ -34,7 +36,7 @@ if [[ -z "$bin" ]]; then
   if [[ -x "$here/fairway" ]]; then bin=$here; else bin=$root/_output/gpu-check; fi
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/fairway-gpu-check.XXXXXX")
-LIMIT_GIB=2         # the MPS client's limit, as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=2G"
+LIMIT_GIB=2         # each MPS tenant's server-side limit (set_default_device_pinned_mem_limit)
 N=$((LIMIT_GIB * 1024)) # the same in MiB
 OVER=$((N + 512))   # must fail under the limit
 WITHIN=$((N / 2))   # must succeed under the limit
@@ -98,11 +100,17 @@ else
   fi
 fi
 
-# 2. MPS isolation.
-echo "-- 2. MPS memory isolation (limit ${N} MiB: ${WITHIN} MiB must fit, ${OVER} MiB must not)"
+# 2. Two tenants on one GPU, as the agent's mps mode runs them (docs/isolation.md): each its own
+# MPS control daemon, pipe directory and /dev/shm (the daemon in a mount namespace of its own),
+# only GPU 0 visible, and the memory limit set on the server side.
+echo "-- 2. MPS: two tenants on GPU 0 (server-side limit ${N} MiB each: ${WITHIN} MiB must fit, ${OVER} MiB must not)"
 mps_check() {
   if ! command -v nvidia-cuda-mps-control >/dev/null; then
     skip "MPS isolation: nvidia-cuda-mps-control not found in PATH (soft mode only on this machine)"
+    return
+  fi
+  if (( ${FAIRWAY_GPU_CHECK_EUID:-$EUID} != 0 )); then
+    skip "MPS isolation: needs root (each tenant's daemon runs in a mount namespace of its own with its /dev/shm)"
     return
   fi
   local probe
@@ -110,55 +118,95 @@ mps_check() {
     skip "MPS isolation: the CUDA driver is not usable: $probe"
     return
   fi
-  local pipe=$work/mps/pipe log=$work/mps/log
-  "$bin/fairway" agent mps --mps-pipe-directory "$pipe" --mps-log-directory "$log" >"$work/mps.out" 2>&1 &
-  local mps_pid=$!
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -e "$pipe/control" ]] && break
-    kill -0 "$mps_pid" 2>/dev/null || break
-    sleep 0.1
+  local gpu
+  gpu=$(sed -n 's/.*"uuid": "\(GPU-[^"]*\)".*/\1/p' "$work/discovery.json" 2>/dev/null | head -1)
+  gpu=${gpu:-0}
+  local -A pids=()
+  local t i
+  for t in a b; do
+    mkdir -p "$work/$t/pipe" "$work/$t/shm" "$work/$t/log" && chmod 700 "$work/$t"/*
+    "$bin/fairway" agent mps --mps-pipe-directory "$work/$t/pipe" --mps-log-directory "$work/$t/log" \
+      --shared-memory-directory "$work/$t/shm" --device "$gpu" --memory-limit-mib "$N" >"$work/mps-$t.out" 2>&1 &
+    pids[$t]=$!
   done
-  if [[ ! -e "$pipe/control" ]]; then
-    fail "MPS control daemon did not start: $(tail -5 "$work/mps.out")"
-    kill "$mps_pid" 2>/dev/null
-    return
-  fi
-  pass "MPS control daemon started by the agent (pipe $pipe)"
-
-  client() { # client LIMITED(yes|"") MIB -> exit status of cudaalloc
-    local limited=$1 mib=$2
-    local -a env=(CUDA_MPS_PIPE_DIRECTORY="$pipe" CUDA_MPS_LOG_DIRECTORY="$log")
-    if [[ -n "$limited" ]]; then
-      env+=(CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=${LIMIT_GIB}G" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50)
+  for t in a b; do
+    for ((i = 0; i < 200; i++)); do
+      [[ -e "$work/$t/pipe/control" ]] && break
+      kill -0 "${pids[$t]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [[ ! -e "$work/$t/pipe/control" ]]; then
+      fail "tenant $t's MPS control daemon did not start: $(tail -5 "$work/mps-$t.out")"
+      kill "${pids[a]}" "${pids[b]}" 2>/dev/null
+      return
     fi
-    env "${env[@]}" timeout 60 "$bin/cudaalloc" -mib "$mib" 2>&1 | sed 's/^/   /'
+  done
+  pass "each tenant's MPS control daemon started by the agent's code (own pipe directory and /dev/shm, GPU $gpu, limit ${N} MiB)"
+
+  client() { # client TENANT MIB [ENV...] -> exit status of cudaalloc, run as the tenant's pod would
+    local t=$1 mib=$2; shift 2
+    env CUDA_MPS_PIPE_DIRECTORY="$work/$t/pipe" CUDA_MPS_LOG_DIRECTORY="$work/$t/log" "$@" \
+      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/$t/shm" -- "$bin/cudaalloc" -mib "$mib" 2>&1 | sed 's/^/   /'
     return "${PIPESTATUS[0]}"
   }
-  client "" "$OVER"; local rc=$?
+  local rc
+  env CUDA_MPS_PIPE_DIRECTORY="$work/no-mps" timeout 60 "$bin/cudaalloc" -mib "$OVER" 2>&1 | sed 's/^/   /'; rc=${PIPESTATUS[0]}
   if ((rc != 0)); then
-    fail "control: an MPS client without a limit could not allocate ${OVER} MiB (status $rc); the limit check below would prove nothing"
+    fail "control: a process without MPS could not allocate ${OVER} MiB (status $rc); the limit checks below would prove nothing"
   else
-    pass "control: without a limit an MPS client allocates ${OVER} MiB"
-    client yes "$WITHIN"; rc=$?
-    if ((rc == 0)); then pass "a client limited to ${N} MiB allocates ${WITHIN} MiB"; else fail "a client limited to ${N} MiB could not allocate ${WITHIN} MiB (status $rc)"; fi
-    client yes "$OVER"; rc=$?
+    pass "control: without MPS a process allocates ${OVER} MiB"
+    client a "$WITHIN"; rc=$?
+    if ((rc == 0)); then pass "tenant a's client allocates ${WITHIN} MiB within its ${N} MiB limit"; else fail "tenant a's client could not allocate ${WITHIN} MiB (status $rc)"; fi
+    client a "$OVER"; rc=$?
     case $rc in
-      3) pass "a client limited to ${N} MiB cannot allocate ${OVER} MiB (CUDA_ERROR_OUT_OF_MEMORY)" ;;
-      0) fail "a client limited to ${N} MiB allocated ${OVER} MiB: the MPS memory limit is NOT enforced" ;;
-      *) fail "a client limited to ${N} MiB failed to allocate ${OVER} MiB, but not with out-of-memory (status $rc)" ;;
+      3) pass "tenant a's client cannot allocate ${OVER} MiB past its server's ${N} MiB limit (CUDA_ERROR_OUT_OF_MEMORY)" ;;
+      0) fail "tenant a's client allocated ${OVER} MiB past its server's ${N} MiB limit: the server-side limit is NOT enforced" ;;
+      *) fail "tenant a's client failed to allocate ${OVER} MiB, but not with out-of-memory (status $rc)" ;;
     esac
+    client a "$OVER" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=64G"; rc=$?
+    case $rc in
+      3) pass "tenant a's client cannot raise its limit with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=64G" ;;
+      0) fail "tenant a's client raised its limit with its own environment: the limit is advisory" ;;
+      *) fail "tenant a's client with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=64G failed, but not with out-of-memory (status $rc)" ;;
+    esac
+    client b "$WITHIN"; rc=$?
+    if ((rc == 0)); then pass "tenant b's client allocates ${WITHIN} MiB on the same GPU"; else fail "tenant b's client could not allocate ${WITHIN} MiB (status $rc)"; fi
+    # Shared memory: while tenant a's client works, b's /dev/shm holds nothing of a's.
+    env CUDA_MPS_PIPE_DIRECTORY="$work/a/pipe" CUDA_MPS_LOG_DIRECTORY="$work/a/log" \
+      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/a/shm" -- "$bin/cudaalloc" -mib "$WITHIN" -work 3s >"$work/a-work.out" 2>&1 &
+    local worker=$! seen_a="" seen_b=""
+    for ((i = 0; i < 30; i++)); do
+      seen_a=$(ls -A "$work/a/shm" 2>/dev/null | tr '\n' ' ')
+      [[ -n "$seen_a" ]] && break
+      sleep 0.1
+    done
+    seen_b=$("$bin/fairway" agent mps-exec --shared-memory-directory "$work/b/shm" -- ls -A /dev/shm 2>&1 | tr '\n' ' ')
+    wait "$worker"
+    local leaked=""
+    for f in $seen_a; do [[ " $seen_b " == *" $f "* ]] && leaked+="$f "; done
+    if [[ -n "$leaked" ]]; then
+      fail "tenant b's /dev/shm shows tenant a's shared memory: $leaked"
+    elif [[ -z "$seen_a" ]]; then
+      pass "tenant b's /dev/shm holds nothing of tenant a's (note: a's server left nothing in a's /dev/shm while it worked)"
+    else
+      pass "tenant b's /dev/shm holds nothing of tenant a's (a's: $seen_a; b's: ${seen_b:-empty})"
+    fi
   fi
-  kill -TERM "$mps_pid" 2>/dev/null
-  for ((i = 0; i < 150; i++)); do kill -0 "$mps_pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$mps_pid" 2>/dev/null; then
-    fail "the agent's MPS supervision did not stop in 15s"
-    kill -KILL "$mps_pid" 2>/dev/null
-  else
-    pass "MPS control daemon stopped (quit) with the agent"
-  fi
-  if ((failed)) && [[ -f "$log/control.log" ]]; then
-    echo "   last lines of the MPS control log:"; tail -10 "$log/control.log" | sed 's/^/   /'
+  local stopped=1
+  for t in a b; do
+    kill -TERM "${pids[$t]}" 2>/dev/null
+    for ((i = 0; i < 150; i++)); do kill -0 "${pids[$t]}" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "${pids[$t]}" 2>/dev/null; then
+      fail "tenant $t's MPS supervision did not stop in 15s"
+      kill -KILL "${pids[$t]}" 2>/dev/null
+      stopped=0
+    fi
+  done
+  ((stopped)) && pass "both MPS control daemons stopped (quit) with the agent"
+  if ((failed)); then
+    for t in a b; do
+      [[ -f "$work/$t/log/control.log" ]] && { echo "   last lines of tenant $t's MPS control log:"; tail -10 "$work/$t/log/control.log" | sed 's/^/   /'; }
+    done
   fi
 }
 mps_check

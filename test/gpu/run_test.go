@@ -20,11 +20,29 @@ case "$1 $2" in
   printf '{\n  "inventory": {\n    "gpus": [\n      {\n        "index": 0,\n        "uuid": "GPU-0000",\n        "memoryMiB": 144384,\n        "healthy": true\n      }\n    ]\n  }\n}\n'
   ;;
 "agent mps")
-  pipe=$4
+  # The daemon keeps its server-side limit where the fake cudaalloc finds it.
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in
+    --mps-pipe-directory) pipe=$2 ;;
+    --memory-limit-mib) limit=$2 ;;
+    esac
+    shift 2
+  done
   mkdir -p "$pipe"
+  echo "$limit" >"$pipe/limit"
   touch "$pipe/control"
   trap 'rm -f "$pipe/control"; exit 0' TERM
   while :; do sleep 0.05; done
+  ;;
+"agent mps-exec")
+  # No mount namespace here: the tenant's /dev/shm is FAKE_SHM, which the fakes use instead.
+  shift 2
+  FAKE_SHM=$2
+  export FAKE_SHM
+  shift 3
+  if [ "$1" = ls ]; then exec ls -A "$FAKE_SHM"; fi
+  exec "$@"
   ;;
 "agent watch")
   # The owner's processes are the GPU's at start; it wakes when the fake owner works (or at
@@ -37,8 +55,9 @@ case "$1 $2" in
   ;;
 esac
 `
-	// The fake CUDA client enforces CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (device 0, in G) unless
-	// FAKE_NOT_ENFORCED is set. With -work it reports a throughput of 100 passes/s, 50 while a
+	// The fake CUDA client enforces its MPS server's limit (the fake daemon's --memory-limit-mib)
+	// unless FAKE_NOT_ENFORCED is set; with -work under a tenant's /dev/shm it leaves a segment
+	// there (and in the other tenant's with FAKE_SHM_LEAKS). With -work it reports a throughput of 100 passes/s, 50 while a
 	// loan runs next to it (100 never comes back with FAKE_OWNER_SLOW); the loan (-leave) runs
 	// until SIGTERM.
 	fakeCudaalloc = `#!/bin/sh
@@ -77,6 +96,8 @@ case "$*" in
   ;;
 *-work*)
   echo "cudaalloc: holding $2 MiB"
+  [ -n "$FAKE_SHM" ] && touch "$FAKE_SHM/cuda.shm.$$"
+  [ -n "$FAKE_SHM_LEAKS" ] && [ -n "$FAKE_SHM" ] && touch "$FAKE_SHM/../../b/shm/cuda.shm.$$"
   echo "cudaalloc: work started $(date +%s%6N)"
   rates 3
   echo "cudaalloc: work done: 3 windows, median 100.0 passes/s"
@@ -84,9 +105,8 @@ case "$*" in
   ;;
 esac
 mib=$2
-limit=${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT#0=}
-limit=${limit%G}
-if [ -n "$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" ] && [ -z "$FAKE_NOT_ENFORCED" ] && [ "$mib" -gt $((limit * 1024)) ]; then
+limit=$(cat "$CUDA_MPS_PIPE_DIRECTORY/limit" 2>/dev/null)
+if [ -n "$limit" ] && [ -z "$FAKE_NOT_ENFORCED" ] && [ "$mib" -gt "$limit" ]; then
   echo "cudaalloc: allocating $mib MiB: CUDA_ERROR_OUT_OF_MEMORY"; exit 3
 fi
 echo "cudaalloc: allocated $mib MiB"
@@ -117,8 +137,10 @@ func TestRunScript(t *testing.T) {
 	}{
 		"everything passes": {
 			binaries: true, mps: true, wantExit: 0,
-			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: control: without a limit", "PASS: a client limited to 2048 MiB allocates 1024 MiB",
-				"PASS: a client limited to 2048 MiB cannot allocate 2560 MiB", "PASS: MPS control daemon stopped",
+			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: control: without MPS", "PASS: tenant a's client allocates 1024 MiB within its 2048 MiB limit",
+				"PASS: tenant a's client cannot allocate 2560 MiB past its server's 2048 MiB limit", "PASS: tenant a's client cannot raise its limit",
+				"PASS: tenant b's client allocates 1024 MiB", "PASS: tenant b's /dev/shm holds nothing of tenant a's (a's: cuda.shm.",
+				"PASS: both MPS control daemons stopped",
 				"owner alone: 100.0 passes/s", "PASS: idle lending: the loan's work and memory do not wake the idle owner",
 				"the agent saw GPUUtilization; the loan stopped on SIGTERM", "the owner's slowest window ran at 50% of its solo speed", "lending: detect=", " stop=", " owner-full-speed=",
 				"PASS: idle lending: the agent saw the owner's work", "RESULT: PASSED"},
@@ -133,7 +155,16 @@ func TestRunScript(t *testing.T) {
 		},
 		"limit not enforced fails": {
 			binaries: true, mps: true, env: []string{"FAKE_NOT_ENFORCED=1"}, wantExit: 1,
-			want: []string{"FAIL: a client limited to 2048 MiB allocated 2560 MiB: the MPS memory limit is NOT enforced", "RESULT: FAILED"},
+			want: []string{"FAIL: tenant a's client allocated 2560 MiB past its server's 2048 MiB limit: the server-side limit is NOT enforced",
+				"FAIL: tenant a's client raised its limit with its own environment", "RESULT: FAILED"},
+		},
+		"shared memory seen by the other tenant fails": {
+			binaries: true, mps: true, env: []string{"FAKE_SHM_LEAKS=1"}, wantExit: 1,
+			want: []string{"FAIL: tenant b's /dev/shm shows tenant a's shared memory: cuda.shm.", "RESULT: FAILED"},
+		},
+		"not root is skipped, not passed": {
+			binaries: true, mps: true, env: []string{"FAIRWAY_GPU_CHECK_EUID=1000"}, wantExit: 2,
+			want: []string{"SKIPPED: MPS isolation: needs root", "RESULT: INCOMPLETE"},
 		},
 		"no driver and no MPS is skipped, not passed": {
 			binaries: true, env: []string{"FAKE_NO_DRIVER=1"}, wantExit: 2,
@@ -163,7 +194,7 @@ func TestRunScript(t *testing.T) {
 			}
 			cmd := exec.Command("bash", script, bin)
 			// No Go, no NVIDIA tools: only the fakes and the base system.
-			cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3"}, tc.env...)
+			cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_EUID=0"}, tc.env...)
 			out, _ := cmd.CombinedOutput()
 			if got := cmd.ProcessState.ExitCode(); got != tc.wantExit {
 				t.Errorf("exit %d, want %d; output:\n%s", got, tc.wantExit, out)

@@ -414,6 +414,8 @@ func (l *loop) apply(k cache.Key) {
 		}
 	case cache.KindVolume, cache.KindStorageClass:
 		l.applyVolumeChange(k)
+	case cache.KindDeviceClass, cache.KindResourceSlice, cache.KindResourceClaim:
+		l.applyDRA(k)
 	}
 }
 

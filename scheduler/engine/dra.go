@@ -156,3 +156,18 @@ func draKindFit(n *snapshot.Node, r *snapshot.Request) FitFailure {
 	}
 	return FailDRANode
 }
+
+// foreignClaimedMilli is the GPU of a DRA node's devices that claims hold for no pod fairway
+// accounts (another scheduler's pods): not fairway's to divide.
+func foreignClaimedMilli(n *snapshot.Node) int64 {
+	if !n.IsDRA() {
+		return 0
+	}
+	var m int64
+	for i := range n.Slots {
+		if g := &n.Slots[i]; g.Claimed > 0 && g.Owners == 0 {
+			m += snapshot.MilliPerGPU
+		}
+	}
+	return m
+}

@@ -106,6 +106,11 @@ func (g *GPUSlot) Empty() bool {
 	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0 && g.Loans == 0 && g.Claimed == 0
 }
 
+// emptyButClaimed is Empty, whatever claims the slot's DRA device.
+func (g *GPUSlot) emptyButClaimed() bool {
+	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0 && g.Loans == 0
+}
+
 // EmptyAfterRelease reports whether the slot is empty once releasing pods are gone. A
 // reservation is released with the last fractional pod on its slot, so it does not count.
 // Neither do loans: a loan runs only beside live holders (Sharers), and goes (first thing in
@@ -539,7 +544,8 @@ func (n *Node) placeExisting(t *Task, indexes []int) {
 	case r.WholeGPUs > 0:
 		for _, idx := range indexes {
 			pos := n.slotPos(idx)
-			if pos < 0 || !n.Slots[pos].Empty() || slices.Contains(a.Whole, int32(pos)) || int64(len(a.Whole)) == r.WholeGPUs {
+			// A DRA device is claimed by the pod's own claim: held by nothing else is enough.
+			if pos < 0 || !n.Slots[pos].emptyButClaimed() || slices.Contains(a.Whole, int32(pos)) || int64(len(a.Whole)) == r.WholeGPUs {
 				continue
 			}
 			a.Whole = append(a.Whole, int32(pos))

@@ -233,9 +233,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.StorageClasses, KindStorageClass, func(old, cur any) bool { return true }},
 		{inf.Budgets, KindBudget, budgetChangeRelevant},
 	}
-	for _, h := range inf.draHandlers() {
-		handlers = append(handlers, h)
-	}
+	handlers = append(handlers, inf.draHandlers()...)
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(queueHandler(q, h.kind, h.relevant)); err != nil {
 			return nil, fmt.Errorf("adding an event handler: %w", err)

@@ -267,3 +267,31 @@ func TestDRAReclaim(t *testing.T) {
 		t.Fatalf("evictions %+v, want at least 2 of team-a's pods; waiting: %+v", res.Evictions, res.Unschedulable)
 	}
 }
+
+// BenchmarkDRACycle: one cycle placing 500 pending pods, each with its own one-GPU claim, on 500
+// nodes that publish 8 GPUs each in ResourceSlices (4,000 devices): every placement runs the
+// structured allocator on its node.
+func BenchmarkDRACycle(b *testing.B) {
+	build := func() *snapshot.Snapshot {
+		snap := draCluster(b, 500, "4000")
+		for i := range 500 {
+			name := fmt.Sprintf("p%d", i)
+			p := testutil.MakePod("team-a", name).Queue("team-a").CPU("1").ClaimTemplate("gpu", "one-gpu", name+"-gpu")
+			snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", name+"-gpu", 1), p.Obj()))
+			if err := snap.UpsertPod(p.Obj()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return snap
+	}
+	eng := engine.New(engine.Options{})
+	for b.Loop() {
+		b.StopTimer()
+		snap := build()
+		b.StartTimer()
+		res := eng.Schedule(snap, draNow)
+		if len(res.Bindings) != 500 {
+			b.Fatalf("bindings %d, want 500", len(res.Bindings))
+		}
+	}
+}

@@ -155,9 +155,6 @@ func TestUnevaluatedConstraintsGoToKubeScheduler(t *testing.T) {
 		"DoNotSchedule spread": {func(p *corev1.Pod) {
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule}}
 		}, "topology spread constraints (DoNotSchedule)"},
-		"DRA claim": {func(p *corev1.Pod) {
-			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("gpu")}}
-		}, "dynamic resource claims"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -194,6 +191,25 @@ func TestUnevaluatedConstraintsGoToKubeScheduler(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestDRAClaimsAreGPURequests: a pod whose GPUs come from ResourceClaims is fairway's (the
+// scheduler allocates its claims, docs/dra.md), even under spec.admit GPU without a framework,
+// and its claims are left as they are.
+func TestDRAClaimsAreGPURequests(t *testing.T) {
+	pod := makePod("dra").obj()
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}
+	state := defaultState()
+	state.admit = map[string]fairwayv1.AdmitPolicy{"team-a": fairwayv1.AdmitGPU}
+	req := createRequest(t, pod, "team-a")
+	resp := newHandler(state, nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
+	got := applyPatch(t, req, resp)
+	if got.Spec.SchedulerName != fairwayv1.SchedulerName || len(resp.Warnings) > 0 {
+		t.Fatalf("a DRA pod: scheduler %q, warnings %q; want fairway's, none", got.Spec.SchedulerName, resp.Warnings)
+	}
+	if len(got.Spec.ResourceClaims) != 1 || *got.Spec.ResourceClaims[0].ResourceClaimTemplateName != "one-gpu" {
+		t.Errorf("claims changed: %+v", got.Spec.ResourceClaims)
+	}
+}
 
 // TestNotebooksStayNonPreemptible: z2jh's scheduling.podPriority gives notebooks its own class,
 // of value 0 (preemptible by priority); the notebook is marked non-preemptible all the same,

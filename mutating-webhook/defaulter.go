@@ -252,9 +252,13 @@ func takes(policy fairwayv1.AdmitPolicy, pod *corev1.Pod, framework string, w ad
 	return known
 }
 
-// asksForGPU: a container asks for whole GPUs, or the pod for a GPU share (a malformed share
-// counts, so that the pod is refused with the annotation's error rather than left alone).
+// asksForGPU: a container asks for whole GPUs, the pod for a GPU share (a malformed share
+// counts, so that the pod is refused with the annotation's error rather than left alone), or
+// for devices through ResourceClaims (DRA, docs/dra.md: fairway's scheduler allocates them).
 func asksForGPU(pod *corev1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
 	if c, _ := wholeGPUs(pod); c != "" {
 		return true
 	}

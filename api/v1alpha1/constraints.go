@@ -4,11 +4,11 @@ import corev1 "k8s.io/api/core/v1"
 
 // UnevaluatedConstraints names the scheduling requirements of a pod that fairway's scheduler does
 // not evaluate: required inter-pod affinity and anti-affinity, DoNotSchedule topology spread
-// constraints, dynamic resource claims. The webhook leaves pods that carry one to kube-scheduler
+// constraints. The webhook leaves pods that carry one to kube-scheduler
 // (with a warning), and the scheduler reports those that name it anyway as ReasonUnsupported
 // rather than place them where their spec forbids; both read this one list, so they never
 // disagree about which pods those are. Preferences (preferred affinities, ScheduleAnyway spreads)
-// are soft and not listed. The result is empty when fairway evaluates everything the pod requires.
+// are soft and not listed. Dynamic resource claims are evaluated (docs/dra.md). The result is empty when fairway evaluates everything the pod requires.
 func UnevaluatedConstraints(pod *corev1.Pod) []string {
 	var what []string
 	if a := pod.Spec.Affinity; a != nil {
@@ -24,9 +24,6 @@ func UnevaluatedConstraints(pod *corev1.Pod) []string {
 			what = append(what, "topology spread constraints (DoNotSchedule)")
 			break
 		}
-	}
-	if len(pod.Spec.ResourceClaims) > 0 {
-		what = append(what, "dynamic resource claims")
 	}
 	return what
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/dynamic-resource-allocation/cel"
+
 	"github.com/fairway-sched/fairway/scheduler/fairshare"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -19,6 +21,8 @@ type Engine struct {
 	told toldSet
 	// frag weighs placements by the fragmentation they cause (fragscore.go); kept across cycles.
 	frag *fragModel
+	// cel caches the compiled CEL selectors of DRA device classes and claims (dra.go).
+	cel *cel.Cache
 }
 
 // New returns an engine with the given options (zero fields take their defaults).

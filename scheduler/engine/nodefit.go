@@ -27,6 +27,10 @@ const (
 	FailPods
 	FailExtended
 	FailHostPort
+	FailDRANode
+	FailDRANoDevices
+	FailDRA
+	FailDRAAllocated
 	numFitFailures
 )
 
@@ -69,6 +73,14 @@ func (f FitFailure) String() string {
 		return "insufficient extended resource"
 	case FailHostPort:
 		return "host port in use"
+	case FailDRANode:
+		return "GPUs through DRA only (the pod asks for nvidia.com/gpu or a GPU share)"
+	case FailDRANoDevices:
+		return "no GPUs published through DRA (ResourceSlices)"
+	case FailDRA:
+		return "cannot allocate the pod's ResourceClaims"
+	case FailDRAAllocated:
+		return "a ResourceClaim of the pod is allocated on another node"
 	}
 	return "unknown"
 }

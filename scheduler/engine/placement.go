@@ -381,7 +381,7 @@ func sameRequest(a, b *snapshot.Task) bool {
 	return a.Class == b.Class && a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
 		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
 		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && len(a.Req.Scalars) == 0 && len(b.Req.Scalars) == 0 &&
-		len(a.Req.HostPorts) == 0 && len(b.Req.HostPorts) == 0
+		len(a.Req.HostPorts) == 0 && len(b.Req.HostPorts) == 0 && !a.Req.DRA && !b.Req.DRA
 }
 
 // gangFailure wraps the first pod's failure with the gang's count. placed counts the pods placed
@@ -530,8 +530,14 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	if c.noShares(n, &t.Req) {
 		return snapshot.Assignment{}, FailNoInventory
 	}
+	if f := draKindFit(n, &t.Req); f != Fits {
+		return snapshot.Assignment{}, f
+	}
 	_, reserved := heldByOthers(n, g, afterRelease)
 	a, f := PickGPUs(n, &t.Req, afterRelease, reserved)
+	if f == Fits && t.Req.DRA {
+		f = c.draPick(n, t, &a, afterRelease)
+	}
 	if f == Fits && t.Req.GPUMemoryMiB > 0 && !t.IsShadow() {
 		// A GPU-memory request costs more of a smaller GPU than its estimate: check the limits
 		// with what it takes here.

@@ -48,6 +48,9 @@ type Binding struct {
 	GPUs []GPU
 	// Shared is the GPU a fractional pod shares (or borrows, see SharedGPU.Loan), nil otherwise.
 	Shared *SharedGPU
+	// Claims are the pod's ResourceClaims with the allocations the engine chose (nil Result:
+	// already allocated); the runtime writes them, with the pod in reservedFor, before binding.
+	Claims []snapshot.ClaimAllocation
 }
 
 // GPU identifies one GPU of a node. UUID is empty when the node publishes no inventory.

@@ -20,7 +20,7 @@ func (c *cycle) computeFairShare() {
 		if n == nil {
 			continue
 		}
-		gpu := int64(len(n.Slots))*snapshot.MilliPerGPU - n.UnmanagedMilliGPU
+		gpu := int64(len(n.Slots))*snapshot.MilliPerGPU - n.UnmanagedMilliGPU - foreignClaimedMilli(n)
 		cpu := n.Allocatable.MilliCPU - n.Unmanaged.MilliCPU
 		mem := n.Allocatable.Memory - n.Unmanaged.Memory
 		if n.Unschedulable {

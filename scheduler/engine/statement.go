@@ -126,6 +126,9 @@ func bindingOf(t *snapshot.Task) Binding {
 	for _, pos := range t.GPUs.Whole {
 		b.GPUs = append(b.GPUs, GPU{Index: n.Slots[pos].Index, UUID: n.Slots[pos].UUID})
 	}
+	if t.GPUs.DRA != nil {
+		b.Claims = t.GPUs.DRA.Claims
+	}
 	if p := t.GPUs.Shared; p >= 0 {
 		b.Shared = &SharedGPU{GPU: GPU{Index: n.Slots[p].Index, UUID: n.Slots[p].UUID}, MilliGPU: t.GPUs.Milli, MemoryMiB: t.GPUs.MemMiB, Loan: t.GPUs.Loan}
 	}

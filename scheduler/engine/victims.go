@@ -401,10 +401,14 @@ func (c *cycle) roomOf(n *snapshot.Node, g *snapshot.Gang) *nodeRoom {
 	c.scratch.slots = c.scratch.slots[:0]
 	for i := range n.Slots {
 		s := &n.Slots[i]
-		c.scratch.slots = append(c.scratch.slots, slotLeft{
+		sl := slotLeft{
 			milli: s.UsedMilli - s.RelMilli, mem: s.UsedMemMiB - s.RelMemMiB, memCap: s.MemoryMiB,
 			owners: s.Owners - s.RelOwners, sharers: s.Sharers - s.RelSharers,
-		})
+		}
+		if s.Claimed > 0 && s.Owners == 0 {
+			sl.owners++ // a DRA device a claim holds for no pod of fairway's: no eviction frees it
+		}
+		c.scratch.slots = append(c.scratch.slots, sl)
 	}
 	r.slots = c.scratch.slots
 	return r

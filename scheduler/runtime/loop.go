@@ -428,6 +428,8 @@ func (l *loop) apply(k cache.Key) {
 		if l.rt.runs != nil {
 			l.rt.runs.Apply(l.snap, k.NamespacedName(), l.clock.Now())
 		}
+	case cache.KindDeviceClass, cache.KindResourceSlice, cache.KindResourceClaim:
+		l.applyDRA(k)
 	}
 }
 

@@ -82,6 +82,7 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	})
 	r.binder = binder.New(c.Scheduling, r.queue.Report, binder.Options{
 		Workers: opts.BindWorkers, GPU: r.gpu, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("binder"),
+		ClaimConflict: r.inf.ClaimConflict,
 	})
 	r.volumes = volumebinder.New(c.Scheduling, r.inf, r.binder.Submit, r.queue.Report, volumebinder.Options{
 		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),

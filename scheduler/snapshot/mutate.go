@@ -28,6 +28,7 @@ func (s *Snapshot) Assume(t *Task, n *Node, a Assignment, now time.Time) {
 	}
 	n.attach(t)
 	s.victimRef(t, 1)
+	s.assumeClaims(t, a.DRA, 1)
 	s.reindex(n)
 	s.account(t, 1)
 	s.syncGang(g)
@@ -40,6 +41,7 @@ func (s *Snapshot) Unassume(t *Task) {
 	s.account(t, -1)
 	s.victimRef(t, -1)
 	n.detach(t)
+	s.assumeClaims(t, t.GPUs.DRA, -1)
 	s.reindex(n)
 	if t.Assumed {
 		g.Assumed--

@@ -94,10 +94,20 @@ type GPUSlot struct {
 	Loans      int16
 	RelLoans   int16
 	LoanMemMiB int32
+
+	// Claimed counts the ResourceClaims that allocate the slot's device on a DRA node (dra.go).
+	// A claimed slot that no pod of the snapshot owns (another scheduler's pod, a claim not yet
+	// deallocated) is not empty.
+	Claimed int16
 }
 
 // Empty reports whether nothing holds the slot now, reservations included.
 func (g *GPUSlot) Empty() bool {
+	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0 && g.Loans == 0 && g.Claimed == 0
+}
+
+// emptyButClaimed is Empty, whatever claims the slot's DRA device.
+func (g *GPUSlot) emptyButClaimed() bool {
 	return g.UsedMilli == 0 && g.Owners == 0 && g.Sharers == 0 && g.Reserved == 0 && g.Loans == 0
 }
 
@@ -107,7 +117,8 @@ func (g *GPUSlot) Empty() bool {
 // the next cycle) when they do, so a slot whose shares are all releasing loses its loans too.
 // (Empty, which says what is free now, counts them.)
 func (g *GPUSlot) EmptyAfterRelease() bool {
-	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers
+	// A claimed device is freed with its owner; one nobody owns stays until it is deallocated.
+	return g.UsedMilli == g.RelMilli && g.Owners == g.RelOwners && g.Sharers == g.RelSharers && (g.Claimed == 0 || g.Owners > 0)
 }
 
 // Joinable reports whether a fractional pod may join the slot without opening a new GPU: it is
@@ -157,6 +168,9 @@ type Node struct {
 
 	// Slots are the node's GPUs, sorted by index.
 	Slots []GPUSlot
+	// DRADevices are the DRA devices behind Slots (same positions) on a node whose
+	// ResourceSlices publish GPUs; nil on a device-plugin node (dra.go).
+	DRADevices []DRADevice
 	// Floating counts whole GPUs held by pods whose GPU indexes are unknown (pods found running
 	// after a restart without a fairway.dev/gpu-index annotation); FloatingRel the releasing part.
 	// They make that many empty-looking slots unavailable.
@@ -203,6 +217,9 @@ type Node struct {
 
 	bucket int
 }
+
+// IsDRA reports whether the node's GPUs are DRA devices.
+func (n *Node) IsDRA() bool { return len(n.DRADevices) > 0 }
 
 // FreeWholeSlots is the number of GPUs a whole-GPU pod could take now (ignoring holds).
 func (n *Node) FreeWholeSlots() int64 {
@@ -527,7 +544,8 @@ func (n *Node) placeExisting(t *Task, indexes []int) {
 	case r.WholeGPUs > 0:
 		for _, idx := range indexes {
 			pos := n.slotPos(idx)
-			if pos < 0 || !n.Slots[pos].Empty() || slices.Contains(a.Whole, int32(pos)) || int64(len(a.Whole)) == r.WholeGPUs {
+			// A DRA device is claimed by the pod's own claim: held by nothing else is enough.
+			if pos < 0 || !n.Slots[pos].emptyButClaimed() || slices.Contains(a.Whole, int32(pos)) || int64(len(a.Whole)) == r.WholeGPUs {
 				continue
 			}
 			a.Whole = append(a.Whole, int32(pos))

@@ -28,54 +28,69 @@ func (s *Snapshot) UpsertNode(obj *corev1.Node) error {
 	if err != nil {
 		err = fmt.Errorf("node %s: %w", obj.Name, err)
 	}
-	if n == nil {
-		n = &Node{Name: obj.Name, bucket: -1}
-		if k := len(s.freeIDs); k > 0 {
-			n.ID = s.freeIDs[k-1]
-			s.freeIDs = s.freeIDs[:k-1]
-			s.nodes[n.ID] = n
-		} else {
-			n.ID = len(s.nodes)
-			s.nodes = append(s.nodes, n)
-		}
-		s.nodeByName[obj.Name] = n
-		s.applyNodeSpec(n, obj, spec)
-		for _, t := range s.orphans[obj.Name] {
-			s.account(t, -1)
-			n.placeExisting(t, slotIndexes(nil, t))
-			t.Node = n
-			n.attach(t)
-			s.victimRef(t, 1)
-			s.account(t, 1)
-		}
-		delete(s.orphans, obj.Name)
-	} else {
-		// Something the engine reads changed: take the pods off, rebuild, put them back where
-		// they were when their GPUs still exist.
-		tasks := slices.Clone(n.Tasks)
-		type held struct {
-			t   *Task
-			idx []int
-		}
-		moved := make([]held, 0, len(tasks))
-		for _, t := range tasks {
-			moved = append(moved, held{t, slotIndexes(n, t)})
-			s.account(t, -1)
-			s.victimRef(t, -1)
-			n.detach(t)
-		}
-		s.applyNodeSpec(n, obj, spec)
-		for _, m := range moved {
-			n.placeExisting(m.t, m.idx)
-			n.attach(m.t)
-			s.victimRef(m.t, 1)
-			s.account(m.t, 1)
-		}
+	if n != nil {
+		s.rebuildNodeSpec(n, obj, spec)
+		return err
 	}
+	n = &Node{Name: obj.Name, bucket: -1}
+	if k := len(s.freeIDs); k > 0 {
+		n.ID = s.freeIDs[k-1]
+		s.freeIDs = s.freeIDs[:k-1]
+		s.nodes[n.ID] = n
+	} else {
+		n.ID = len(s.nodes)
+		s.nodes = append(s.nodes, n)
+	}
+	s.nodeByName[obj.Name] = n
+	s.applyNodeSpec(n, obj, spec)
+	for _, t := range s.orphans[obj.Name] {
+		s.account(t, -1)
+		n.placeExisting(t, slotIndexes(nil, t))
+		t.Node = n
+		n.attach(t)
+		s.victimRef(t, 1)
+		s.account(t, 1)
+	}
+	delete(s.orphans, obj.Name)
 	s.reindex(n)
 	s.refreshClassBits(n, false)
 	s.nodeGen++
 	return err
+}
+
+// rebuildNode reads a known node again (its DRA devices changed).
+func (s *Snapshot) rebuildNode(n *Node, obj *corev1.Node) {
+	spec, _ := readNode(obj)
+	s.rebuildNodeSpec(n, obj, spec)
+}
+
+// rebuildNodeSpec applies a changed node: takes the pods off, rebuilds, puts them back where
+// they were when their GPUs still exist.
+func (s *Snapshot) rebuildNodeSpec(n *Node, obj *corev1.Node, spec nodeSpec) {
+	tasks := slices.Clone(n.Tasks)
+	type held struct {
+		t   *Task
+		idx []int
+	}
+	moved := make([]held, 0, len(tasks))
+	for _, t := range tasks {
+		moved = append(moved, held{t, slotIndexes(n, t)})
+		s.account(t, -1)
+		s.victimRef(t, -1)
+		n.detach(t)
+	}
+	s.applyNodeSpec(n, obj, spec)
+	for _, m := range moved {
+		dra := m.t.GPUs.DRA // the engine's allocation of an assumed pod stays its own
+		n.placeExisting(m.t, m.idx)
+		m.t.GPUs.DRA = dra
+		n.attach(m.t)
+		s.victimRef(m.t, 1)
+		s.account(m.t, 1)
+	}
+	s.reindex(n)
+	s.refreshClassBits(n, false)
+	s.nodeGen++
 }
 
 // slotIndexes returns the GPU indexes a task holds on n (nil when unknown).
@@ -94,6 +109,8 @@ func slotIndexes(n *Node, t *Task) []int {
 }
 
 func (s *Snapshot) applyNodeSpec(n *Node, obj *corev1.Node, spec nodeSpec) {
+	prevDRA := n.DRADevices
+	n.DRADevices = s.overlayDRA(obj.Name, &spec)
 	n.Obj = obj
 	n.Allocatable = spec.alloc
 	n.Slots = spec.slots
@@ -103,6 +120,9 @@ func (s *Snapshot) applyNodeSpec(n *Node, obj *corev1.Node, spec nodeSpec) {
 	n.Inventory = spec.inventory
 	n.InventoryGPUs, n.UnhealthyGPUs = spec.invGPUs, spec.unhealthy
 	n.Version++
+	if prevDRA != nil || n.DRADevices != nil {
+		s.indexDRANode(n, prevDRA)
+	}
 	for i := range n.Slots {
 		s.refGPUMemMiB = max(s.refGPUMemMiB, n.Slots[i].MemoryMiB)
 	}

@@ -364,6 +364,10 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 		return fmt.Errorf("upsert pod: %w", ErrInvalidObject)
 	}
 	info := PodInfoFromPod(pod)
+	var claims []string
+	if info.Queue != "" && len(pod.Spec.ResourceClaims) > 0 {
+		claims = s.readClaims(pod, &info)
+	}
 	old := s.tasks[info.Key]
 	if old != nil && old.UID != "" && info.UID != "" && old.UID != info.UID {
 		s.removeTask(old) // a new pod with the name of a deleted one
@@ -403,6 +407,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 		return nil
 	}
 	t := s.newTask(pod, &info)
+	t.claims = claims
 	preset := false
 	if old != nil {
 		if sameTask(old, t) {
@@ -489,6 +494,7 @@ func sameTask(a, b *Task) bool {
 		a.Req.MilliCPU == b.Req.MilliCPU && a.Req.Memory == b.Req.Memory &&
 		a.Req.WholeGPUs == b.Req.WholeGPUs && a.Req.FractionMilli == b.Req.FractionMilli &&
 		a.Req.GPUMemoryMiB == b.Req.GPUMemoryMiB && a.Req.Reservation == b.Req.Reservation &&
+		a.Req.DRA == b.Req.DRA && slices.Equal(a.claims, b.claims) &&
 		a.resvSlot == b.resvSlot && a.loanHint == b.loanHint && a.Interactive == b.Interactive && a.Kind == b.Kind && slices.Equal(a.Req.Scalars, b.Req.Scalars) &&
 		slices.Equal(a.Req.HostPorts, b.Req.HostPorts) && (a.Problem == nil) == (b.Problem == nil) &&
 		(a.Problem == nil || *a.Problem == *b.Problem)

@@ -117,6 +117,9 @@ type Request struct {
 	// one GPU for the kubelet on behalf of the fractional pods that share it, and takes no GPU in
 	// the snapshot's accounting beyond marking its slot (see GPUSlot.Reserved).
 	Reservation bool
+	// DRA is true for a pod with ResourceClaims: its WholeGPUs are the GPU devices its claims ask
+	// for (dra.go), which only DRA nodes have.
+	DRA bool
 }
 
 // Scalar is an amount of a resource counted by a node's allocatable, other than CPU, memory, pods

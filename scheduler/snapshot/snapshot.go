@@ -67,6 +67,9 @@ type Snapshot struct {
 	// foreign are the pending pods of other schedulers that ask for GPUs (see ForeignPending).
 	foreignPods foreignPending
 
+	// draS holds the Dynamic Resource Allocation objects (dra.go); nil until the first one.
+	draS *draState
+
 	// demand counts GPU requests by class (Demands); demandGen changes with it.
 	demand       map[Demand]int32
 	demandGen    uint64

@@ -53,6 +53,9 @@ type Assignment struct {
 	// Milli and MemMiB are what the fractional pod takes of that GPU.
 	Milli  int64
 	MemMiB int64
+	// DRA is what the engine allocated for the pod's ResourceClaims (Whole are the GPU devices
+	// among them); nil for pods without claims and for pods found bound.
+	DRA *DRAAllocation
 }
 
 // MilliGPU is the total GPU the assignment holds.
@@ -158,6 +161,10 @@ type Task struct {
 
 	// shadow marks a what-if copy (see Snapshot.Shadow).
 	shadow bool
+
+	// claims are the names of the pod's ResourceClaims (its namespace), resolved from its spec and
+	// status (see readClaims).
+	claims []string
 
 	// resvSlot is the GPU index a reservation pod holds (fairway.dev/gpu-slot), or -1.
 	resvSlot int

@@ -66,9 +66,12 @@ type Options struct {
 	// Backoff between attempts of one binding on transient errors.
 	Backoff wait.Backoff
 	// GPU makes fractional placements true; required for fractional bindings.
-	GPU      *gpushare.Manager
-	Observer Observer
-	Log      logr.Logger
+	GPU *gpushare.Manager
+	// ClaimConflict is the last check of a DRA allocation before it is written (claims.go);
+	// none when nil.
+	ClaimConflict ClaimConflict
+	Observer      Observer
+	Log           logr.Logger
 }
 
 // The default sizes of the worker pools.
@@ -194,8 +197,26 @@ func (b *Binder) finish(r *Request, err error) {
 	b.report(cache.Outcome{Kind: cache.BindFailed, Pod: r.Pod, UID: r.UID})
 }
 
-// bind posts the binding, retrying transient errors.
+// bind writes the pod's ResourceClaims (claims.go), then posts the binding, retrying transient
+// errors.
 func (b *Binder) bind(ctx context.Context, r *Request) error {
+	if len(r.Claims) == 0 {
+		return b.bindPod(ctx, r)
+	}
+	allocated, err := b.reserveClaims(ctx, r)
+	if err == nil {
+		err = b.bindPod(ctx, r)
+	} else {
+		err = &failure{"ResourceClaim", err}
+	}
+	if err != nil && ctx.Err() == nil {
+		b.releaseClaims(ctx, r, allocated)
+	}
+	return err
+}
+
+// bindPod posts the binding, retrying transient errors.
+func (b *Binder) bindPod(ctx context.Context, r *Request) error {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: r.Node},

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -70,6 +71,9 @@ type Informers struct {
 	// PendingForeignPods are other schedulers' pods that wait for a node (TrimPendingForeignPod).
 	PendingForeignPods cache.SharedIndexInformer
 
+	// DRA objects (dra.go).
+	DeviceClasses, ResourceSlices, ResourceClaims cache.SharedIndexInformer
+
 	queue  *Queue
 	log    logr.Logger
 	synced atomic.Bool
@@ -97,7 +101,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 			listOpts(own)(&o)
 			return core.Pods("").Watch(ctx, o)
 		}), &corev1.Pod{}, cache.Indexers{IndexPodGroup: indexPodGroup, IndexNode: indexNode, IndexClaim: indexClaim,
-		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		IndexResourceClaim: indexResourceClaim, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	inf.ForeignPods = newInformer(typedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			listOpts(foreign)(&o)
@@ -175,6 +179,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return sched.PriorityClasses().Watch(ctx, o)
 		}), &schedulingv1.PriorityClass{}, nil)
+	inf.newDRAInformers(cs)
 	inf.Queues = newInformer(crdLW[v1alpha1.QueueList](crd), &v1alpha1.Queue{}, nil)
 	inf.PodGroups = newInformer(crdLW[v1alpha1.PodGroupList](crd), &v1alpha1.PodGroup{},
 		cache.Indexers{IndexPriorityClass: indexPriorityClass})
@@ -195,6 +200,9 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.Namespaces, transform(TrimNamespace)},
 		{inf.PodGroups, transform(TrimPodGroup)},
 		{inf.Budgets, transform(TrimBudget)},
+		{inf.DeviceClasses, transform(trimManaged[resourceapi.DeviceClass])},
+		{inf.ResourceSlices, transform(trimManaged[resourceapi.ResourceSlice])},
+		{inf.ResourceClaims, transform(trimManaged[resourceapi.ResourceClaim])},
 	} {
 		if err := t.inf.SetTransform(t.fn); err != nil {
 			return nil, fmt.Errorf("setting an informer transform: %w", err)
@@ -225,6 +233,7 @@ func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logge
 		{inf.StorageClasses, KindStorageClass, func(old, cur any) bool { return true }},
 		{inf.Budgets, KindBudget, budgetChangeRelevant},
 	}
+	handlers = append(handlers, inf.draHandlers()...)
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(queueHandler(q, h.kind, h.relevant)); err != nil {
 			return nil, fmt.Errorf("adding an event handler: %w", err)
@@ -298,7 +307,8 @@ func podChangeRelevant(old, cur any) bool {
 	}
 	return a.Spec.NodeName != b.Spec.NodeName || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
 		terminal(a) != terminal(b) || len(a.Spec.SchedulingGates) != len(b.Spec.SchedulingGates) ||
-		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) || gpuIdleChanged(a, b)
+		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) || gpuIdleChanged(a, b) ||
+		len(a.Status.ResourceClaimStatuses) != len(b.Status.ResourceClaimStatuses)
 }
 
 // gpuIdleChanged reports whether the GPUIdle condition of a pod differs between two versions in
@@ -420,7 +430,8 @@ func (inf *Informers) Start(ctx context.Context) error {
 }
 
 func (inf *Informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.PendingForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses, inf.Budgets}
+	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.PendingForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses, inf.Budgets,
+		inf.DeviceClasses, inf.ResourceSlices, inf.ResourceClaims}
 }
 
 // Synced reports whether every informer has synced once.
@@ -439,6 +450,9 @@ func (inf *Informers) AllKeys() []Key {
 	add(KindQueue, inf.Queues.GetStore())
 	add(KindPodGroup, inf.PodGroups.GetStore())
 	add(KindBudget, inf.Budgets.GetStore())
+	add(KindDeviceClass, inf.DeviceClasses.GetStore())
+	add(KindResourceSlice, inf.ResourceSlices.GetStore())
+	add(KindResourceClaim, inf.ResourceClaims.GetStore())
 	add(KindPod, inf.Pods.GetStore())
 	add(KindPod, inf.ForeignPods.GetStore())
 	add(KindPod, inf.PendingForeignPods.GetStore())

@@ -24,6 +24,11 @@ const (
 	KindStorageClass
 	KindVolume
 	KindClaim
+	// KindDeviceClass, KindResourceSlice and KindResourceClaim are DRA objects (after nodes,
+	// whose GPUs slices make; claims before the pods that use them).
+	KindDeviceClass
+	KindResourceSlice
+	KindResourceClaim
 	// KindBudget is a PodDisruptionBudget; applied before pods, which name them.
 	KindBudget
 	KindPod
@@ -51,6 +56,12 @@ func (k Kind) String() string {
 		return "PersistentVolume"
 	case KindClaim:
 		return "PersistentVolumeClaim"
+	case KindDeviceClass:
+		return "DeviceClass"
+	case KindResourceSlice:
+		return "ResourceSlice"
+	case KindResourceClaim:
+		return "ResourceClaim"
 	case KindBudget:
 		return "PodDisruptionBudget"
 	case KindPod:

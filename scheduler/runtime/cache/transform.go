@@ -108,7 +108,9 @@ func TrimPod(p *corev1.Pod) *corev1.Pod {
 				Ephemeral: &corev1.EphemeralVolumeSource{}}})
 		}
 	}
-	out.Status = corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime}
+	out.Status = corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime,
+		// The names of the ResourceClaims made from the pod's templates (docs/dra.md).
+		ResourceClaimStatuses: p.Status.ResourceClaimStatuses}
 	if p.Status.Phase == corev1.PodFailed {
 		// Why the kubelet failed it: a rejection at admission backs its node off.
 		out.Status.Reason, out.Status.Message = p.Status.Reason, p.Status.Message

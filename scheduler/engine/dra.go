@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+)
+
+// Pods with ResourceClaims (Dynamic Resource Allocation). The snapshot counts the GPU devices a
+// pod's claims ask for as its whole GPUs and makes the GPU devices of a DRA node its slots
+// (snapshot/dra.go); so PickGPUs and everything above it (quotas, fair share, gangs, topology,
+// reclaim, preemption) treat them like nvidia.com/gpu. On a node that has the GPUs, draPick then
+// asks kube-scheduler's structured allocator (k8s.io/dynamic-resource-allocation) which devices
+// the pod's unallocated claims get there, honouring device classes, CEL selectors, counts,
+// allocation modes, matchAttribute constraints and admin access, and makes the pod's GPUs the
+// slots of the devices it chose.
+
+// draFeatures are the allocator features kube-scheduler 1.37 enables by default
+// (dynamicresources.AllocatorFeatures with the default feature gates), less device binding
+// conditions, which need the binding to wait for a driver: fairway does not (a claim whose
+// devices need it cannot be allocated by fairway).
+var draFeatures = structured.Features{
+	AdminAccess:          true,
+	PrioritizedList:      true,
+	PartitionableDevices: true,
+	DeviceTaints:         true,
+}
+
+// newCELCache is the engine's cache of compiled CEL selectors, kube-scheduler's size.
+func newCELCache() *cel.Cache { return cel.NewCache(10, cel.Features{}) }
+
+// draPick allocates the pod's claims on node n and sets a's GPUs to the slots of the GPU devices
+// they get there (its claims already allocated must be on n). afterRelease sees the devices of
+// pods being evicted as free. The allocation rides on the assignment (a.DRA) until the runtime
+// writes it to the claims.
+func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignment, afterRelease bool) FitFailure {
+	claims := c.snap.TaskClaims(t)
+	var toAlloc []*resourceapi.ResourceClaim
+	var whole []int32
+	out := &snapshot.DRAAllocation{}
+	for _, cl := range claims {
+		if cl == nil || cl.Obj == nil {
+			return FailDRA
+		}
+		alloc := cl.Allocation()
+		if alloc == nil {
+			toAlloc = append(toAlloc, cl.Obj)
+			continue
+		}
+		if !allocationOnNode(alloc, n) {
+			return FailDRAAllocated
+		}
+		if cl.HeldBy(t) {
+			whole = c.appendSlots(whole, n, alloc)
+		}
+		out.Claims = append(out.Claims, snapshot.ClaimAllocation{Claim: cl.Key, UID: cl.Obj.UID})
+	}
+	if len(toAlloc) > 0 {
+		if n.Obj == nil {
+			return FailDRA
+		}
+		state := structured.AllocatedState{AllocatedDevices: c.snap.AllocatedDevices()}
+		if afterRelease {
+			state.AllocatedDevices = c.releasedDevices(n, state.AllocatedDevices)
+		}
+		if c.e.cel == nil {
+			c.e.cel = newCELCache()
+		}
+		alloc, err := structured.NewAllocator(context.Background(), draFeatures, state, c.snap.DeviceClasses(), c.snap.DRASlices(n.Name), c.e.cel)
+		if err != nil {
+			return FailDRA
+		}
+		results, err := alloc.Allocate(context.Background(), n.Obj, toAlloc)
+		if err != nil || len(results) != len(toAlloc) {
+			if err != nil && !errors.Is(err, structured.ErrFailedAllocationOnNode) {
+				c.e.opts.Logger.V(2).Info("DRA allocation failed", "pod", t.Key.String(), "node", n.Name, "err", err.Error())
+			}
+			return FailDRA
+		}
+		for i := range results {
+			r := &results[i]
+			whole = c.appendSlots(whole, n, r)
+			out.Claims = append(out.Claims, snapshot.ClaimAllocation{
+				Claim: types.NamespacedName{Namespace: toAlloc[i].Namespace, Name: toAlloc[i].Name}, UID: toAlloc[i].UID, Result: r,
+			})
+		}
+	}
+	a.Whole = whole
+	a.DRA = out
+	return Fits
+}
+
+// appendSlots adds the slots of n that an allocation's GPU devices are.
+func (c *cycle) appendSlots(whole []int32, n *snapshot.Node, alloc *resourceapi.AllocationResult) []int32 {
+	for _, r := range alloc.Devices.Results {
+		if r.AdminAccess != nil && *r.AdminAccess {
+			continue
+		}
+		if pos := c.snap.SlotOfDevice(n, structured.MakeDeviceID(r.Driver, r.Pool, r.Device)); pos >= 0 {
+			whole = append(whole, pos)
+		}
+	}
+	return whole
+}
+
+// releasedDevices is the allocated set without the devices of n that only pods being evicted
+// hold.
+func (c *cycle) releasedDevices(n *snapshot.Node, all sets.Set[structured.DeviceID]) sets.Set[structured.DeviceID] {
+	var out sets.Set[structured.DeviceID]
+	for i, d := range n.DRADevices {
+		g := &n.Slots[i]
+		if g.Owners == 0 || !g.EmptyAfterRelease() {
+			continue
+		}
+		if !all.Has(d.ID) {
+			continue
+		}
+		if out == nil {
+			out = all.Clone()
+		}
+		out.Delete(d.ID)
+	}
+	if out == nil {
+		return all
+	}
+	return out
+}
+
+// allocationOnNode reports whether an allocation's devices are reachable from n.
+func allocationOnNode(a *resourceapi.AllocationResult, n *snapshot.Node) bool {
+	if a.NodeSelector == nil {
+		return true
+	}
+	if n.Obj == nil {
+		return false
+	}
+	ok, err := nodeaffinity.NewLazyErrorNodeSelector(a.NodeSelector).Match(n.Obj)
+	return err == nil && ok
+}
+
+// draKindFit keeps device-plugin GPU pods off DRA nodes and DRA GPU pods off device-plugin nodes.
+func draKindFit(n *snapshot.Node, r *snapshot.Request) FitFailure {
+	if !r.GPU() || r.DRA == n.IsDRA() {
+		return Fits
+	}
+	if r.DRA {
+		return FailDRANoDevices
+	}
+	return FailDRANode
+}
+
+// foreignClaimedMilli is the GPU of a DRA node's devices that claims hold for no pod fairway
+// accounts (another scheduler's pods): not fairway's to divide.
+func foreignClaimedMilli(n *snapshot.Node) int64 {
+	if !n.IsDRA() {
+		return 0
+	}
+	var m int64
+	for i := range n.Slots {
+		if g := &n.Slots[i]; g.Claimed > 0 && g.Owners == 0 {
+			m += snapshot.MilliPerGPU
+		}
+	}
+	return m
+}

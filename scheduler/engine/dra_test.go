@@ -1,0 +1,297 @@
+package engine_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fairway-sched/fairway/scheduler/engine"
+	"github.com/fairway-sched/fairway/scheduler/snapshot"
+	"github.com/fairway-sched/fairway/scheduler/testutil"
+)
+
+var draNow = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+
+// draCluster is nodes n0..n<k-1> with 8 H100s each published through DRA, NVIDIA's device
+// class, and queue team-a serving namespace team-a with a GPU quota.
+func draCluster(t testing.TB, nodes int, quota string) *snapshot.Snapshot {
+	t.Helper()
+	snap := snapshot.New()
+	snap.UpsertDeviceClass(testutil.NVIDIADeviceClass())
+	for i := range nodes {
+		name := fmt.Sprintf("n%d", i)
+		if err := snap.UpsertNode(testutil.MakeNode(name).Label("fairway.dev/nvlink-domain", "nvl-"+name).Obj()); err != nil {
+			t.Fatal(err)
+		}
+		snap.UpsertResourceSlice(testutil.NVIDIAGPUSlice(name, 8, "NVIDIA H100 80GB HBM3", 80))
+	}
+	if err := snap.UpsertQueue(testutil.MakeQueue("team-a").Namespaces("team-a").GPU(quota, 1, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// commitClaims writes the engine's allocations into the claims as the runtime does, and binds
+// the pods, as the API server's events would tell the snapshot.
+func commitClaims(t *testing.T, snap *snapshot.Snapshot, res *engine.Result, pods map[string]*testutil.PodWrapper) {
+	t.Helper()
+	for _, b := range res.Bindings {
+		p := pods[b.Pod.Name]
+		for _, ca := range b.Claims {
+			c := snap.ResourceClaim(ca.Claim).Obj.DeepCopy()
+			if ca.Result != nil {
+				c.Status.Allocation = ca.Result
+			}
+			c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
+			snap.UpsertResourceClaim(c)
+		}
+		if err := snap.UpsertPod(p.Node(b.Node).Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDRAGangOfClaimsFromTemplates(t *testing.T) {
+	snap := draCluster(t, 2, "8")
+	pods := map[string]*testutil.PodWrapper{}
+	for i := range 4 {
+		name := fmt.Sprintf("w%d", i)
+		p := testutil.MakePod("team-a", name).Queue("team-a").PodGroup("job").MinMember(4).ClaimTemplate("gpu", "one-gpu", name+"-gpu-x")
+		pods[name] = p
+		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", name+"-gpu-x", 1), p.Obj()))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng := engine.New(engine.Options{})
+	res := eng.Schedule(snap, draNow)
+	if len(res.Bindings) != 4 {
+		t.Fatalf("bindings = %d, want 4; reasons %+v", len(res.Bindings), res.Unschedulable)
+	}
+	devices := map[string]bool{}
+	for _, b := range res.Bindings {
+		if b.Node != res.Bindings[0].Node {
+			t.Errorf("gang split over nodes: %s on %s, %s on %s", b.Pod, b.Node, res.Bindings[0].Pod, res.Bindings[0].Node)
+		}
+		if len(b.Claims) != 1 || b.Claims[0].Result == nil || len(b.Claims[0].Result.Devices.Results) != 1 {
+			t.Fatalf("binding %s: claims %+v, want one allocated claim with one device", b.Pod, b.Claims)
+		}
+		r := b.Claims[0].Result.Devices.Results[0]
+		if r.Pool != b.Node || r.Driver != "gpu.nvidia.com" {
+			t.Errorf("binding %s on %s got device %s/%s/%s", b.Pod, b.Node, r.Driver, r.Pool, r.Device)
+		}
+		key := r.Pool + "/" + r.Device
+		if devices[key] {
+			t.Errorf("device %s allocated twice", key)
+		}
+		devices[key] = true
+		if len(b.GPUs) != 1 {
+			t.Errorf("binding %s: GPUs %v, want the one device's slot", b.Pod, b.GPUs)
+		}
+	}
+	if got := res.Queues[0].Allocated["gpu"]; got != 4000 {
+		t.Errorf("team-a allocated %d milli-GPU, want 4000 (4 claims of one GPU)", got)
+	}
+	if got := res.Queues[0].Allocated["gpu/H100"]; got != 4000 {
+		t.Errorf("team-a allocated %d milli-GPU of gpu/H100, want 4000 (productName)", got)
+	}
+	// The runtime writes the claims and binds; the next cycle keeps the devices taken.
+	commitClaims(t, snap, &res, pods)
+	n := snap.Node(res.Bindings[0].Node)
+	if free := n.FreeWholeSlots(); free != 4 {
+		t.Errorf("node %s has %d free GPUs after 4 one-GPU claims, want 4", n.Name, free)
+	}
+	// A 5th pod asking for 5 GPUs in one claim does not fit the half-used node.
+	big := testutil.MakePod("team-a", "big").Queue("team-a").ClaimRef("gpus", "five")
+	snap.UpsertResourceClaim(testutil.GPUClaim("team-a", "five", 5))
+	if err := snap.UpsertPod(big.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	res = eng.Schedule(snap, draNow.Add(time.Second))
+	if len(res.Bindings) != 1 || res.Bindings[0].Node == n.Name {
+		t.Fatalf("5-GPU claim: bindings %+v, want one on the other node", res.Bindings)
+	}
+}
+
+func TestDRASelectorsAndForeignAllocations(t *testing.T) {
+	snap := draCluster(t, 1, "8")
+	// Another scheduler's claim holds gpu-0 and gpu-1.
+	foreign := testutil.GPUClaim("other", "theirs", 2)
+	foreign.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n0", Device: "gpu-0"},
+		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n0", Device: "gpu-1"},
+	}}}
+	snap.UpsertResourceClaim(foreign)
+	if free := snap.Node("n0").FreeWholeSlots(); free != 6 {
+		t.Fatalf("free GPUs with a foreign claim on 2: %d, want 6", free)
+	}
+	// A claim whose selector wants gpu-1 cannot have it; one that wants gpu-7 gets it.
+	for _, tc := range []struct {
+		name, device string
+		fits         bool
+	}{{"want1", "gpu-1", false}, {"want7", "gpu-7", true}} {
+		p := testutil.MakePod("team-a", tc.name).Queue("team-a").ClaimRef("gpu", tc.name)
+		snap.UpsertResourceClaim(testutil.GPUClaim("team-a", tc.name, 1, fmt.Sprintf("device.attributes['gpu.nvidia.com'].uuid == 'GPU-n0-%s'", tc.device[4:])))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := engine.New(engine.Options{}).Schedule(snap, draNow)
+	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "want7" {
+		t.Fatalf("bindings %+v, want only want7", res.Bindings)
+	}
+	if d := res.Bindings[0].Claims[0].Result.Devices.Results[0].Device; d != "gpu-7" {
+		t.Errorf("want7 got %s", d)
+	}
+	var reason string
+	for _, u := range res.Unschedulable {
+		reason += u.Message
+	}
+	if !slices.ContainsFunc(res.Unschedulable, func(u engine.GangReason) bool { return u.Gang.Name == "want1" }) {
+		t.Errorf("want1 not reported waiting: %q", reason)
+	}
+	// The foreign claim is deallocated: its devices are free again.
+	foreign = foreign.DeepCopy()
+	foreign.Status.Allocation = nil
+	snap.UpsertResourceClaim(foreign)
+	res = engine.New(engine.Options{}).Schedule(snap, draNow.Add(time.Second))
+	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "want1" {
+		t.Fatalf("after deallocation: bindings %+v, want want1", res.Bindings)
+	}
+}
+
+func TestDRAKindsDoNotMix(t *testing.T) {
+	snap := draCluster(t, 1, "8")
+	if err := snap.UpsertNode(testutil.MakeNode("plugin").GPUs(8, "H100").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	plain := testutil.MakePod("team-a", "plain").Queue("team-a").GPU(8)
+	dra := testutil.MakePod("team-a", "dra").Queue("team-a").ClaimRef("gpu", "eight")
+	snap.UpsertResourceClaim(testutil.GPUClaim("team-a", "eight", 8))
+	for _, p := range []*testutil.PodWrapper{plain, dra} {
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := engine.New(engine.Options{}).Schedule(snap, draNow)
+	got := map[string]string{}
+	for _, b := range res.Bindings {
+		got[b.Pod.Name] = b.Node
+	}
+	if got["plain"] != "plugin" || got["dra"] != "n0" {
+		t.Fatalf("placements %v, want plain on the device-plugin node and dra on the DRA node", got)
+	}
+}
+
+func TestDRAMissingClaimWaits(t *testing.T) {
+	snap := draCluster(t, 1, "8")
+	p := testutil.MakePod("team-a", "p").Queue("team-a").ClaimTemplate("gpu", "one-gpu", "")
+	if err := snap.UpsertPod(p.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	res := engine.New(engine.Options{}).Schedule(snap, draNow)
+	if len(res.Bindings) != 0 || len(res.Unschedulable) != 1 {
+		t.Fatalf("bindings %+v, waiting %+v: want the pod waiting for its claim", res.Bindings, res.Unschedulable)
+	}
+	// kube-controller-manager makes the claim and names it in the pod's status.
+	p = testutil.MakePod("team-a", "p").Queue("team-a").ClaimTemplate("gpu", "one-gpu", "p-gpu-1")
+	snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", "p-gpu-1", 1), p.Obj()))
+	if err := snap.UpsertPod(p.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	res = engine.New(engine.Options{}).Schedule(snap, draNow.Add(time.Second))
+	if len(res.Bindings) != 1 {
+		t.Fatalf("bindings %+v after the claim appeared, want 1 (%+v)", res.Bindings, res.Unschedulable)
+	}
+	// A failed binding takes the engine's allocation back.
+	if err := snap.Forget(types.NamespacedName{Namespace: "team-a", Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := snap.ResourceClaim(types.NamespacedName{Namespace: "team-a", Name: "p-gpu-1"}); c.Allocation() != nil {
+		t.Errorf("claim still allocated after Forget: %+v", c.Allocation())
+	}
+	if len(snap.AllocatedDevices()) != 0 {
+		t.Errorf("allocated devices after Forget: %v", snap.AllocatedDevices())
+	}
+}
+
+func TestDRAReclaim(t *testing.T) {
+	snap := draCluster(t, 2, "0")
+	if err := snap.UpsertQueue(testutil.MakeQueue("team-a").Namespaces("team-a").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.UpsertQueue(testutil.MakeQueue("lend").Namespaces("lend").GPU("16", 1, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Options{})
+	pods := map[string]*testutil.PodWrapper{}
+	for i := range 4 {
+		name := fmt.Sprintf("w%d", i)
+		p := testutil.MakePod("team-a", name).Queue("team-a").PodGroup("job").MinMember(4).TopologyRequired("fairway.dev/nvlink-domain").ClaimTemplate("gpu", "one-gpu", name+"-gpu")
+		pods[name] = p
+		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", name+"-gpu", 1), p.Obj()))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := eng.Schedule(snap, draNow)
+	commitClaims(t, snap, &res, pods)
+	// A node update puts its pods back on their devices (the slots their own claims claim).
+	if err := snap.UpsertNode(testutil.MakeNode("n0").Label("fairway.dev/nvlink-domain", "nvl-n0").Label("x", "y").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if n := snap.Node("n0"); n.Floating != 0 || n.FreeWholeSlots() != 4 {
+		t.Fatalf("after a node update: %d floating GPUs, %d free; want 0 and 4", n.Floating, n.FreeWholeSlots())
+	}
+	// Another scheduler's claims take 4 more devices of n0 and 2 of n1.
+	for i, dev := range []string{"n0/gpu-4", "n0/gpu-5", "n0/gpu-6", "n0/gpu-7", "n1/gpu-0", "n1/gpu-1"} {
+		c := testutil.GPUClaim("plain", fmt.Sprintf("k%d", i), 1)
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+			{Request: "gpu", Driver: "gpu.nvidia.com", Pool: dev[:2], Device: dev[3:]}}}}
+		snap.UpsertResourceClaim(c)
+	}
+	for i := range 8 {
+		name := fmt.Sprintf("l%d", i)
+		p := testutil.MakePod("lend", name).Queue("lend").CPU("100m").Memory("128Mi").PodGroup("lend").MinMember(8).ClaimTemplate("gpu", "one-gpu", name+"-gpu")
+		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("lend", name+"-gpu", 1), p.Obj()))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = eng.Schedule(snap, draNow.Add(time.Minute))
+	if len(res.Evictions) < 2 {
+		t.Fatalf("evictions %+v, want at least 2 of team-a's pods; waiting: %+v", res.Evictions, res.Unschedulable)
+	}
+}
+
+// BenchmarkDRACycle: one cycle placing 500 pending pods, each with its own one-GPU claim, on 500
+// nodes that publish 8 GPUs each in ResourceSlices (4,000 devices): every placement runs the
+// structured allocator on its node.
+func BenchmarkDRACycle(b *testing.B) {
+	build := func() *snapshot.Snapshot {
+		snap := draCluster(b, 500, "4000")
+		for i := range 500 {
+			name := fmt.Sprintf("p%d", i)
+			p := testutil.MakePod("team-a", name).Queue("team-a").CPU("1").ClaimTemplate("gpu", "one-gpu", name+"-gpu")
+			snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", name+"-gpu", 1), p.Obj()))
+			if err := snap.UpsertPod(p.Obj()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return snap
+	}
+	eng := engine.New(engine.Options{})
+	for b.Loop() {
+		b.StopTimer()
+		snap := build()
+		b.StartTimer()
+		res := eng.Schedule(snap, draNow)
+		if len(res.Bindings) != 500 {
+			b.Fatalf("bindings %d, want 500", len(res.Bindings))
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package testutil
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// Dynamic Resource Allocation objects in the shape NVIDIA's DRA driver for GPUs publishes them
+// (github.com/NVIDIA/k8s-dra-driver-gpu, Apache-2.0, read at commit 22407113:
+// cmd/gpu-kubelet-plugin/deviceinfo.go GpuInfo.GetDevice and Attributes, partitions.go
+// fullGpuCapacity, deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml). Only
+// the shape is taken, no code: driver gpu.nvidia.com, one pool per node named after the node,
+// devices gpu-<minor> with the attributes type ("gpu"), uuid, productName, brand, architecture,
+// cudaComputeCapability, driverVersion, cudaDriverVersion and the capacity memory; the
+// DeviceClass gpu.nvidia.com selects them with CEL.
+
+// NVIDIADeviceClass is the DeviceClass NVIDIA's chart installs for whole GPUs (without its
+// extendedResourceName, which lets kube-scheduler serve nvidia.com/gpu requests from DRA).
+func NVIDIADeviceClass() *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.NVIDIAGPUDeviceClass},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+		}}}},
+	}
+}
+
+// NVIDIAGPUSlice is the ResourceSlice NVIDIA's kubelet plugin publishes for a node with gpus
+// GPUs of one product (e.g. "NVIDIA H100 80GB HBM3") and memory GiB each.
+func NVIDIAGPUSlice(node string, gpus int, product string, memGiB int64) *resourceapi.ResourceSlice {
+	rs := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.nvidia.com"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   v1alpha1.NVIDIAGPUDriver,
+			NodeName: ptr.To(node),
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+		},
+	}
+	for i := range gpus {
+		uuid := fmt.Sprintf("GPU-%s-%d", node, i)
+		rs.Spec.Devices = append(rs.Spec.Devices, resourceapi.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type":                  {StringValue: ptr.To("gpu")},
+				"uuid":                  {StringValue: ptr.To(uuid)},
+				"productName":           {StringValue: ptr.To(product)},
+				"brand":                 {StringValue: ptr.To("Nvidia")},
+				"architecture":          {StringValue: ptr.To("Hopper")},
+				"cudaComputeCapability": {VersionValue: ptr.To("9.0.0")},
+				"driverVersion":         {VersionValue: ptr.To("570.124.6")},
+				"cudaDriverVersion":     {VersionValue: ptr.To("12.8.0")},
+			},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				"memory": {Value: *resource.NewQuantity(memGiB<<30, resource.BinarySI)},
+			},
+		})
+	}
+	return rs
+}
+
+// GPUClaim is a ResourceClaim for count whole GPUs of NVIDIA's class; extra CEL selectors narrow
+// the devices.
+func GPUClaim(namespace, name string, count int64, selectors ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("claim-" + namespace + "/" + name)},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{GPURequest("gpu", count, selectors...)}}},
+	}
+	return c
+}
+
+// GPURequest is a device request for count GPUs of NVIDIA's class.
+func GPURequest(name string, count int64, selectors ...string) resourceapi.DeviceRequest {
+	r := resourceapi.DeviceRequest{Name: name, Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: v1alpha1.NVIDIAGPUDeviceClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+	}}
+	for _, s := range selectors {
+		r.Exactly.Selectors = append(r.Exactly.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
+	}
+	return r
+}
+
+// OwnedBy makes the claim one kube-controller-manager made for the pod from a template.
+func OwnedBy(c *resourceapi.ResourceClaim, pod *corev1.Pod) *resourceapi.ResourceClaim {
+	c.OwnerReferences = append(c.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)})
+	return c
+}
+
+// ClaimRef makes the pod use an existing claim.
+func (p *PodWrapper) ClaimRef(podClaim, claim string) *PodWrapper {
+	p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: podClaim, ResourceClaimName: ptr.To(claim)})
+	return p
+}
+
+// ClaimTemplate makes the pod use a claim made from a template; generated is the claim's name in
+// the pod's status ("" while kube-controller-manager has not made it).
+func (p *PodWrapper) ClaimTemplate(podClaim, template, generated string) *PodWrapper {
+	p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: podClaim, ResourceClaimTemplateName: ptr.To(template)})
+	if generated != "" {
+		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: podClaim, ResourceClaimName: ptr.To(generated)})
+	}
+	return p
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -143,9 +144,13 @@ func TestPipelineAdmissionStages(t *testing.T) {
 			}
 			return !trainBound.IsZero()
 		})
-		t.Logf("burst of 4 created %s before preprocess's end; none bound; train %s created %s after preprocess ended and bound %s after it was created (%s after preprocess ended)",
+		created := time.Time{}
+		if p := r.pod(trainName); p != nil {
+			created = p.CreationTimestamp.Time // whole seconds
+		}
+		t.Logf("burst of 4 created %s before preprocess's end; none bound; train %s first seen %s after preprocess ended, bound when first seen +%s (<%s after its creationTimestamp, a whole second); %s after preprocess ended",
 			prepDone.Sub(burstAt).Round(100*time.Millisecond), trainName, trainSeen.Sub(prepDone).Round(100*time.Millisecond),
-			trainBound.Sub(trainSeen).Round(100*time.Millisecond), trainBound.Sub(prepDone).Round(100*time.Millisecond))
+			trainBound.Sub(trainSeen).Round(100*time.Millisecond), trainBound.Sub(created).Round(100*time.Millisecond), trainBound.Sub(prepDone).Round(100*time.Millisecond))
 		// One cycle: the scheduler's cycle period is 1s; the poll sees the pod up to 100ms late.
 		if d := trainBound.Sub(trainSeen); d > 1500*time.Millisecond {
 			t.Errorf("train bound %s after its pod was created, more than a cycle", d)
@@ -160,6 +165,28 @@ func TestPipelineAdmissionStages(t *testing.T) {
 		if phase != "Succeeded" {
 			t.Fatalf("run ended %s; pods: %s; nodes: %s", phase, describePods(r.pods()), workflowNodes(r.wf))
 		}
+		// Both GPU stages were reserved (evaluate's half GPU when train ended: train declares no
+		// duration and the pipeline has no history), none lapsed.
+		var events eventsv1.EventList
+		if err := c.Client().List(ctx, &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var reserved []string
+		for _, e := range events.Items {
+			if e.Regarding.Name != r.wf.GetName() {
+				continue
+			}
+			switch e.Reason {
+			case fairwayv1.EventRunStageReserved:
+				reserved = append(reserved, e.Note)
+			case fairwayv1.EventRunStageLapsed:
+				t.Errorf("a reservation lapsed: %s", e.Note)
+			}
+		}
+		if len(reserved) != 2 || !strings.Contains(strings.Join(reserved, "\n"), "root/evaluate/executor") {
+			t.Errorf("reservations %q, want train's and evaluate's", reserved)
+		}
+		t.Logf("run Succeeded; stages reserved: %s", strings.Join(reserved, "; "))
 	})
 }
 

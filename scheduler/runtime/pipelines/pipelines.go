@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -190,12 +191,12 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 	inf := dynamicinformer.NewFilteredDynamicInformer(r.dyn, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil)
 	si := inf.Informer()
 	_ = si.SetTransform(trim)
-	enqueue := func(obj any) {
+	enqueue := func(obj any, relevant bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
 		if o, ok := obj.(metav1.Object); ok {
-			r.queue.Add(cache.Key{Kind: cache.KindWorkflow, Namespace: o.GetNamespace(), Name: o.GetName()}, true)
+			r.queue.Add(cache.Key{Kind: cache.KindWorkflow, Namespace: o.GetNamespace(), Name: o.GetName()}, relevant)
 		}
 	}
 	marked := func(obj any) bool {
@@ -205,20 +206,32 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 	_, _ = si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if marked(obj) {
-				enqueue(obj)
+				enqueue(obj, true)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
 			if marked(old) || marked(cur) {
-				enqueue(cur)
+				enqueue(cur, !statusOnly(old, cur))
 			}
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) { enqueue(obj, true) },
 	})
 	r.mu.Lock()
 	r.lister, r.gvr = inf.Lister(), gvr
 	r.mu.Unlock()
 	go si.Run(ctx.Done())
+}
+
+// statusOnly reports whether a Workflow update is a Staged run's progress that does not end it:
+// Argo writes its status with every step, and the next cycle reads it (pods that end wake the
+// loop on their own).
+func statusOnly(old, cur any) bool {
+	a, aok := old.(*unstructured.Unstructured)
+	b, bok := cur.(*unstructured.Unstructured)
+	if !aok || !bok || !isStaged(a) || !isStaged(b) || workflowFinished(b) {
+		return false
+	}
+	return maps.Equal(a.GetAnnotations(), b.GetAnnotations())
 }
 
 // trim keeps what the profile and the runtime read: metadata and spec, and of a Staged run's

@@ -45,7 +45,8 @@ import (
 // of the stand-ins of its step gives it its place: the stand-in leaves the snapshot and its
 // capacity becomes a hold (snapshot.Hold) of the pod's gang on the same node, for at most
 // Options.StartGrace, which other gangs cannot use; the engine places the pod there in the
-// cycle that sees it. An unplaced stand-in simply leaves.
+// cycle that sees it. A stand-in not placed yet stays, paired with the pod: it keeps the run's
+// place in line, and passes the capacity on when the engine places it (settlePaired).
 //
 // Nothing is held for ever: a reservation is given up (v1alpha1.RunStageLapsed) when the steps
 // before the stage run StageLead past their expected end (it is made again when they finish),
@@ -106,6 +107,8 @@ type stageResv struct {
 type standIn struct {
 	key  types.NamespacedName
 	step int
+	// pod is the stage's pod that came for it while it was not placed yet.
+	pod types.NamespacedName
 }
 
 // ---- Following runs --------------------------------------------------------------------------
@@ -281,21 +284,63 @@ func (r *Runs) seePod(snap *snapshot.Snapshot, sr *staged, pod *corev1.Pod, now 
 	if resv == nil || sp.handed || pod.Spec.NodeName != "" || terminal(sp.phase) || sr.prof.Steps[step].Stage != resv.stage.Index {
 		return
 	}
-	i := slices.IndexFunc(resv.pods, func(s standIn) bool { return s.step == step })
+	i := slices.IndexFunc(resv.pods, func(s standIn) bool { return s.step == step && s.pod.Name == "" })
 	if i < 0 {
 		return
 	}
 	sp.handed = true
-	in := resv.pods[i]
-	resv.pods = slices.Delete(resv.pods, i, i+1)
-	r.handOff(snap, sr, in, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, now)
-	delete(r.stagePods, in.key)
-	if len(resv.pods) == 0 {
-		sr.resv = nil
-		msg := fmt.Sprintf("stage %d (%s) started on the capacity reserved for it", resv.stage.Index, stageSteps(sr.prof, resv.stage))
-		r.writeStaged(sr, string(v1alpha1.RunStagesAhead), msg, now, true)
-		r.opts.Log.V(1).Info("A Staged run's GPU stage took its reserved capacity", "workflow", sr.key.String(), "stage", resv.stage.Index)
+	resv.pods[i].pod = types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	if t := snap.Task(resv.pods[i].key); t != nil && t.NodeName != "" {
+		r.handOff(snap, sr, resv.pods[i], resv.pods[i].pod, now)
+		r.dropStandIn(sr, i, now)
 	}
+	// Not placed yet: the stand-in keeps the run's place in line for the pod, and gives it the
+	// capacity when the engine places it (settlePaired).
+}
+
+// settlePaired runs after each cycle for the stand-ins whose pod came before the engine placed
+// them: a stand-in placed now gives its capacity to its pod; one whose pod was placed anyway,
+// or is gone, leaves.
+func (r *Runs) settlePaired(snap *snapshot.Snapshot, sr *staged, now time.Time) {
+	resv := sr.resv
+	for i := 0; sr.resv == resv && i < len(resv.pods); {
+		in := resv.pods[i]
+		if in.pod.Name == "" {
+			i++
+			continue
+		}
+		real := snap.Task(in.pod)
+		switch t := snap.Task(in.key); {
+		case real == nil || real.State != snapshot.TaskPending:
+			snap.DeletePod(in.key)
+		case t != nil && t.NodeName != "":
+			r.handOff(snap, sr, in, in.pod, now)
+		default:
+			i++
+			continue
+		}
+		r.dropStandIn(sr, i, now)
+	}
+}
+
+// paired reports whether a stand-in of the reservation waits with its pod.
+func (resv *stageResv) paired() bool {
+	return slices.ContainsFunc(resv.pods, func(s standIn) bool { return s.pod.Name != "" })
+}
+
+// dropStandIn forgets the reservation's i-th stand-in (out of the snapshot already); the last
+// one ends the reservation: the stage has started.
+func (r *Runs) dropStandIn(sr *staged, i int, now time.Time) {
+	resv := sr.resv
+	delete(r.stagePods, resv.pods[i].key)
+	resv.pods = slices.Delete(resv.pods, i, i+1)
+	if len(resv.pods) > 0 {
+		return
+	}
+	sr.resv = nil
+	msg := fmt.Sprintf("stage %d (%s) started on the capacity reserved for it", resv.stage.Index, stageSteps(sr.prof, resv.stage))
+	r.writeStaged(sr, string(v1alpha1.RunStagesAhead), msg, now, true)
+	r.opts.Log.V(1).Info("A Staged run's GPU stage took its reserved capacity", "workflow", sr.key.String(), "stage", resv.stage.Index)
 }
 
 func terminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
@@ -339,6 +384,9 @@ func (r *Runs) decideStaged(snap *snapshot.Snapshot, res *engine.Result, now tim
 	var reasons map[snapshot.GangKey]*engine.GangReason
 	var capacity *clusterGPUs
 	for _, sr := range r.staged {
+		if sr.resv != nil {
+			r.settlePaired(snap, sr, now)
+		}
 		if resv := sr.resv; resv != nil {
 			before := sr.before(resv.stage.Index, now)
 			if before.done && resv.beforeDone.IsZero() {
@@ -357,6 +405,8 @@ func (r *Runs) decideStaged(snap *snapshot.Snapshot, res *engine.Result, now tim
 			}
 			lapsed := ""
 			switch {
+			case resv.paired():
+				// The stage's pods are here and wait in the run's place: nothing is held.
 			case !resv.beforeDone.IsZero() && now.Sub(resv.beforeDone) >= r.opts.StartGrace:
 				sr.givenUp[resv.stage.Index] = true
 				lapsed = fmt.Sprintf("its pods did not come within %s of the steps before it finishing", r.opts.StartGrace)

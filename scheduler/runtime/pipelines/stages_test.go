@@ -384,3 +384,57 @@ func TestStepPath(t *testing.T) {
 		t.Error("a node of another workflow is a step")
 	}
 }
+
+// TestStagesKeepsTheRunsPlace: the GPUs are busy when train's stage is reserved, so the
+// reservation waits (with the engine's reason); the burst comes after the run, train's pod after
+// prep ends. When the GPUs free up, the reservation, as old as the run, is placed first and
+// passes them to train's pod: the burst still waits.
+func TestStagesKeepsTheRunsPlace(t *testing.T) {
+	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
+	blocker := testutil.MakePod("ns", "blocker").GPU(4).Created(t0.Add(-time.Hour)).Node("n1").Preemptibility(v1alpha1.NonPreemptible)
+	f.pod(blocker, "", "")
+	run := f.addRun("run1", v1alpha1.RunStaged, "fairway.dev/expected-duration: 10m", 4)
+	f.pod(testutil.MakePod("ns", "run1-prep").CPU("4").Created(t0).Node("n1").Started(t0), "run1", "prep")
+	f.now = t0.Add(9*time.Minute + 10*time.Second)
+	f.cycle()
+	f.now = f.now.Add(time.Second)
+	f.cycle()
+	w, ok := f.lastWrite(run)
+	if !ok || !v1alpha1.UnschedulableReason(w.reason).Known() {
+		t.Fatalf("write %+v (%v), want the engine's reason for the waiting reservation", w, ok)
+	}
+	f.now = t0.Add(9*time.Minute + 40*time.Second)
+	for _, n := range burst {
+		f.pod(testutil.MakePod("ns", n).GPU(1).Created(f.now), "", "")
+	}
+	f.cycle()
+	f.now = t0.Add(10 * time.Minute)
+	f.pod(testutil.MakePod("ns", "run1-prep").CPU("4").Created(t0).Node("n1").Started(t0).Phase(corev1.PodSucceeded), "run1", "prep")
+	f.cycle()
+	f.now = f.now.Add(5 * time.Second)
+	f.pod(testutil.MakePod("ns", "run1-train").GPU(4).Created(f.now), "run1", "train")
+	f.cycle()
+	// Long after: the stand-in still waits with train's pod (nothing is held, nothing lapses).
+	f.now = f.now.Add(5 * time.Minute)
+	f.cycle()
+	if len(f.runs.stagePods) != 1 {
+		t.Fatalf("%d stand-ins, want the one waiting with train's pod", len(f.runs.stagePods))
+	}
+	f.snap.DeletePod(types.NamespacedName{Namespace: "ns", Name: "blocker"})
+	f.now = f.now.Add(time.Second)
+	res := f.cycle()
+	if got := bound(res, burst...); len(got) != 0 {
+		t.Fatalf("the burst took the GPUs before the run: %v", got)
+	}
+	f.now = f.now.Add(time.Second)
+	res = f.cycle()
+	if got := bound(res, "run1-train"); len(got) != 1 {
+		t.Fatalf("train not bound the cycle after its stand-in was placed: %v, waiting %v", res.Bindings, res.Unschedulable)
+	}
+	if got := bound(res, burst...); len(got) != 0 {
+		t.Errorf("the burst took GPUs: %v", got)
+	}
+	if len(f.runs.stagePods) != 0 {
+		t.Error("stand-ins left")
+	}
+}

@@ -18,7 +18,7 @@ import (
 type WhyWorkflowView struct {
 	Kind   string    `json:"kind"` // WhyWorkflow
 	Object ObjectRef `json:"object"`
-	// State is Held, Admitted or PerPod; empty when pipeline admission did not act on the run
+	// State is Held, Admitted, PerPod or Staged; empty when pipeline admission did not act on the run
 	// (its queue admits pod by pod, or it asks for no GPU).
 	State   string `json:"state,omitempty"`
 	Queue   string `json:"queue,omitempty"`
@@ -61,6 +61,13 @@ func BuildWhyWorkflow(wf *unstructured.Unstructured) WhyWorkflowView {
 		v.Hint = "the run's steps are scheduled one by one; raise the queue's GPU limit, or lower the steps' GPUs, for it to be admitted whole"
 	case fairwayv1.RunProfileUnknown:
 		v.Hint = "give loops over upstream outputs a parallelism, or run pod by pod (spec.pipelineAdmission: PerPod)"
+	case fairwayv1.RunStagesAhead:
+		v.Hint = "the next GPU stage is reserved the scheduler's --pipeline-stage-lead before the steps before it are expected to end " +
+			"(their " + fairwayv1.ExpectedDurationAnnotation + ", else what they took in earlier runs), else when they end"
+	case fairwayv1.RunStageReserved:
+		v.Hint = "the stage's pods take the reserved capacity as they come; later work waits for it"
+	case fairwayv1.RunStageLapsed:
+		v.Hint = "declare the steps' durations (" + fairwayv1.ExpectedDurationAnnotation + ") closer to what they take; the stage's pods are scheduled as they come"
 	case "":
 	default:
 		v.Hint = hintFor(v.Reason)
@@ -92,6 +99,9 @@ func PrintWhyWorkflow(w io.Writer, v WhyWorkflowView, now time.Time) error {
 	}
 	if v.Suspended {
 		state += " (spec.suspend: true: no pod of it is created)"
+	}
+	if v.State == string(fairwayv1.RunStaged) {
+		state += " (it runs; each GPU stage is reserved shortly before it)"
 	}
 	line("State", "%s", state)
 	if v.Reason != "" {

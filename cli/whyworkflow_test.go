@@ -36,6 +36,18 @@ func TestWhyWorkflow(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
 	}
+	staged := &unstructured.Unstructured{Object: map[string]any{}}
+	staged.SetName("vision-training-s9q2w")
+	staged.SetAnnotations(map[string]string{
+		fairwayv1.RunAdmissionAnnotation: string(fairwayv1.RunStaged),
+		fairwayv1.RunReasonAnnotation:    string(fairwayv1.RunStageReserved),
+		fairwayv1.RunMessageAnnotation:   "stage 4 (root/train/executor, gpu=4) is reserved on h100-0",
+	})
+	b.Reset()
+	if err := PrintWhyWorkflow(&b, BuildWhyWorkflow(staged), time.Now()); err != nil || !strings.Contains(b.String(), "State:      Staged (it runs") ||
+		!strings.Contains(b.String(), "Hint:       the stage's pods take the reserved capacity") {
+		t.Errorf("a Staged run: %q %v", b.String(), err)
+	}
 	plain := &unstructured.Unstructured{Object: map[string]any{}}
 	plain.SetName("cpu-run")
 	b.Reset()

@@ -37,7 +37,7 @@ const (
 	// ImmutableWebhookName refuses updates that change fairway's keys on managed pods.
 	ImmutableWebhookName = "immutable.pods.fairway.dev"
 	// WorkflowsWebhookName admits Argo Workflows (and Kubeflow Pipelines runs) as a whole in the
-	// namespaces of queues with pipelineAdmission Peak (WorkflowHandler).
+	// namespaces of queues with pipelineAdmission Peak or Stages (WorkflowHandler).
 	WorkflowsWebhookName = "workflows.fairway.dev"
 )
 

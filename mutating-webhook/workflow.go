@@ -21,7 +21,7 @@ import (
 )
 
 // WorkflowPath admits the runs of Argo Workflows (and so of Kubeflow Pipelines) in the
-// namespaces of queues whose pipelineAdmission is Peak.
+// namespaces of queues whose pipelineAdmission is Peak or Stages.
 const WorkflowPath = "/mutate-workflow"
 
 // QueueReader reads Queue objects, spec and status; nil without error when there is none.
@@ -43,6 +43,9 @@ type QueueReader interface {
 // admission, with the reason on the Workflow and in a warning: one whose peak is above the
 // queue's GPU limit, or whose peak is not known before it starts. A Workflow the user created
 // suspended is left alone.
+//
+// In a queue whose pipelineAdmission is Stages, a run that asks for GPUs is never held: it is
+// marked v1alpha1.RunStaged, which tells the scheduler to reserve its GPU stages ahead.
 type WorkflowHandler struct {
 	state  ClusterState
 	queues QueueReader
@@ -130,7 +133,8 @@ func (h *WorkflowHandler) Decide(ctx context.Context, wf *unstructured.Unstructu
 	for i, q := range chain {
 		modes[i] = q.Spec.PipelineAdmission
 	}
-	if fairwayv1.ResolvePipelineAdmission(modes...) != fairwayv1.PipelineAdmissionPeak {
+	mode := fairwayv1.ResolvePipelineAdmission(modes...)
+	if mode != fairwayv1.PipelineAdmissionPeak && mode != fairwayv1.PipelineAdmissionStages {
 		return nil, nil
 	}
 	d := &RunDecision{Queue: queue}
@@ -142,6 +146,13 @@ func (h *WorkflowHandler) Decide(ctx context.Context, wf *unstructured.Unstructu
 	d.Peak = prof.Peak
 	if !prof.Peak.HasGPU() {
 		return nil, nil // nothing to wait for
+	}
+	if mode == fairwayv1.PipelineAdmissionStages {
+		// The run starts now; the scheduler reserves its GPU stages as they come near
+		// (scheduler/runtime/pipelines). A profile that is not a bound still names the stages.
+		d.State, d.Reason = fairwayv1.RunStaged, string(fairwayv1.RunStagesAhead)
+		d.Message = fmt.Sprintf("the run starts at once; each of its %d GPU stages is reserved in queue %s when the steps before it are about to finish", len(prof.GPUStages()), queue)
+		return d, nil
 	}
 	if prof.Unbounded {
 		d.State, d.Reason = fairwayv1.RunPerPod, string(fairwayv1.RunProfileUnknown)

@@ -129,6 +129,12 @@ func TestWorkflowAdmission(t *testing.T) {
 			}},
 		{name: "opted out", queues: queueMap{"team-a": gpuQueue("team-a", "", peak, "4", "", "")}, doc: trainRun,
 			mutate: func(wf *unstructured.Unstructured) { wf.SetLabels(map[string]string{fairwayv1.IgnoreLabel: "true"}) }},
+		{name: "stages: started at once, marked for the scheduler", queues: queueMap{"team-a": gpuQueue("team-a", "", fairwayv1.PipelineAdmissionStages, "4", "", "")}, doc: trainRun,
+			state: fairwayv1.RunStaged, reason: string(fairwayv1.RunStagesAhead)},
+		{name: "stages inherited from the parent", queues: queueMap{"team-a": gpuQueue("team-a", "dept", "", "4", "", "8"), "dept": gpuQueue("dept", "", fairwayv1.PipelineAdmissionStages, "", "", "")}, doc: trainRun,
+			state: fairwayv1.RunStaged, reason: string(fairwayv1.RunStagesAhead)},
+		{name: "stages: no GPU, left alone", queues: queueMap{"team-a": gpuQueue("team-a", "", fairwayv1.PipelineAdmissionStages, "4", "", "")},
+			doc: `{apiVersion: argoproj.io/v1alpha1, kind: Workflow, metadata: {name: cpu}, spec: {entrypoint: m, templates: [{name: m, container: {image: x}}]}}`},
 		{name: "no GPU: nothing to hold", queues: queueMap{"team-a": gpuQueue("team-a", "", peak, "4", "", "")},
 			doc: `{apiVersion: argoproj.io/v1alpha1, kind: Workflow, metadata: {name: cpu}, spec: {entrypoint: m, templates: [{name: m, container: {image: x}}]}}`},
 	}
@@ -168,7 +174,7 @@ func TestWorkflowAdmission(t *testing.T) {
 			if ann[fairwayv1.RunQueueAnnotation] != "team-a" || !strings.HasPrefix(ann[fairwayv1.RunPeakAnnotation], "gpu=8,") {
 				t.Errorf("queue %q peak %q, want team-a and gpu=8", ann[fairwayv1.RunQueueAnnotation], ann[fairwayv1.RunPeakAnnotation])
 			}
-			if c.state != fairwayv1.RunAdmitted && len(resp.Warnings) == 0 {
+			if c.state != fairwayv1.RunAdmitted && c.state != fairwayv1.RunStaged && len(resp.Warnings) == 0 {
 				t.Error("no warning for the client")
 			}
 		})

@@ -7,7 +7,7 @@ import (
 
 // PipelineAdmission says how a queue admits the runs of Argo Workflows, and so of Kubeflow
 // Pipelines v2, whose runs are Argo Workflows (QueueSpec.PipelineAdmission).
-// +kubebuilder:validation:Enum=PerPod;Peak
+// +kubebuilder:validation:Enum=PerPod;Peak;Stages
 type PipelineAdmission string
 
 // Pipeline admission modes.
@@ -20,7 +20,22 @@ const (
 	// by the webhook at creation), and the scheduler starts it when its peak fits, in queue
 	// order and fair share, like a pending gang (docs/pipeline-admission.md).
 	PipelineAdmissionPeak PipelineAdmission = "Peak"
+	// PipelineAdmissionStages starts a run at once and reserves each of its GPU stages ahead:
+	// when the steps before a GPU stage are about to finish (their expected duration, declared
+	// with ExpectedDurationAnnotation or learnt from earlier runs, nearly elapsed) or have
+	// finished, the scheduler queues the stage's GPU pods as a pending gang in the run's place
+	// (its creation time), holds the capacity the engine gives it, and hands it to the stage's
+	// own pods when they come, so that the GPU step does not wait behind work that arrived later
+	// (docs/pipeline-admission.md).
+	PipelineAdmissionStages PipelineAdmission = "Stages"
 )
+
+// ExpectedDurationAnnotation declares how long a step's pod is expected to run (a Go duration,
+// "45m"), on the pod (an Argo template's metadata, or kfp.kubernetes.add_pod_annotation). With
+// pipelineAdmission Stages, the next GPU stage is reserved when the steps before it are within
+// the scheduler's stage lead of their expected end; without it, the durations of the same step
+// in earlier runs of the same pipeline are used, else the stage is reserved when they finish.
+const ExpectedDurationAnnotation = "fairway.dev/expected-duration"
 
 // ResolvePipelineAdmission returns the mode of the first of modes (a queue's, then its
 // ancestors') that is set; PipelineAdmissionPerPod when none is.
@@ -62,6 +77,9 @@ const (
 	// RunPerPod: the run could not be admitted whole and runs pod by pod, as without pipeline
 	// admission; the reason says why.
 	RunPerPod RunAdmissionState = "PerPod"
+	// RunStaged: the run runs (PipelineAdmissionStages); the scheduler reserves each GPU stage's
+	// capacity shortly before the stage, and the reason says where that stands.
+	RunStaged RunAdmissionState = "Staged"
 )
 
 // RunAdmissionReason is the reason of a run's state, other than a held run's UnschedulableReason.
@@ -82,9 +100,20 @@ const (
 	// output without parallelism, a resource from an output, a WorkflowTemplate's template), so
 	// it runs pod by pod; the message says what is unknown.
 	RunProfileUnknown RunAdmissionReason = "ProfileUnknown"
+	// RunStagesAhead: the run started at once (PipelineAdmissionStages); no GPU stage of it is
+	// reserved now: the steps before the next one are not about to finish, or it has none left.
+	RunStagesAhead RunAdmissionReason = "StagesAhead"
+	// RunStageReserved: the capacity of the run's next GPU stage is held for it until its pods
+	// come (the message names the stage, its nodes and why now).
+	RunStageReserved RunAdmissionReason = "StageReserved"
+	// RunStageLapsed: a reservation of the next GPU stage was given up: the steps before it ran
+	// well past their expected end, or the stage's pods did not come in time after them. The
+	// stage's pods are scheduled as they come.
+	RunStageLapsed RunAdmissionReason = "StageLapsed"
 )
 
-var runAdmissionReasons = []RunAdmissionReason{RunPeakFits, RunPeakAboveGuarantee, RunNeverFits, RunProfileUnknown}
+var runAdmissionReasons = []RunAdmissionReason{RunPeakFits, RunPeakAboveGuarantee, RunNeverFits, RunProfileUnknown,
+	RunStagesAhead, RunStageReserved, RunStageLapsed}
 
 // RunAdmissionReasons returns every RunAdmissionReason.
 func RunAdmissionReasons() []RunAdmissionReason { return slices.Clone(runAdmissionReasons) }
@@ -97,6 +126,11 @@ const (
 	EventRunStarted = "RunStarted"
 	// EventRunPerPod: the run is resumed to run pod by pod (RunPerPod).
 	EventRunPerPod = "RunPerPod"
+	// EventRunStageReserved: the capacity of a Staged run's next GPU stage is held for it.
+	EventRunStageReserved = "RunStageReserved"
+	// EventRunStageLapsed: a reservation of a Staged run's GPU stage was given up, or the stage
+	// can never fit and its pods run as they come (the note says why).
+	EventRunStageLapsed = "RunStageLapsed"
 )
 
 // RunPodName is the name of the i-th pod with which the scheduler stands a held run's peak in
@@ -108,3 +142,14 @@ func RunPodName(workflow string, i int) string {
 
 // RunGangName is the gang of a held run's peak pods.
 func RunGangName(workflow string) string { return "run." + workflow }
+
+// RunStagePodName is the name of the i-th pod with which the scheduler stands a Staged run's
+// reservation of GPU stage stage in its snapshot (a pod that never exists).
+func RunStagePodName(workflow string, stage, i int) string {
+	return workflow + ".stage-" + strconv.Itoa(stage) + "-" + strconv.Itoa(i)
+}
+
+// RunStageGangName is the gang of a Staged run's reservation of GPU stage stage.
+func RunStageGangName(workflow string, stage int) string {
+	return "run." + workflow + ".stage-" + strconv.Itoa(stage)
+}

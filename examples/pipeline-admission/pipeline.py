@@ -3,7 +3,8 @@
 The same pipeline as ../kubeflow-pipelines, with a training step on four GPUs: the run that
 pipeline admission is for. In a busy cluster, without it, preprocess runs for an hour and then
 train waits for four GPUs; with spec.pipelineAdmission: Peak on the queue, the run waits,
-suspended before its first pod, until four GPUs can follow (see README.md).
+suspended before its first pod, until four GPUs can follow; with Stages, the run starts at once
+and train's four GPUs are reserved shortly before preprocess is expected to end (see README.md).
 
     pip install kfp kfp-kubernetes
     python pipeline.py                       # writes pipeline.yaml, the IR to upload
@@ -48,6 +49,9 @@ def evaluate(model: str) -> float:
 def vision_training(source: str = "s3://datasets/images/raw", epochs: int = 10):
     prep = preprocess(source=source)
     prep.set_cpu_limit("4").set_memory_limit("16G")
+    # How long preprocessing takes: with pipelineAdmission Stages, fairway reserves train's GPUs
+    # shortly before this runs out (without it, from earlier runs, else when preprocess ends).
+    kubernetes.add_pod_annotation(prep, "fairway.dev/expected-duration", "45m")
 
     trained = train(dataset=prep.output, epochs=epochs)
     trained.set_accelerator_type("nvidia.com/gpu").set_accelerator_limit("4")

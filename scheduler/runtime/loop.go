@@ -355,7 +355,7 @@ func (l *loop) apply(k cache.Key) {
 			l.kubeletRejected(p)
 		}
 		if l.rt.runs != nil {
-			l.rt.runs.PodSeen(p)
+			l.rt.runs.PodSeen(l.snap, p, l.clock.Now())
 		}
 		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:

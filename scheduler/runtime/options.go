@@ -60,6 +60,11 @@ type Options struct {
 	// them. Default 30s.
 	OrphanGrace time.Duration
 
+	// PipelineStageLead is how long before the expected end of the steps before a GPU stage a
+	// Staged run's stage is reserved (pipelineAdmission Stages; pipelines.Options.StageLead).
+	// Default 1m.
+	PipelineStageLead time.Duration
+
 	// NoNodeReservations leaves nodes untainted while capacity is held on them for a gang: only
 	// for clusters where no other scheduler places pods on fairway's nodes (docs/coexistence.md).
 	NoNodeReservations bool
@@ -119,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = 30 * time.Second
+	}
+	if o.PipelineStageLead <= 0 {
+		o.PipelineStageLead = time.Minute
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

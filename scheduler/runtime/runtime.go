@@ -121,7 +121,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 		return fmt.Errorf("creating the client of framework objects: %w", err)
 	}
 	r.runs = pipelines.New(dyn, mgr.GetRESTMapper(), r.queue, pipelines.Options{
-		Events: r.recorder, Log: r.opts.Log.WithName("pipelines"),
+		Events: r.recorder, Log: r.opts.Log.WithName("pipelines"), StageLead: r.opts.PipelineStageLead,
 		Priority: func(class string) *int32 {
 			if pc := r.inf.PriorityClass(class); pc != nil {
 				v := pc.Value

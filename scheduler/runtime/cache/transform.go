@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
+	"github.com/fairway-sched/fairway/adapters/argo"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -39,6 +40,9 @@ func transform[T any](f func(*T) *T) cache.TransformFunc {
 func keptAnnotation(k string) bool {
 	switch k {
 	case v1alpha1.GPUFractionAliasAnnotation, v1alpha1.GPUMemoryAliasAnnotation, v1alpha1.GPUContainerAliasAnnotation:
+		return true
+	case argo.NodeNameAnnotation:
+		// Which step of its run an Argo pod is: pipeline admission's Stages mode follows runs.
 		return true
 	}
 	return strings.HasPrefix(k, v1alpha1.Prefix)

@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -59,6 +60,10 @@ type Options struct {
 	// NeverFitsAfter is how long a run is held before a peak above what the cluster has makes it
 	// run pod by pod (nodes may still be joining). Default 1m.
 	NeverFitsAfter time.Duration
+	// StageLead is how long before the expected end of the steps before a GPU stage the stage
+	// is reserved, in queues whose pipelineAdmission is Stages; a reservation is also given up
+	// when those steps run this long past their expected end. Default 1m.
+	StageLead time.Duration
 	// KindPollInterval is how often the Workflow kind is looked up again until Argo is
 	// installed. Default 10s.
 	KindPollInterval time.Duration
@@ -85,6 +90,11 @@ type Runs struct {
 	// Owned by the loop.
 	runs map[types.NamespacedName]*run
 	pods map[types.NamespacedName]*run
+	// staged are the runs of Stages queues (stages.go), stagePods the stand-ins of their
+	// reservations, durations what their steps took.
+	staged    map[types.NamespacedName]*staged
+	stagePods map[types.NamespacedName]*staged
+	durations durations
 }
 
 type run struct {
@@ -122,6 +132,9 @@ func New(dyn dynamic.Interface, mapper meta.RESTMapper, queue *cache.Queue, opts
 	if opts.NeverFitsAfter <= 0 {
 		opts.NeverFitsAfter = time.Minute
 	}
+	if opts.StageLead <= 0 {
+		opts.StageLead = time.Minute
+	}
 	if opts.KindPollInterval <= 0 {
 		opts.KindPollInterval = 10 * time.Second
 	}
@@ -135,7 +148,8 @@ func New(dyn dynamic.Interface, mapper meta.RESTMapper, queue *cache.Queue, opts
 		pending: map[types.NamespacedName]write{},
 		writes: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "pipeline-runs"}),
-		runs: map[types.NamespacedName]*run{}, pods: map[types.NamespacedName]*run{}}
+		runs: map[types.NamespacedName]*run{}, pods: map[types.NamespacedName]*run{},
+		staged: map[types.NamespacedName]*staged{}, stagePods: map[types.NamespacedName]*staged{}}
 }
 
 // NeedLeaderElection is true: only the leader holds and starts runs.
@@ -178,12 +192,12 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 	inf := dynamicinformer.NewFilteredDynamicInformer(r.dyn, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil)
 	si := inf.Informer()
 	_ = si.SetTransform(trim)
-	enqueue := func(obj any) {
+	enqueue := func(obj any, relevant bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
 		if o, ok := obj.(metav1.Object); ok {
-			r.queue.Add(cache.Key{Kind: cache.KindWorkflow, Namespace: o.GetNamespace(), Name: o.GetName()}, true)
+			r.queue.Add(cache.Key{Kind: cache.KindWorkflow, Namespace: o.GetNamespace(), Name: o.GetName()}, relevant)
 		}
 	}
 	marked := func(obj any) bool {
@@ -193,15 +207,15 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 	_, _ = si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if marked(obj) {
-				enqueue(obj)
+				enqueue(obj, true)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
 			if marked(old) || marked(cur) {
-				enqueue(cur)
+				enqueue(cur, !statusOnly(old, cur))
 			}
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) { enqueue(obj, true) },
 	})
 	r.mu.Lock()
 	r.lister, r.gvr = inf.Lister(), gvr
@@ -209,7 +223,20 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 	go si.Run(ctx.Done())
 }
 
-// trim keeps what the profile and the runtime read: metadata and spec.
+// statusOnly reports whether a Workflow update is a Staged run's progress that does not end it:
+// Argo writes its status with every step, and the next cycle reads it (pods that end wake the
+// loop on their own).
+func statusOnly(old, cur any) bool {
+	a, aok := old.(*unstructured.Unstructured)
+	b, bok := cur.(*unstructured.Unstructured)
+	if !aok || !bok || !isStaged(a) || !isStaged(b) || workflowFinished(b) {
+		return false
+	}
+	return maps.Equal(a.GetAnnotations(), b.GetAnnotations())
+}
+
+// trim keeps what the profile and the runtime read: metadata and spec, and of a Staged run's
+// status its phase and its nodes' names, types, phases and starts.
 func trim(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -219,6 +246,21 @@ func trim(obj any) (any, error) {
 		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": u.Object["metadata"], "spec": u.Object["spec"],
 	}}
 	out.SetManagedFields(nil)
+	if u.GetAnnotations()[v1alpha1.RunAdmissionAnnotation] == string(v1alpha1.RunStaged) {
+		status := map[string]any{}
+		if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "" {
+			status["phase"] = phase
+		}
+		nodes, _, _ := unstructured.NestedMap(u.Object, "status", "nodes")
+		kept := make(map[string]any, len(nodes))
+		for id, raw := range nodes {
+			if n, ok := raw.(map[string]any); ok {
+				kept[id] = map[string]any{"name": n["name"], "type": n["type"], "phase": n["phase"], "startedAt": n["startedAt"]}
+			}
+		}
+		status["nodes"] = kept
+		out.Object["status"] = status
+	}
 	return out, nil
 }
 
@@ -248,10 +290,13 @@ func heldByFairway(wf *unstructured.Unstructured) bool {
 
 // ---- The loop's side -------------------------------------------------------------------------
 
-// Rebuild puts every held run into a new snapshot.
+// Rebuild puts every held run into a new snapshot, and follows every Staged run again (what
+// their status says; their pods as they change).
 func (r *Runs) Rebuild(snap *snapshot.Snapshot, now time.Time) {
 	r.runs = map[types.NamespacedName]*run{}
 	r.pods = map[types.NamespacedName]*run{}
+	r.staged = map[types.NamespacedName]*staged{}
+	r.stagePods = map[types.NamespacedName]*staged{}
 	r.mu.Lock()
 	lister := r.lister
 	r.mu.Unlock()
@@ -260,7 +305,7 @@ func (r *Runs) Rebuild(snap *snapshot.Snapshot, now time.Time) {
 	}
 	objs, _ := lister.List(labels.Everything())
 	for _, o := range objs {
-		if u, ok := o.(*unstructured.Unstructured); ok && heldByFairway(u) {
+		if u, ok := o.(*unstructured.Unstructured); ok && (heldByFairway(u) || isStaged(u)) {
 			r.Apply(snap, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, now)
 		}
 	}
@@ -269,6 +314,9 @@ func (r *Runs) Rebuild(snap *snapshot.Snapshot, now time.Time) {
 // Apply brings one run up to date in the snapshot.
 func (r *Runs) Apply(snap *snapshot.Snapshot, key types.NamespacedName, now time.Time) {
 	wf := r.get(key)
+	if isStaged(wf) || r.staged[key] != nil {
+		r.applyStaged(snap, key, wf, now)
+	}
 	rn := r.runs[key]
 	if rn != nil && wf != nil && wf.GetUID() != rn.uid {
 		r.release(snap, rn) // a new run of the same name
@@ -337,18 +385,26 @@ func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now 
 // Profile.PeakGPUPods as the webhook would admit them (queue, gang, kind, priority), named
 // v1alpha1.RunPodName, in one gang (v1alpha1.RunGangName) whose minimum is all of them.
 func PeakPods(wf *unstructured.Unstructured, prof *runprofile.Profile, queue string, priority func(string) *int32) []*corev1.Pod {
+	return standInPods(wf, prof, prof.PeakGPUPods, queue, priority, v1alpha1.RunGangName(wf.GetName()),
+		func(i int) string { return v1alpha1.RunPodName(wf.GetName(), i) })
+}
+
+// standInPods are copies of the set's pods as the webhook would admit them, named name(i), in
+// one gang whose minimum is all of them, as old as the run.
+func standInPods(wf *unstructured.Unstructured, prof *runprofile.Profile, set []runprofile.PodCount, queue string,
+	priority func(string) *int32, gang string, name func(int) string) []*corev1.Pod {
 	var n int64
-	for _, pc := range prof.PeakGPUPods {
+	for _, pc := range set {
 		n += pc.Count
 	}
 	out := make([]*corev1.Pod, 0, n)
-	for _, pc := range prof.PeakGPUPods {
+	for _, pc := range set {
 		step := prof.Steps[pc.Step]
 		for range pc.Count {
 			p := step.Pod.DeepCopy()
 			i := len(out)
-			p.Name, p.Namespace = v1alpha1.RunPodName(wf.GetName(), i), wf.GetNamespace()
-			p.UID = types.UID(string(wf.GetUID()) + "-peak-" + strconv.Itoa(i))
+			p.Name, p.Namespace = name(i), wf.GetNamespace()
+			p.UID = types.UID(string(wf.GetUID()) + "-" + p.Name)
 			p.CreationTimestamp = wf.GetCreationTimestamp()
 			if p.Labels == nil {
 				p.Labels = map[string]string{}
@@ -357,7 +413,7 @@ func PeakPods(wf *unstructured.Unstructured, prof *runprofile.Profile, queue str
 				p.Annotations = map[string]string{}
 			}
 			p.Labels[v1alpha1.QueueLabel] = queue
-			p.Annotations[v1alpha1.PodGroupAnnotation] = v1alpha1.RunGangName(wf.GetName())
+			p.Annotations[v1alpha1.PodGroupAnnotation] = gang
 			p.Annotations[v1alpha1.MinMemberAnnotation] = strconv.FormatInt(n, 10)
 			kind := v1alpha1.KindWorkflowStep
 			if kfp.New().Recognize(p) {
@@ -375,24 +431,32 @@ func PeakPods(wf *unstructured.Unstructured, prof *runprofile.Profile, queue str
 	return out
 }
 
-// PodSeen tells Runs that a pod of the cluster exists: the first pod of a resumed run gives
-// back the capacity its peak held.
-func (r *Runs) PodSeen(pod *corev1.Pod) {
-	if len(r.runs) == 0 {
+// PodSeen tells Runs that a pod of the cluster exists (after the snapshot took it): the first
+// pod of a resumed run gives back the capacity its peak held; a pod of a Staged run is recorded,
+// and takes the place reserved for its stage.
+func (r *Runs) PodSeen(snap *snapshot.Snapshot, pod *corev1.Pod, now time.Time) {
+	if len(r.runs) == 0 && len(r.staged) == 0 {
 		return
 	}
 	name := pod.Labels[argo.WorkflowLabel]
 	if name == "" {
 		return
 	}
+	if sr := r.staged[types.NamespacedName{Namespace: pod.Namespace, Name: name}]; sr != nil {
+		r.seePod(snap, sr, pod, now)
+	}
 	if rn := r.runs[types.NamespacedName{Namespace: pod.Namespace, Name: name}]; rn != nil && !rn.started.IsZero() {
 		rn.seen = true
 	}
 }
 
-// Owns reports whether a pod of the snapshot stands for a held run (no such pod exists).
+// Owns reports whether a pod of the snapshot stands for a held run or a reserved stage (no such
+// pod exists).
 func (r *Runs) Owns(pod types.NamespacedName) bool {
-	_, ok := r.pods[pod]
+	if _, ok := r.pods[pod]; ok {
+		return true
+	}
+	_, ok := r.stagePods[pod]
 	return ok
 }
 
@@ -400,10 +464,13 @@ func (r *Runs) Owns(pod types.NamespacedName) bool {
 // pods to bind), resumes the runs whose peak the engine placed, writes why the others wait, and
 // lets runs that can never fit run pod by pod.
 func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Time) {
-	if len(r.runs) == 0 {
+	if len(r.runs) == 0 && len(r.staged) == 0 {
 		return
 	}
 	res.Bindings = slices.DeleteFunc(res.Bindings, func(b engine.Binding) bool { return r.Owns(b.Pod) })
+	if len(r.staged) > 0 {
+		r.decideStaged(snap, res, now)
+	}
 	var reasons map[snapshot.GangKey]*engine.GangReason
 	var capacity *clusterGPUs
 	for _, rn := range r.runs {
@@ -425,7 +492,7 @@ func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Tim
 		if capacity == nil {
 			capacity = gpusOf(snap)
 		}
-		if why := r.neverFits(snap, rn, capacity, now); why != "" {
+		if why := neverFits(snap, rn.queue, rn.peak.GPUMilli, rn.maxPodGPU, capacity, now.Sub(rn.heldSince) >= r.opts.NeverFitsAfter); why != "" {
 			r.enqueue(rn.key, write{state: v1alpha1.RunPerPod, reason: string(v1alpha1.RunNeverFits), message: why, resume: true, at: now})
 			r.event(rn.key, corev1.EventTypeWarning, v1alpha1.EventRunPerPod, "Start", "The run starts pod by pod: "+why)
 			r.opts.Log.V(1).Info("A held run can never fit; it runs pod by pod", "workflow", rn.key.String(), "why", why)
@@ -499,22 +566,23 @@ func gpusOf(snap *snapshot.Snapshot) *clusterGPUs {
 	return c
 }
 
-// neverFits says why a held run can never fit, "" when it may.
-func (r *Runs) neverFits(snap *snapshot.Snapshot, rn *run, c *clusterGPUs, now time.Time) string {
-	peak := rn.peak.GPUMilli
-	for q := snap.Queue(rn.queue); q != nil; q = q.Parent {
+// neverFits says why GPUs asked by a run in queue can never fit, "" when they may: peak above
+// the queue's (or an ancestor's) limit, or, once the cluster has been given time (nodes may
+// still be joining), above all its GPUs or a pod above its largest node.
+func neverFits(snap *snapshot.Snapshot, queue string, peak, maxPodGPU int64, c *clusterGPUs, cluster bool) string {
+	for q := snap.Queue(queue); q != nil; q = q.Parent {
 		if l := q.Limit.At(snapshot.DimGPU); l != snapshot.NoLimit && peak > l {
 			return fmt.Sprintf("its peak of %s GPUs is above queue %s's limit of %s", milli(peak), q.Name, milli(l))
 		}
 	}
-	if now.Sub(rn.heldSince) < r.opts.NeverFitsAfter {
+	if !cluster {
 		return ""
 	}
 	if peak > c.total*1000 {
 		return fmt.Sprintf("its peak of %s GPUs is above the %d GPUs of the cluster's nodes", milli(peak), c.total)
 	}
-	if rn.maxPodGPU > c.largest {
-		return fmt.Sprintf("one of its steps asks for %d GPUs, and no node has more than %d", rn.maxPodGPU, c.largest)
+	if maxPodGPU > c.largest {
+		return fmt.Sprintf("one of its steps asks for %d GPUs, and no node has more than %d", maxPodGPU, c.largest)
 	}
 	return ""
 }
@@ -593,9 +661,14 @@ func (r *Runs) processNext(ctx context.Context) bool {
 }
 
 // write patches the run's annotations and, to start it, clears spec.suspend. A run that is no
-// longer held by fairway (its user resumed or deleted it) is left alone.
+// longer held by fairway (its user resumed or deleted it) is left alone, and so is a Staged run
+// that is no longer Staged.
 func (r *Runs) write(ctx context.Context, key types.NamespacedName, w write) error {
-	if !heldByFairway(r.get(key)) {
+	if wf := r.get(key); w.state == v1alpha1.RunStaged {
+		if !isStaged(wf) || w.resume {
+			return nil
+		}
+	} else if !heldByFairway(wf) {
 		return nil
 	}
 	r.mu.Lock()

@@ -133,7 +133,7 @@ func TestHeldRunStartsWhenItsPeakFits(t *testing.T) {
 			t.Errorf("peak pod %s: want it kept on n1 until the run's pods come", k)
 		}
 	}
-	f.runs.PodSeen(testutil.MakePod("ns", "run1-cpu-123").Label("workflows.argoproj.io/workflow", "run1").Obj())
+	f.runs.PodSeen(f.snap, testutil.MakePod("ns", "run1-cpu-123").Label("workflows.argoproj.io/workflow", "run1").Obj(), f.now)
 	f.cycle()
 	for _, k := range peak {
 		if f.snap.Task(k) != nil {

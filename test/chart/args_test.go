@@ -20,7 +20,7 @@ import (
 // every agent installed on real nodes (test/e2enodes TestChartOnRealNodes).
 func TestRenderedArgsParse(t *testing.T) {
 	needHelm(t)
-	bin, err := fairwayproc.Build(context.Background(), t.TempDir())
+	bin, err := fairwayproc.BuildFromSource(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

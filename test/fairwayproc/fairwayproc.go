@@ -36,6 +36,13 @@ func Build(ctx context.Context, dir string) (string, error) {
 	if p := os.Getenv(BinaryEnv); p != "" {
 		return filepath.Abs(p)
 	}
+	return BuildFromSource(ctx, dir)
+}
+
+// BuildFromSource is Build without $FAIRWAY_BINARY: for tests of the tree itself (the chart's
+// arguments against the binary's flags) that run where bin/fairway may be stale or not built
+// yet (`make test` runs the chart tests before `make build`).
+func BuildFromSource(ctx context.Context, dir string) (string, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return "", err

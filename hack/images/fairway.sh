@@ -10,7 +10,9 @@ VERSION="${VERSION:-$(git -C "${ROOT}" describe --tags --always --dirty 2>/dev/n
 require_docker
 image_exists "${BASE_IMAGE}" || { echo "images: ${BASE_IMAGE} is missing: run hack/images/base.sh" >&2; exit 1; }
 # A cgo binary needs the glibc it was linked against, or an older one at run time: the base's.
-host_glibc="$(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')"
+# awk reads all of ldd's output: with head, ldd could die of SIGPIPE, and pipefail with set -e
+# ended the script there, silently, now and then.
+host_glibc="$(ldd --version 2>/dev/null | awk 'NR == 1 {print $NF}')"
 base_glibc="$(docker run --rm "${BASE_IMAGE}" sh -c "ldd --version | head -1" | awk '{print $NF}')"
 if [[ "$(printf '%s\n%s\n' "${host_glibc}" "${base_glibc}" | sort -V | tail -1)" != "${base_glibc}" ]]; then
   echo "images: the host's glibc ${host_glibc} is newer than the base's ${base_glibc}: build on ${SUITE} (or set DEBIAN_SUITE)" >&2

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -184,6 +185,7 @@ func newAgentWatchCommand() *cobra.Command {
 	opts.NodeName, _ = os.Hostname()
 	gpuIndex := 0
 	timeout := 30 * time.Second
+	trace := false
 	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 	cmd := &cobra.Command{
 		Use:    "watch",
@@ -205,7 +207,12 @@ func newAgentWatchCommand() *cobra.Command {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			out := cmd.OutOrStdout()
+			var traceTo io.Writer
+			if trace {
+				traceTo = cmd.ErrOrStderr()
+			}
 			w, err := agent.Watch(ctx, lib, agent.WatchOptions{
+				Trace:            traceTo,
 				GPU:              gpuIndex,
 				Interval:         opts.UsageInterval,
 				ThresholdPercent: opts.IdleThreshold,
@@ -228,6 +235,7 @@ func newAgentWatchCommand() *cobra.Command {
 	f.DurationVar(&opts.UsageInterval, "usage-interval", opts.UsageInterval, "GPU usage poll period, as the agent's.")
 	f.Float64Var(&opts.IdleThreshold, "idle-threshold", opts.IdleThreshold, "Utilization in percent at or below which the owner is not working, as the agent's.")
 	f.DurationVar(&timeout, "timeout", timeout, "Give up (exit 1) when the owner has not worked by then.")
+	f.BoolVar(&trace, "trace", trace, "Write every NVML utilization answer to stderr.")
 	bindZap(cmd, &zapOpts)
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/gpu-agent/gpu"
 	"github.com/fairway-sched/fairway/gpu-agent/usage"
 )
 
@@ -30,6 +32,11 @@ type WatchOptions struct {
 	// the real-GPU check starts the loan only then, so that the loan is never taken for the
 	// owner.
 	Ready func(owner []uint32)
+	// Trace, if set, receives a line for every NVML utilization answer the monitor gets (the
+	// device's and each process's samples), and before the first poll the samples NVML still
+	// buffers from before the watch, which the agent ignores: what to read when the check
+	// fails on a GPU.
+	Trace io.Writer
 	Log   logr.Logger
 }
 
@@ -105,7 +112,13 @@ func Watch(ctx context.Context, lib *Library, opts WatchOptions) (*Woken, error)
 		},
 	}}
 	sink := &wakeSink{woken: make(chan Woken, 1), owner: pids}
-	monitor := usage.NewMonitor(usage.NewSampler(lib, resolver), usage.MonitorOptions{
+	var sampled gpu.Library = lib
+	if opts.Trace != nil {
+		history, err := dev.ProcessUtilization(0)
+		fmt.Fprintf(opts.Trace, "trace: before the watch NVML buffers %s\n", formatSamples(history, err))
+		sampled = traceLibrary{Library: lib, w: opts.Trace}
+	}
+	monitor := usage.NewMonitor(usage.NewSampler(sampled, resolver), usage.MonitorOptions{
 		Interval: opts.Interval,
 		Tracker: usage.TrackerConfig{
 			ThresholdPercent:  opts.ThresholdPercent,
@@ -157,4 +170,52 @@ func (s *wakeSink) Set(pod *corev1.Pod, t usage.Transition) {
 	s.once.Do(func() {
 		s.woken <- Woken{Owner: s.owner, Reason: t.Reason, Message: t.Message, Observed: t.At, Detected: time.Now()}
 	})
+}
+
+// traceLibrary writes every utilization answer of its devices to w (WatchOptions.Trace).
+type traceLibrary struct {
+	gpu.Library
+	w io.Writer
+}
+
+func (l traceLibrary) Device(i int) (gpu.Device, error) {
+	d, err := l.Library.Device(i)
+	if err != nil {
+		return nil, err
+	}
+	return traceDevice{Device: d, w: l.w}, nil
+}
+
+type traceDevice struct {
+	gpu.Device
+	w io.Writer
+}
+
+func (d traceDevice) Utilization() (uint32, error) {
+	u, err := d.Device.Utilization()
+	fmt.Fprintf(d.w, "trace: %d GPU %d utilization %d%% err=%v\n", time.Now().UnixMicro(), d.Index(), u, err)
+	return u, err
+}
+
+func (d traceDevice) ProcessUtilization(since uint64) ([]gpu.ProcessSample, error) {
+	s, err := d.Device.ProcessUtilization(since)
+	fmt.Fprintf(d.w, "trace: %d GPU %d process samples since %d: %s\n", time.Now().UnixMicro(), d.Index(), since, formatSamples(s, err))
+	return s, err
+}
+
+func formatSamples(s []gpu.ProcessSample, err error) string {
+	if err != nil {
+		return "error " + err.Error()
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	var b []byte
+	for i, p := range s {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = fmt.Appendf(b, "pid=%d sm=%d%% at=%d", p.PID, p.SMPercent, p.Timestamp)
+	}
+	return string(b)
 }

@@ -60,13 +60,21 @@ func (s *Sample) DeviceErrors() []error {
 type Sampler struct {
 	lib      gpu.Library
 	resolver PodResolver
+	// begun is when the sampler was made, in NVML's timestamps (wall-clock microseconds): the
+	// first query of a device asks for samples after it. NVML answers a query from 0 with every
+	// sample in its buffer, seconds of history in which a process that now idles may have
+	// worked (a notebook allocating and loading its kernels just before it went quiet, seen on
+	// an H200): that history would wake an idle notebook at the agent's start, or at the start
+	// of `fairway agent watch`, and take its lent GPU back for nothing.
+	begun    uint64
 	lastSeen map[int]uint64
 	pidPod   map[uint32]string
 }
 
-// NewSampler returns a sampler over lib that attributes processes with resolver.
+// NewSampler returns a sampler over lib that attributes processes with resolver. Per-process
+// utilization counts from this moment on.
 func NewSampler(lib gpu.Library, resolver PodResolver) *Sampler {
-	return &Sampler{lib: lib, resolver: resolver, lastSeen: map[int]uint64{}, pidPod: map[uint32]string{}}
+	return &Sampler{lib: lib, resolver: resolver, begun: uint64(time.Now().UnixMicro()), lastSeen: map[int]uint64{}, pidPod: map[uint32]string{}}
 }
 
 // Sample reads every GPU once. A failing device yields a GPUSample with Err set; the others
@@ -121,6 +129,9 @@ func (s *Sampler) sampleDevice(i int) GPUSample {
 		fail("listing processes", err)
 	}
 	sm := map[uint32]uint32{}
+	if _, ok := s.lastSeen[i]; !ok {
+		s.lastSeen[i] = s.begun
+	}
 	samples, err := d.ProcessUtilization(s.lastSeen[i])
 	switch {
 	case err == nil:

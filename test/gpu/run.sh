@@ -220,6 +220,10 @@ BASELINE_S=3        # the owner's throughput alone, first
 LOAN_SOAK_S=${FAIRWAY_GPU_CHECK_LOAN_SOAK_S:-2} # the loan works this long before the owner wakes
 echo "-- 3. idle lending (owner holds ${OWNER_MIB} MiB and idles, a loan takes the rest and works, the owner wakes)"
 now_us() { date +%s%6N; }
+show_trace() { # what NVML answered the agent's watch (its --trace), for a failed lending check
+  echo "   the watch's NVML answers (owner pids: $(sed -n 's/^watch: owner pids \(\[[^]]*\]\).*/\1/p' "$work/watch.out")):"
+  grep '^trace: ' "$work/watch.err" | tail -40 | sed 's/^/   /'
+}
 wait_line() { # wait_line FILE PATTERN SECONDS PID -> 0 once FILE has a line matching PATTERN
   local file=$1 pattern=$2 deadline=$((SECONDS + $3)) pid=$4
   while ((SECONDS < deadline)); do
@@ -256,7 +260,7 @@ lending_check() {
   owner=$!
   cleanup_lending() {
     local p
-    for p in "$owner" "$loan" "$watcher" "$killer"; do [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null; done
+    for p in "${owner:-}" "${loan:-}" "${watcher:-}" "${killer:-}"; do [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null; done
     wait 2>/dev/null
     trap - EXIT
   }
@@ -266,7 +270,7 @@ lending_check() {
     fail "idle lending: the owner did not come up idle: $(tail -3 "$work/owner.out")"
     cleanup_lending; return
   fi
-  "$bin/fairway" agent watch --nvml=real --gpu 0 --timeout 90s >"$work/watch.out" 2>"$work/watch.err" &
+  "$bin/fairway" agent watch --nvml=real --gpu 0 --timeout 90s --trace >"$work/watch.out" 2>"$work/watch.err" &
   watcher=$!
   if ! wait_line "$work/watch.out" '^watch: owner pids' 30 "$watcher"; then
     if grep -q 'NVML lists no process' "$work/watch.err"; then
@@ -288,6 +292,7 @@ lending_check() {
   if ! kill -0 "$watcher" 2>/dev/null; then
     if grep -q '^watch: active' "$work/watch.out"; then
       fail "idle lending: the owner was taken for active while only the loan worked: $(grep '^watch: active' "$work/watch.out")"
+      show_trace
     else
       fail "idle lending: the agent's watch ended early: $(tail -3 "$work/watch.err")"
     fi
@@ -307,7 +312,8 @@ lending_check() {
   kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null; killer=
   loan=
   if ((wrc != 0)); then
-    fail "idle lending: the agent did not see the owner's work: $(tail -3 "$work/watch.err")"
+    fail "idle lending: the agent did not see the owner's work: $(grep -v '^trace: ' "$work/watch.err" | tail -3)"
+    show_trace
     cleanup_lending; return
   fi
   sed 's/^/   /' "$work/watch.out" | tail -1

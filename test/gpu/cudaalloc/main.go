@@ -161,12 +161,19 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
 )
 
 const cudaErrorOutOfMemory = 2
+
+// A CUDA context is current per OS thread, and the Go scheduler moves a goroutine between
+// threads at any blocking point (the idle wait, a print): every driver call must come from the
+// thread that made the context current, or the driver answers CUDA_ERROR_INVALID_CONTEXT (seen
+// on an H200 once the owner woke from its idle wait).
+func init() { runtime.LockOSThread() }
 
 func main() {
 	mib := flag.Int("mib", 0, "MiB of device memory to allocate in one cuMemAlloc")

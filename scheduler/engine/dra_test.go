@@ -268,6 +268,75 @@ func TestDRAReclaim(t *testing.T) {
 	}
 }
 
+// TestDRAReclaimWithForeignPods: the reclaim of TestDRAReclaim wherever another scheduler's DRA
+// pods took their devices (beside the gang, all on the other node, split), with the claims alone
+// or with the bound pods that reserve them: the lender's 8 always need at least 2 of the gang's.
+func TestDRAReclaimWithForeignPods(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		devs     []string
+		withPods bool
+	}{
+		{"pinned", []string{"n0/gpu-4", "n0/gpu-5", "n0/gpu-6", "n0/gpu-7", "n1/gpu-0", "n1/gpu-1"}, false},
+		{"pinned-pods", []string{"n0/gpu-4", "n0/gpu-5", "n0/gpu-6", "n0/gpu-7", "n1/gpu-0", "n1/gpu-1"}, true},
+		{"all-n1", []string{"n1/gpu-0", "n1/gpu-1", "n1/gpu-2", "n1/gpu-3", "n1/gpu-4", "n1/gpu-5"}, false},
+		{"all-n1-pods", []string{"n1/gpu-0", "n1/gpu-1", "n1/gpu-2", "n1/gpu-3", "n1/gpu-4", "n1/gpu-5"}, true},
+		{"3-3-pods", []string{"n0/gpu-4", "n0/gpu-5", "n0/gpu-6", "n1/gpu-0", "n1/gpu-1", "n1/gpu-2"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := draCluster(t, 2, "0")
+			if err := snap.UpsertQueue(testutil.MakeQueue("lend").Namespaces("lend").GPU("16", 1, "").Obj()); err != nil {
+				t.Fatal(err)
+			}
+			eng := engine.New(engine.Options{})
+			pods := map[string]*testutil.PodWrapper{}
+			for i := range 4 {
+				name := fmt.Sprintf("w%d", i)
+				p := testutil.MakePod("team-a", name).Queue("team-a").PodGroup("job").MinMember(4).TopologyRequired("fairway.dev/nvlink-domain").ClaimTemplate("gpu", "one-gpu", name+"-gpu")
+				pods[name] = p
+				snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", name+"-gpu", 1), p.Obj()))
+				if err := snap.UpsertPod(p.Obj()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := eng.Schedule(snap, draNow)
+			commitClaims(t, snap, &res, pods)
+			for i, dev := range tc.devs {
+				name := fmt.Sprintf("k%d", i)
+				c := testutil.GPUClaim("plain", name+"-gpu", 1)
+				c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+					{Request: "gpu", Driver: "gpu.nvidia.com", Pool: dev[:2], Device: dev[3:]}}}}
+				if tc.withPods {
+					p := testutil.MakePod("plain", name).SchedulerName("default-scheduler").ClaimTemplate("gpu", "one-gpu", name+"-gpu").Node(dev[:2])
+					c = testutil.OwnedBy(c, p.Obj())
+					c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: name, UID: p.UID}}
+					snap.UpsertResourceClaim(c)
+					if err := snap.UpsertPod(p.Obj()); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					snap.UpsertResourceClaim(c)
+				}
+			}
+			for i := range 8 {
+				name := fmt.Sprintf("l%d", i)
+				p := testutil.MakePod("lend", name).Queue("lend").CPU("100m").Memory("128Mi").PodGroup("lend").MinMember(8).ClaimTemplate("gpu", "one-gpu", name+"-gpu")
+				snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("lend", name+"-gpu", 1), p.Obj()))
+				if err := snap.UpsertPod(p.Obj()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if free := snap.Node("n0").FreeWholeSlots() + snap.Node("n1").FreeWholeSlots(); free != 6 {
+				t.Fatalf("%d GPUs free before the lender's gang, want 6", free)
+			}
+			res = eng.Schedule(snap, draNow.Add(time.Minute))
+			if len(res.Evictions) < 2 {
+				t.Errorf("evictions %+v, want at least 2 of team-a's pods; waiting: %+v", res.Evictions, res.Unschedulable)
+			}
+		})
+	}
+}
+
 // BenchmarkDRACycle: one cycle placing 500 pending pods, each with its own one-GPU claim, on 500
 // nodes that publish 8 GPUs each in ResourceSlices (4,000 devices): every placement runs the
 // structured allocator on its node.

@@ -76,7 +76,7 @@ func TestFairShareHistory(t *testing.T) {
 	t.Logf("team A used %.3f GPU-hours before the leader change", before)
 
 	// Leader change.
-	leader := waitLeader(t, &mu, &replicas, 30*time.Second)
+	leader := waitLeader(t, &mu, &replicas, func() {}, 30*time.Second)
 	killed := time.Now()
 	if err := syscall.Kill(leader.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)

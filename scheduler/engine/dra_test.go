@@ -219,59 +219,11 @@ func TestDRAMissingClaimWaits(t *testing.T) {
 	}
 }
 
+// TestDRAReclaim: a borrower's 4-pod DRA gang on n0, another scheduler's DRA claims on 6 more
+// devices wherever they are (beside the gang, all on the other node, split; the claims alone or
+// with the bound pods that reserve them), and a lender's gang of 8 under its quota: 6 devices are
+// free, so at least 2 of the gang's must be reclaimed.
 func TestDRAReclaim(t *testing.T) {
-	snap := draCluster(t, 2, "0")
-	if err := snap.UpsertQueue(testutil.MakeQueue("team-a").Namespaces("team-a").Obj()); err != nil {
-		t.Fatal(err)
-	}
-	if err := snap.UpsertQueue(testutil.MakeQueue("lend").Namespaces("lend").GPU("16", 1, "").Obj()); err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(engine.Options{})
-	pods := map[string]*testutil.PodWrapper{}
-	for i := range 4 {
-		name := fmt.Sprintf("w%d", i)
-		p := testutil.MakePod("team-a", name).Queue("team-a").PodGroup("job").MinMember(4).TopologyRequired("fairway.dev/nvlink-domain").ClaimTemplate("gpu", "one-gpu", name+"-gpu")
-		pods[name] = p
-		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", name+"-gpu", 1), p.Obj()))
-		if err := snap.UpsertPod(p.Obj()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res := eng.Schedule(snap, draNow)
-	commitClaims(t, snap, &res, pods)
-	// A node update puts its pods back on their devices (the slots their own claims claim).
-	if err := snap.UpsertNode(testutil.MakeNode("n0").Label("fairway.dev/nvlink-domain", "nvl-n0").Label("x", "y").Obj()); err != nil {
-		t.Fatal(err)
-	}
-	if n := snap.Node("n0"); n.Floating != 0 || n.FreeWholeSlots() != 4 {
-		t.Fatalf("after a node update: %d floating GPUs, %d free; want 0 and 4", n.Floating, n.FreeWholeSlots())
-	}
-	// Another scheduler's claims take 4 more devices of n0 and 2 of n1.
-	for i, dev := range []string{"n0/gpu-4", "n0/gpu-5", "n0/gpu-6", "n0/gpu-7", "n1/gpu-0", "n1/gpu-1"} {
-		c := testutil.GPUClaim("plain", fmt.Sprintf("k%d", i), 1)
-		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
-			{Request: "gpu", Driver: "gpu.nvidia.com", Pool: dev[:2], Device: dev[3:]}}}}
-		snap.UpsertResourceClaim(c)
-	}
-	for i := range 8 {
-		name := fmt.Sprintf("l%d", i)
-		p := testutil.MakePod("lend", name).Queue("lend").CPU("100m").Memory("128Mi").PodGroup("lend").MinMember(8).ClaimTemplate("gpu", "one-gpu", name+"-gpu")
-		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("lend", name+"-gpu", 1), p.Obj()))
-		if err := snap.UpsertPod(p.Obj()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res = eng.Schedule(snap, draNow.Add(time.Minute))
-	if len(res.Evictions) < 2 {
-		t.Fatalf("evictions %+v, want at least 2 of team-a's pods; waiting: %+v", res.Evictions, res.Unschedulable)
-	}
-}
-
-// TestDRAReclaimWithForeignPods: the reclaim of TestDRAReclaim wherever another scheduler's DRA
-// pods took their devices (beside the gang, all on the other node, split), with the claims alone
-// or with the bound pods that reserve them: the lender's 8 always need at least 2 of the gang's.
-func TestDRAReclaimWithForeignPods(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		devs     []string
@@ -285,6 +237,9 @@ func TestDRAReclaimWithForeignPods(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := draCluster(t, 2, "0")
+			if err := snap.UpsertQueue(testutil.MakeQueue("team-a").Namespaces("team-a").Obj()); err != nil {
+				t.Fatal(err)
+			}
 			if err := snap.UpsertQueue(testutil.MakeQueue("lend").Namespaces("lend").GPU("16", 1, "").Obj()); err != nil {
 				t.Fatal(err)
 			}
@@ -301,6 +256,13 @@ func TestDRAReclaimWithForeignPods(t *testing.T) {
 			}
 			res := eng.Schedule(snap, draNow)
 			commitClaims(t, snap, &res, pods)
+			// A node update puts its pods back on their devices (the slots their own claims claim).
+			if err := snap.UpsertNode(testutil.MakeNode("n0").Label("fairway.dev/nvlink-domain", "nvl-n0").Label("x", "y").Obj()); err != nil {
+				t.Fatal(err)
+			}
+			if n := snap.Node("n0"); n.Floating != 0 || n.FreeWholeSlots() != 4 {
+				t.Fatalf("after a node update: %d floating GPUs, %d free; want 0 and 4", n.Floating, n.FreeWholeSlots())
+			}
 			for i, dev := range tc.devs {
 				name := fmt.Sprintf("k%d", i)
 				c := testutil.GPUClaim("plain", name+"-gpu", 1)

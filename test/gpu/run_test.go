@@ -58,7 +58,8 @@ esac
 	// The fake CUDA client enforces its MPS server's limit (the fake daemon's --memory-limit-mib)
 	// unless FAKE_NOT_ENFORCED is set; with -work under a tenant's /dev/shm it leaves a segment
 	// there (and in the other tenant's with FAKE_SHM_LEAKS). With -work it reports a throughput of 100 passes/s, 50 while a
-	// loan runs next to it (100 never comes back with FAKE_OWNER_SLOW); the loan (-leave) runs
+	// loan runs next to it and in the first window after it wakes beside one (100 never comes
+	// back with FAKE_OWNER_SLOW); the loan (-leave) runs
 	// until SIGTERM.
 	fakeCudaalloc = `#!/bin/sh
 if [ "$1" = "-probe" ]; then
@@ -70,6 +71,9 @@ rates() { # rates N: N windows of 50 ms
   while [ $i -lt $1 ]; do
     r=100
     if [ -e "$TMPDIR/loan-running" ] || [ -n "$FAKE_OWNER_SLOW" ]; then r=50; fi
+    # The first window began beside the loan if the loan ran when the owner woke, however fast
+    # the script stops it (its TERM can come before this loop looks).
+    if [ $i -eq 0 ] && [ -e "$TMPDIR/owner-woke-beside-loan" ]; then r=50; fi
     s=$(date +%s%6N); sleep 0.05; e=$(date +%s%6N)
     echo "cudaalloc: rate $s $e 5 $r.0"
     i=$((i + 1))
@@ -84,7 +88,7 @@ case "$*" in
   while [ $i -lt 600 ]; do echo "cudaalloc: rate 1 2 5 100.0"; sleep 0.05; i=$((i + 1)); done
   ;;
 *-idle*)
-  trap 'touch "$TMPDIR/owner-working"' USR1
+  trap '[ -e "$TMPDIR/loan-running" ] && touch "$TMPDIR/owner-woke-beside-loan"; touch "$TMPDIR/owner-working"' USR1
   echo "cudaalloc: holding $2 MiB"
   echo "cudaalloc: idle; SIGUSR1 starts the work"
   i=0

@@ -18,8 +18,8 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 GOTEST_FLAGS ?= -count=1
 E2E_TIMEOUT  ?= 40m
-# `go test` runs a few vet checks before each package's tests; `make test` has run the whole of
-# `go vet` (and golangci-lint's) in verify already, so it turns that off (UNIT_VET= keeps it).
+# `go test` runs a few vet checks before each package's tests; `make test` has run all of vet's
+# analyzers (golangci-lint's govet) in verify already, so it turns that off (UNIT_VET= keeps it).
 UNIT_VET ?= -vet=off
 # Top-level e2e tests run this many at a time, each on a cluster of its own: most of a test is
 # waiting for controllers, so on 2 cores 3 at a time take about half as long as one by one.
@@ -67,7 +67,7 @@ generate: ## Regenerate deepcopy code and CRD manifests from api/.
 ##@ Check
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated files up to date, lint, no binary or >1 MB file tracked.
+verify: ## gofmt, generated files up to date, lint (go vet's analyzers included), no binary or >1 MB file tracked.
 	hack/verify.sh
 
 .PHONY: unit

@@ -84,27 +84,51 @@ stamp_of() { # module pkg ldflags tags
   } | sha256sum | cut -d' ' -f1
 }
 
-build_one() { # name module pkg ldflags tags
-  local name="$1" module="$2" pkg="$3" ldflags="$4" tags="$5"
-  local out="${BIN}/${name}" stampfile="${BIN}/.stamps/${name}"
-  local stamp
-  stamp="$(stamp_of "${module}" "${pkg}" "${ldflags}" "${tags}")"
-  if [[ -x "${out}" && -f "${stampfile}" && "$(cat "${stampfile}")" == "${stamp}" && -z "${FORCE:-}" ]]; then
-    echo "build-tools: ${name} is up to date"
-    return 0
-  fi
-  echo "build-tools: building ${name} (${pkg}, module hack/tools/${module})..."
+is_fresh() { # name stamp
+  [[ -x "${BIN}/$1" && -f "${BIN}/.stamps/$1" && "$(cat "${BIN}/.stamps/$1")" == "$2" && -z "${FORCE:-}" ]]
+}
+
+# build_group builds the named tools of one module that share their flags with one `go build`:
+# one action graph compiles what they share once and links them side by side, where one build
+# after another left a core idle through each link (kube-apiserver, -controller-manager,
+# -scheduler and kubectl). Each tool's stamp is its own, as if built alone.
+build_group() { # module ldflags tags name...
+  local module="$1" ldflags="$2" tags="$3"
+  shift 3
+  local name pkg stamp names=() pkgs=() stamps=()
+  for name in "$@"; do
+    IFS='|' read -r _ _ pkg _ _ <<<"$(lookup "${name}")"
+    stamp="$(stamp_of "${module}" "${pkg}" "${ldflags}" "${tags}")"
+    if is_fresh "${name}" "${stamp}"; then
+      echo "build-tools: ${name} is up to date"
+      continue
+    fi
+    names+=("${name}") pkgs+=("${pkg}") stamps+=("${stamp}")
+  done
+  ((${#names[@]} > 0)) || return 0
+  echo "build-tools: building ${names[*]} (${pkgs[*]}, module hack/tools/${module})..."
   local start=${SECONDS}
-  # Build next to the target and rename, so a concurrent reader (another worktree sharing bin/)
-  # never runs a half-written binary.
-  local tmp="${BIN}/.${name}.tmp.$$"
+  # Build into a directory next to the targets and rename, so a concurrent reader (another
+  # worktree sharing bin/) never runs a half-written binary. With -o DIR/, go names each binary
+  # after its package's last element, which is the tool's name (main checks).
+  local tmp="${BIN}/.build.tmp.$$"
+  rm -rf "${tmp}" && mkdir -p "${tmp}"
   # GOWORK=off: each module builds from its own go.mod, which hack/tools/tools.work keeps in step
   # with the others (see the header of that file).
-  (cd "${ROOT}/hack/tools/${module}" &&
-    GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}" "${pkg}")
-  mv -f "${tmp}" "${out}"
-  echo "${stamp}" >"${stampfile}"
-  echo "build-tools: built ${name} in $(fmt_secs $((SECONDS - start)))"
+  if ((${#names[@]} == 1)); then
+    (cd "${ROOT}/hack/tools/${module}" &&
+      GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}/${names[0]}" "${pkgs[0]}")
+  else
+    (cd "${ROOT}/hack/tools/${module}" &&
+      GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}/" "${pkgs[@]}")
+  fi
+  local i
+  for i in "${!names[@]}"; do
+    mv -f "${tmp}/${names[i]}" "${BIN}/${names[i]}"
+    echo "${stamps[i]}" >"${BIN}/.stamps/${names[i]}"
+  done
+  rmdir "${tmp}"
+  echo "build-tools: built ${names[*]} in $(fmt_secs $((SECONDS - start)))"
 }
 
 main() {
@@ -124,11 +148,24 @@ main() {
     flock -n 9 || { echo "build-tools: waiting for another build-tools.sh using ${BIN}..."; flock 9; }
   fi
 
-  local start=${SECONDS} module pkg ldflags tags
+  # Group the requested tools by module, flags and tags, in the order they were asked for. A
+  # tool whose binary name is not its package's last element builds on its own.
+  local start=${SECONDS} module pkg ldflags tags key keys=() members=() i found
   for n in "${names[@]}"; do
     t="$(lookup "$n")"
     IFS='|' read -r _ module pkg ldflags tags <<<"$t"
-    build_one "$n" "$module" "$pkg" "$ldflags" "$tags"
+    key="${module}|${ldflags}|${tags}"
+    [[ "${pkg##*/}" == "$n" ]] || key="${key}|alone:$n"
+    found=""
+    for i in "${!keys[@]}"; do
+      if [[ "${keys[i]}" == "${key}" ]]; then members[i]+=" $n"; found=1; break; fi
+    done
+    [[ -n "${found}" ]] || { keys+=("${key}"); members+=("$n"); }
+  done
+  for i in "${!keys[@]}"; do
+    IFS='|' read -r module ldflags tags _ <<<"${keys[i]}"
+    # shellcheck disable=SC2086 # members are tool names, one word each
+    build_group "${module}" "${ldflags}" "${tags}" ${members[i]}
   done
   echo "build-tools: done in $(fmt_secs $((SECONDS - start)))"
 }

@@ -22,7 +22,9 @@ if [[ -n "${check}" ]]; then
 fi
 
 (cd hack/tools && GOWORK="${ROOT}/hack/tools/tools.work" go work sync)
-for m in "${mods[@]}"; do (cd "$m" && GOWORK=off go mod tidy); done
+# The modules tidy independently and, cold, mostly wait on the module proxy: four at a time
+# (the module cache locks what two of them fetch at once).
+printf '%s\0' "${mods[@]}" | xargs -0 -P 4 -I{} sh -c 'cd "$1" && GOWORK=off go mod tidy' _ {}
 # Tidying can drop a requirement that sync added; sync once more so both fixed points agree.
 (cd hack/tools && GOWORK="${ROOT}/hack/tools/tools.work" go work sync)
 

@@ -2,13 +2,17 @@ package mutatingwebhook_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
@@ -194,21 +198,95 @@ func ptrTo[T any](v T) *T { return &v }
 
 // TestDRAClaimsAreGPURequests: a pod whose GPUs come from ResourceClaims is fairway's (the
 // scheduler allocates its claims, docs/dra.md), even under spec.admit GPU without a framework,
-// and its claims are left as they are.
+// and its claims are left as they are; unless a claim or its template asks for what fairway's
+// allocator does not serve (capacity requests): then the pod is left to kube-scheduler with a
+// warning naming the claim, or refused if it names fairway's scheduler, rather than stranded.
 func TestDRAClaimsAreGPURequests(t *testing.T) {
-	pod := makePod("dra").obj()
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}
-	state := defaultState()
-	state.admit = map[string]fairwayv1.AdmitPolicy{"team-a": fairwayv1.AdmitGPU}
-	req := createRequest(t, pod, "team-a")
-	resp := newHandler(state, nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
-	got := applyPatch(t, req, resp)
-	if got.Spec.SchedulerName != fairwayv1.SchedulerName || len(resp.Warnings) > 0 {
-		t.Fatalf("a DRA pod: scheduler %q, warnings %q; want fairway's, none", got.Spec.SchedulerName, resp.Warnings)
+	template := func(name string, capacity bool) *unstructured.Unstructured {
+		t := &resourceapi.ResourceClaimTemplate{
+			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaimTemplate"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+		}
+		t.Spec.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 1}}}
+		if capacity {
+			t.Spec.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}}
+		}
+		return toUnstructured(t)
 	}
-	if len(got.Spec.ResourceClaims) != 1 || *got.Spec.ResourceClaims[0].ResourceClaimTemplateName != "one-gpu" {
-		t.Errorf("claims changed: %+v", got.Spec.ResourceClaims)
+	claim := func(name string, allocated bool) *unstructured.Unstructured {
+		c := &resourceapi.ResourceClaim{
+			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaim"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+		}
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "part", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 1,
+			Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}}}}}
+		if allocated {
+			c.Status.Allocation = &resourceapi.AllocationResult{}
+		}
+		return toUnstructured(c)
 	}
+	objects := adaptertest.NewReader(template("one-gpu", false), template("part-gpu", true), claim("shared-part", false), claim("taken-part", true))
+	const leftAlone, refused = "left alone", "refused"
+	cases := map[string]struct {
+		claims []corev1.PodResourceClaim
+		names  bool // spec.schedulerName: fairway
+		want   string
+		says   string
+	}{
+		"a template for a whole GPU":              {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}},
+		"a template not there yet":                {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("later")}}},
+		"a claim allocated already":               {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptrTo("taken-part")}}},
+		"a template asking for capacity":          {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: leftAlone, says: `ResourceClaimTemplate part-gpu (request "gpu": capacity requests (DRA consumable capacity))`},
+		"a shared claim asking for capacity":      {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimName: ptrTo("shared-part")}}, want: leftAlone, says: `ResourceClaim shared-part (request "part": capacity requests (DRA consumable capacity))`},
+		"capacity, naming fairway's scheduler":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}, names: true, want: refused, says: `ResourceClaimTemplate part-gpu (request "gpu": capacity requests`},
+		"a whole GPU, naming fairway's scheduler": {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}, names: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := makePod("dra").obj()
+			pod.Spec.ResourceClaims = tc.claims
+			if tc.names {
+				pod.Spec.SchedulerName = fairwayv1.SchedulerName
+			}
+			state := defaultState()
+			state.admit = map[string]fairwayv1.AdmitPolicy{"team-a": fairwayv1.AdmitGPU}
+			req := createRequest(t, pod, "team-a")
+			resp := newHandler(state, objects, mutatingwebhook.Options{}).Handle(context.Background(), req)
+			switch tc.want {
+			case refused:
+				var msg string
+				if resp.Result != nil {
+					msg = resp.Result.Message
+				}
+				if resp.Allowed || !strings.Contains(msg, tc.says) || !strings.Contains(msg, "remove spec.schedulerName") {
+					t.Fatalf("want refused naming %q; got allowed %v, %q", tc.says, resp.Allowed, msg)
+				}
+			case leftAlone:
+				if !resp.Allowed || len(resp.Patches) > 0 {
+					t.Fatalf("want allowed and untouched; got %v, patches %v", resp.Result, resp.Patches)
+				}
+				if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], tc.says) || !strings.Contains(resp.Warnings[0], "left to scheduler default-scheduler") {
+					t.Errorf("warnings %q, want one naming %q and default-scheduler", resp.Warnings, tc.says)
+				}
+			default:
+				got := applyPatch(t, req, resp)
+				if got.Spec.SchedulerName != fairwayv1.SchedulerName || len(resp.Warnings) > 0 {
+					t.Fatalf("a DRA pod: scheduler %q, warnings %q; want fairway's, none", got.Spec.SchedulerName, resp.Warnings)
+				}
+				if !reflect.DeepEqual(got.Spec.ResourceClaims, tc.claims) {
+					t.Errorf("claims changed: %+v", got.Spec.ResourceClaims)
+				}
+			}
+		})
+	}
+}
+
+func toUnstructured(obj any) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		panic(err)
+	}
+	return &unstructured.Unstructured{Object: m}
 }
 
 // TestNotebooksStayNonPreemptible: z2jh's scheduling.podPriority gives notebooks its own class,

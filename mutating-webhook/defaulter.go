@@ -55,6 +55,8 @@ func NewPodDefaulter(list []adapters.Adapter, state ClusterState, objects adapte
 //  2. Ask the adapters which framework made the pod and what its workload is; leave framework
 //     helpers alone, and, unless the pod names fairway's scheduler, what the queues' spec.admit
 //     does not take and pods whose requirements fairway does not evaluate (with a warning).
+//     Pods whose DRA claims fairway's allocator does not serve are left alone with a warning
+//     too, or refused when they name fairway's scheduler.
 //  3. Resolve the queue and check the namespace may use it.
 //  4. Default the priority class for the workload kind.
 //  5. Apply the queue's policy (a default GPU request; refuse GPU types it closes and GPU
@@ -128,6 +130,21 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		if what := fairwayv1.UnevaluatedConstraints(pod); len(what) > 0 {
 			log.V(2).Info("Leaving pod to its own scheduler: it uses constraints fairway does not evaluate", "constraints", what)
 			return []string{unevaluatedWarning(pod, what)}, nil
+		}
+	}
+	// 2c. DRA claims asking for what fairway's allocator does not serve: left to the pod's own
+	// scheduler with a warning, refused when the pod names fairway's (it would wait for ever).
+	if len(pod.Spec.ResourceClaims) > 0 {
+		what, err := d.unservedClaims(ctx, pod)
+		if err != nil {
+			return nil, err
+		}
+		if len(what) > 0 {
+			if asksFairway {
+				return nil, unservedClaimsDenial(what)
+			}
+			log.V(2).Info("Leaving pod to its own scheduler: its claims ask for what fairway's DRA allocator does not serve", "claims", what)
+			return []string{unservedClaimsWarning(pod, what)}, nil
 		}
 	}
 

@@ -118,7 +118,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		return fmt.Errorf("watching priority classes: %w", err)
 	}
 	adapters := registry.All()
-	if err := mgr.Add(&warmInformers{cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(), kinds: registry.WatchedKinds(adapters), log: log}); err != nil {
+	if err := mgr.Add(&warmInformers{cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(), kinds: append(registry.WatchedKinds(adapters), draKinds...), log: log}); err != nil {
 		return err
 	}
 	state := &cachedState{reader: mgr.GetCache(), gpus: gpus}

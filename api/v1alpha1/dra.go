@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+
 	resourceapi "k8s.io/api/resource/v1"
 )
 
@@ -41,4 +43,29 @@ func IsDRAGPUDevice(driver string, d *resourceapi.Device) bool {
 		}
 	}
 	return true
+}
+
+// UnservedClaimRequests names what a ResourceClaim asks for that fairway's DRA allocator does not
+// serve, one entry per request: capacity requests, a part of a device that several claims may
+// share (DRAConsumableCapacity). The allocator fairway runs does not read them: it would give
+// the claim a whole device, unchecked against the capacity asked for, and fairway's GPU
+// accounting has no way yet to count a claim's part of a device (docs/dra.md, "Shares through
+// DRA"). The webhook leaves a pod with such a claim to kube-scheduler, which serves them, with a
+// warning, or refuses it when it names fairway's scheduler; the scheduler reports one that
+// reaches it anyway as ReasonUnsupported instead of placing it wrongly. All read this one
+// function, and the engine's tests check it against its allocator. Nil when fairway serves the
+// claim.
+func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
+	var what []string
+	for _, r := range spec.Devices.Requests {
+		if r.Exactly != nil && r.Exactly.Capacity != nil {
+			what = append(what, fmt.Sprintf("request %q: capacity requests (DRA consumable capacity)", r.Name))
+		}
+		for _, s := range r.FirstAvailable {
+			if s.Capacity != nil {
+				what = append(what, fmt.Sprintf("request %q, subrequest %q: capacity requests (DRA consumable capacity)", r.Name, s.Name))
+			}
+		}
+	}
+	return what
 }

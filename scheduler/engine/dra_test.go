@@ -3,10 +3,12 @@ package engine_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fairway-sched/fairway/scheduler/engine"
@@ -324,5 +326,36 @@ func BenchmarkDRACycle(b *testing.B) {
 		if len(res.Bindings) != 500 {
 			b.Fatalf("bindings %d, want 500", len(res.Bindings))
 		}
+	}
+}
+
+// TestDRAUnservedClaimIsUnsupported: a pod that reached fairway with a claim fairway's allocator
+// does not serve (capacity requests: the webhook leaves such pods to kube-scheduler) is reported
+// UnsupportedConstraint, naming the claim and the request, rather than left waiting without a
+// word; once its claim is one fairway serves, it is placed.
+func TestDRAUnservedClaimIsUnsupported(t *testing.T) {
+	snap := draCluster(t, 1, "8")
+	p := testutil.MakePod("team-a", "p").Queue("team-a").ClaimTemplate("gpu", "part-gpu", "p-gpu-1")
+	c := testutil.OwnedBy(testutil.GPUClaim("team-a", "p-gpu-1", 1), p.Obj())
+	c.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+		"memory": resource.MustParse("10Gi"),
+	}}
+	snap.UpsertResourceClaim(c)
+	if err := snap.UpsertPod(p.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	res := engine.New(engine.Options{}).Schedule(snap, draNow)
+	if len(res.Bindings) != 0 || len(res.Unschedulable) != 1 {
+		t.Fatalf("bindings %+v, unschedulable %+v: want the pod unschedulable", res.Bindings, res.Unschedulable)
+	}
+	if u := res.Unschedulable[0]; u.Code != engine.ReasonUnsupported || !strings.Contains(u.Message, `ResourceClaim p-gpu-1 (request "gpu": capacity requests (DRA consumable capacity))`) {
+		t.Errorf("reason %s %q, want %s naming the claim and its capacity request", u.Code, u.Message, engine.ReasonUnsupported)
+	}
+	snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", "p-gpu-1", 1), p.Obj()))
+	if err := snap.UpsertPod(p.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if res := engine.New(engine.Options{}).Schedule(snap, draNow.Add(time.Second)); len(res.Bindings) != 1 {
+		t.Errorf("bindings %+v with a claim for a whole GPU, want 1 (%+v)", res.Bindings, res.Unschedulable)
 	}
 }

@@ -527,14 +527,15 @@ func (s *Snapshot) TaskClaims(t *Task) []*Claim {
 // readClaims fills the DRA part of a managed pod's request from its claims: the GPU devices its
 // claims ask for (pending: those of claims not allocated yet; bound: those its allocated claims
 // hold on its node) and, for a bound pod, the slots they are. A claim that does not exist yet is a
-// problem the pod waits on.
+// problem the pod waits on; one that asks for what fairway's allocator does not serve
+// (v1alpha1.UnservedClaimRequests) makes the pod unsupported.
 func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return nil
 	}
 	d := s.dra()
 	info.Req.DRA = true
-	var missing []string
+	var missing, unserved []string
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(pod, pc)
@@ -553,6 +554,9 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 		}
 		alloc := c.Allocation()
 		if alloc == nil {
+			if what := v1alpha1.UnservedClaimRequests(&c.Obj.Spec); len(what) > 0 {
+				unserved = append(unserved, "ResourceClaim "+*name+" ("+strings.Join(what, "; ")+")")
+			}
 			info.Req.WholeGPUs += d.requestedGPUs(c.Obj)
 			continue
 		}
@@ -575,6 +579,11 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	if len(missing) > 0 && info.Lifecycle == LifecyclePending && info.Problem == nil {
 		info.Problem = &Problem{Code: ProblemClaim, Message: "waiting for ResourceClaim " + strings.Join(missing, ", ") +
 			" (kube-controller-manager creates the claims of ResourceClaimTemplates)"}
+	}
+	if len(unserved) > 0 && info.Lifecycle == LifecyclePending && info.Problem == nil {
+		info.Problem = &Problem{Code: ProblemUnsupported, Message: strings.Join(unserved, ", ") +
+			" asks for what fairway's DRA allocator does not serve: leave the pod to kube-scheduler (no spec.schedulerName " +
+			v1alpha1.SchedulerName + "), or ask for whole devices (docs/dra.md)"}
 	}
 	return names
 }

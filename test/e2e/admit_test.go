@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -120,6 +121,51 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	})
 	// It holds one of the two GPUs; fairway sees it as another scheduler's.
 	if err := c.Client().Delete(ctx, spread, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+
+	// 2b. A DRA claim template asking for part of a GPU (capacity requests), which fairway's
+	// allocator does not serve: the pod is left to kube-scheduler with a warning naming the
+	// template, and refused when it names fairway's scheduler, rather than stranded.
+	part := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "jhub", Name: "part-gpu"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: fairwayv1.NVIDIAGPUDeviceClass, Count: 1,
+				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{fairwayv1.DRAMemoryCapacity: resource.MustParse("10Gi")}}},
+		}}}}}}
+	part, err = c.Clientset().ResourceV1().ResourceClaimTemplates("jhub").Create(ctx, part, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part.Spec.Spec.Devices.Requests[0].Exactly.Capacity == nil {
+		t.Fatal("the API server dropped the template's capacity requests (DRAConsumableCapacity off?): nothing to test")
+	}
+	partPod := func(name, scheduler string) *corev1.Pod {
+		p := plainPod(name)
+		p.Namespace = "jhub"
+		p.Spec.SchedulerName = scheduler
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(part.Name)}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		return p
+	}
+	before := len(warnings.all())
+	left, err := wc.CoreV1().Pods("jhub").Create(ctx, partPod("part-gpu", ""), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `fairway: pod's ResourceClaimTemplate part-gpu (request "gpu": capacity requests (DRA consumable capacity)) asks for what fairway's DRA allocator does not serve, so it is left to scheduler default-scheduler: `
+	if got := warnings.all()[before:]; len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("warnings %q, want one starting %q", got, want)
+	} else {
+		t.Logf("warning: %s", got[0])
+	}
+	checkLeftToKubeScheduler(t, left)
+	_, err = wc.CoreV1().Pods("jhub").Create(ctx, partPod("part-gpu-fairway", fairwayv1.SchedulerName), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "asks for what fairway's DRA allocator does not serve, so fairway could never place it") {
+		t.Errorf("a pod naming fairway with a capacity claim: %v, want refused", err)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	if err := c.Client().Delete(ctx, left, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -19,7 +19,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -157,17 +156,7 @@ func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
 
 	// The borrower's queue now caps the grace of its evicted pods at 45 s: the next victim gets
 	// 45 s, not its own 120.
-	// The scheduler writes the Queue's status meanwhile: read and update until no write raced.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var q fairwayv1.Queue
-		if err := c.Client().Get(ctx, client.ObjectKey{Name: "grace-b"}, &q); err != nil {
-			return err
-		}
-		q.Spec.MaxEvictionGracePeriod = &metav1.Duration{Duration: 45 * time.Second}
-		return c.Client().Update(ctx, &q)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	updateQueue(t, c, "grace-b", func(q *fairwayv1.QueueSpec) { q.MaxEvictionGracePeriod = &metav1.Duration{Duration: 45 * time.Second} })
 	time.Sleep(time.Second) // the scheduler's Queue informer
 	mustCreate(t, c, schedPod("grace-a", "claim-2", "grace-a").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
 	eventually(t, 30*time.Second, "the second eviction in the audit log", func(context.Context) (bool, error) {

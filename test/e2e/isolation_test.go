@@ -117,21 +117,11 @@ func TestQueueIsolation(t *testing.T) {
 	})
 
 	// The refusal is the namespaces check: once team-b serves team-a, the same pods are placed.
-	var qb fairwayv1.Queue
-	if err := c.Client().Get(ctx, client.ObjectKey{Name: "team-b"}, &qb); err != nil {
-		t.Fatal(err)
-	}
-	qb.Spec.Namespaces = append(qb.Spec.Namespaces, "team-a")
-	if err := c.Client().Update(ctx, &qb); err != nil {
-		t.Fatal(err)
-	}
+	updateQueue(t, c, "team-b", func(q *fairwayv1.QueueSpec) { q.Namespaces = append(q.Namespaces, "team-a") })
 	eventually(t, 30*time.Second, "the 3 pods placed once team-b serves team-a", func(ctx context.Context) (bool, error) {
 		return len(bound(podsIn(t, c, ctx, "team-a", nil))) == 3, nil
 	})
-	qb.Spec.Namespaces = []string{"team-b"}
-	if err := c.Client().Update(ctx, &qb); err != nil {
-		t.Fatal(err)
-	}
+	updateQueue(t, c, "team-b", func(q *fairwayv1.QueueSpec) { q.Namespaces = []string{"team-b"} })
 	for name := range foreign {
 		if err := c.Client().Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}, client.GracePeriodSeconds(0)); err != nil {
 			t.Fatal(err)

@@ -83,14 +83,7 @@ func TestPipelineAdmissionStages(t *testing.T) {
 	})
 
 	// Switch the queue to Stages; the webhook's cache follows within moments.
-	var vision fairwayv1.Queue
-	if err := c.Client().Get(ctx, client.ObjectKey{Name: "vision"}, &vision); err != nil {
-		t.Fatal(err)
-	}
-	vision.Spec.PipelineAdmission = fairwayv1.PipelineAdmissionStages
-	if err := c.Client().Update(ctx, &vision); err != nil {
-		t.Fatal(err)
-	}
+	updateQueue(t, c, "vision", func(q *fairwayv1.QueueSpec) { q.PipelineAdmission = fairwayv1.PipelineAdmissionStages })
 	time.Sleep(2 * time.Second)
 
 	t.Run("Stages", func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,6 +99,22 @@ func schedQueue(t *testing.T, c *cluster.Cluster, name, gpuQuota string, namespa
 		q.Spec.Resources.GPU = &fairwayv1.ResourceQuota{Quota: &v}
 	}
 	mustCreate(t, c, q)
+}
+
+// updateQueue changes the spec of queue name: the scheduler writes its status meanwhile, so the
+// read and the write are retried until no status write raced them.
+func updateQueue(t *testing.T, c *cluster.Cluster, name string, change func(*fairwayv1.QueueSpec)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var q fairwayv1.Queue
+		if err := c.Client().Get(t.Context(), client.ObjectKey{Name: name}, &q); err != nil {
+			return err
+		}
+		change(&q.Spec)
+		return c.Client().Update(t.Context(), &q)
+	}); err != nil {
+		t.Fatalf("updating queue %s: %v", name, err)
+	}
 }
 
 // podB builds a pod the way fairway's webhook leaves it.

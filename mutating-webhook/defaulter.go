@@ -133,7 +133,7 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		}
 	}
 	// 2c. DRA claims asking for what fairway's allocator does not serve: left to the pod's own
-	// scheduler with a warning, refused when the pod names fairway's (it would wait for ever).
+	// scheduler with a warning, refused when the pod names fairway's (it would never be placed).
 	if len(pod.Spec.ResourceClaims) > 0 {
 		what, err := d.unservedClaims(ctx, pod)
 		if err != nil {
@@ -299,15 +299,19 @@ func asksForFairway(pod *corev1.Pod) bool {
 	return false
 }
 
+// ownScheduler names the scheduler a pod the webhook leaves alone goes to, for its warnings.
+func ownScheduler(pod *corev1.Pod) string {
+	if pod.Spec.SchedulerName == "" {
+		return corev1.DefaultSchedulerName
+	}
+	return pod.Spec.SchedulerName
+}
+
 // unevaluatedWarning is what the creator of a pod left to kube-scheduler for its constraints
 // reads.
 func unevaluatedWarning(pod *corev1.Pod, what []string) string {
-	name := pod.Spec.SchedulerName
-	if name == "" {
-		name = corev1.DefaultSchedulerName
-	}
 	return fmt.Sprintf("fairway: pod uses %s, which fairway does not evaluate, so it is left to scheduler %s: it gets no fairway queue, quota, gang or GPU share; "+
-		"to have fairway schedule it, use a node selector, node affinity or a fairway topology annotation instead", strings.Join(what, ", "), name)
+		"to have fairway schedule it, use a node selector, node affinity or a fairway topology annotation instead", strings.Join(what, ", "), ownScheduler(pod))
 }
 
 func notServed(ns string) error {

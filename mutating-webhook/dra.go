@@ -75,12 +75,8 @@ func (d *PodDefaulter) unservedClaims(ctx context.Context, pod *corev1.Pod) ([]s
 // unservedClaimsWarning is what the creator of a pod whose claims fairway does not serve reads
 // when the pod is left to its own scheduler.
 func unservedClaimsWarning(pod *corev1.Pod, what []string) string {
-	name := pod.Spec.SchedulerName
-	if name == "" {
-		name = corev1.DefaultSchedulerName
-	}
 	return fmt.Sprintf("fairway: pod's %s asks for what fairway's DRA allocator does not serve, so it is left to scheduler %s: it gets no fairway queue, quota, gang or GPU share; "+
-		"to have fairway schedule it, ask for whole devices, or for a GPU share with fairway's annotations on a device-plugin node (docs/dra.md)", strings.Join(what, ", "), name)
+		"to have fairway schedule it, ask for whole devices, or for a GPU share with fairway's annotations on a device-plugin node (docs/dra.md)", strings.Join(what, ", "), ownScheduler(pod))
 }
 
 // unservedClaimsDenial refuses a pod that names fairway's scheduler but whose claims fairway's

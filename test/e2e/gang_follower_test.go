@@ -51,7 +51,11 @@ func TestGangFollowerEnvtest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: bin, CRDDirectoryPaths: []string{filepath.Join(root, "charts", "fairway", "crds")}, ErrorIfCRDPathMissing: true}
+	// envtest waits 10 s by default for installed CRDs to be served; CI's 2 cores, shared with
+	// the suite's other clusters and the unit tests, once needed more for KubeRay's (large) CRDs.
+	const crdWait = 2 * time.Minute
+	env := &envtest.Environment{BinaryAssetsDirectory: bin, CRDDirectoryPaths: []string{filepath.Join(root, "charts", "fairway", "crds")},
+		ErrorIfCRDPathMissing: true, CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: crdWait}}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
@@ -123,7 +127,7 @@ func TestGangFollowerEnvtest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{filepath.Join(kuberayMod, "config", "crd", "bases")}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{filepath.Join(kuberayMod, "config", "crd", "bases")}, ErrorIfPathMissing: true, MaxTime: crdWait}); err != nil {
 		t.Fatalf("installing KubeRay's CRDs: %v", err)
 	}
 	rc := rayClusterObject(ns, "rc", 6)

@@ -199,17 +199,18 @@ func ptrTo[T any](v T) *T { return &v }
 // TestDRAClaimsAreGPURequests: a pod whose GPUs come from ResourceClaims is fairway's (the
 // scheduler allocates its claims, docs/dra.md), even under spec.admit GPU without a framework,
 // and its claims are left as they are; unless a claim or its template asks for what fairway's
-// allocator does not serve (capacity requests): then the pod is left to kube-scheduler with a
-// warning naming the claim, or refused if it names fairway's scheduler, rather than stranded.
+// allocator does not serve (capacity other than a GPU's memory): then the pod is left to
+// kube-scheduler with a warning naming the claim, or refused if it names fairway's scheduler,
+// rather than stranded. A share of a GPU by memory is fairway's.
 func TestDRAClaimsAreGPURequests(t *testing.T) {
-	template := func(name string, capacity bool) *unstructured.Unstructured {
+	template := func(name string, capacity resourceapi.QualifiedName) *unstructured.Unstructured {
 		t := &resourceapi.ResourceClaimTemplate{
 			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaimTemplate"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
 		}
 		t.Spec.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 1}}}
-		if capacity {
-			t.Spec.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}}
+		if capacity != "" {
+			t.Spec.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{capacity: resource.MustParse("10Gi")}}
 		}
 		return toUnstructured(t)
 	}
@@ -219,13 +220,13 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
 		}
 		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "part", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 1,
-			Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}}}}}
+			Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"multiprocessors": resource.MustParse("10")}}}}}
 		if allocated {
 			c.Status.Allocation = &resourceapi.AllocationResult{}
 		}
 		return toUnstructured(c)
 	}
-	objects := adaptertest.NewReader(template("one-gpu", false), template("part-gpu", true), claim("shared-part", false), claim("taken-part", true))
+	objects := adaptertest.NewReader(template("one-gpu", ""), template("part-gpu", "memory"), template("sm-gpu", "multiprocessors"), claim("shared-part", false), claim("taken-part", true))
 	const leftAlone, refused = "left alone", "refused"
 	cases := map[string]struct {
 		claims []corev1.PodResourceClaim
@@ -236,9 +237,10 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 		"a template for a whole GPU":              {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}},
 		"a template not there yet":                {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("later")}}},
 		"a claim allocated already":               {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptrTo("taken-part")}}},
-		"a template asking for capacity":          {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: leftAlone, says: `ResourceClaimTemplate part-gpu (request "gpu": capacity requests (DRA consumable capacity))`},
-		"a shared claim asking for capacity":      {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimName: ptrTo("shared-part")}}, want: leftAlone, says: `ResourceClaim shared-part (request "part": capacity requests (DRA consumable capacity))`},
-		"capacity, naming fairway's scheduler":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}, names: true, want: refused, says: `ResourceClaimTemplate part-gpu (request "gpu": capacity requests`},
+		"a template for a share by memory":        {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}},
+		"a template asking for other capacity":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, want: leftAlone, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
+		"a shared claim asking for capacity":      {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimName: ptrTo("shared-part")}}, want: leftAlone, says: `ResourceClaim shared-part (request "part": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only))`},
+		"capacity, naming fairway's scheduler":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, names: true, want: refused, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
 		"a whole GPU, naming fairway's scheduler": {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}, names: true},
 	}
 	for name, tc := range cases {

@@ -45,27 +45,52 @@ func IsDRAGPUDevice(driver string, d *resourceapi.Device) bool {
 	return true
 }
 
-// UnservedClaimRequests names what a ResourceClaim asks for that fairway's DRA allocator does not
-// serve, one entry per request: capacity requests, a part of a device that several claims may
-// share (DRAConsumableCapacity). The allocator fairway runs does not read them: it would give
-// the claim a whole device, unchecked against the capacity asked for, and fairway's GPU
-// accounting has no way yet to count a claim's part of a device (docs/dra.md, "Shares through
-// DRA"). The webhook leaves a pod with such a claim to kube-scheduler, which serves them, with a
+// UnservedClaimRequests names what a ResourceClaim asks for that fairway does not serve, one
+// entry per request. fairway's allocator serves consumable capacity (DRAConsumableCapacity: a
+// claim for part of a device that allows several allocations), and its accounting counts such a
+// part of a GPU as a share by memory, as a fairway.dev/gpu-memory pod is counted (docs/dra.md,
+// "Shares through DRA"). What a share cannot say is unserved: a capacity other than the device's
+// memory (DRAMemoryCapacity), and capacity asked of more than one device (a count above one, or
+// allocation mode All). The webhook leaves a pod with such a claim to kube-scheduler with a
 // warning, or refuses it when it names fairway's scheduler; the scheduler reports one that
-// reaches it anyway as ReasonUnsupported instead of placing it wrongly. All read this one
-// function, and the engine's tests check it against its allocator. Nil when fairway serves the
-// claim.
+// reaches it anyway as ReasonUnsupported instead of counting it wrongly. All read this one
+// function. Nil when fairway serves the claim.
 func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 	var what []string
+	check := func(where string, mode resourceapi.DeviceAllocationMode, count int64, c *resourceapi.CapacityRequirements) {
+		if c == nil || len(c.Requests) == 0 {
+			return
+		}
+		for name := range c.Requests {
+			if name != DRAMemoryCapacity {
+				what = append(what, fmt.Sprintf("%s: capacity %q (a share of a GPU is counted by its %q only)", where, name, DRAMemoryCapacity))
+				return
+			}
+		}
+		if mode == resourceapi.DeviceAllocationModeAll || count > 1 {
+			what = append(what, fmt.Sprintf("%s: capacity of more than one device (a share is a part of one GPU)", where))
+		}
+	}
 	for _, r := range spec.Devices.Requests {
-		if r.Exactly != nil && r.Exactly.Capacity != nil {
-			what = append(what, fmt.Sprintf("request %q: capacity requests (DRA consumable capacity)", r.Name))
+		if r.Exactly != nil {
+			check(fmt.Sprintf("request %q", r.Name), r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Capacity)
 		}
 		for _, s := range r.FirstAvailable {
-			if s.Capacity != nil {
-				what = append(what, fmt.Sprintf("request %q, subrequest %q: capacity requests (DRA consumable capacity)", r.Name, s.Name))
-			}
+			check(fmt.Sprintf("request %q, subrequest %q", r.Name, s.Name), s.AllocationMode, s.Count, s.Capacity)
 		}
 	}
 	return what
+}
+
+// ClaimShareRequest returns the memory a device request asks of one shared device (consumable
+// capacity), or false when it asks for whole devices.
+func ClaimShareRequest(c *resourceapi.CapacityRequirements) (memory int64, ok bool) {
+	if c == nil {
+		return 0, false
+	}
+	q, ok := c.Requests[DRAMemoryCapacity]
+	if !ok {
+		return 0, false
+	}
+	return q.Value(), true
 }

@@ -26,12 +26,16 @@ import (
 // draFeatures are the allocator features kube-scheduler 1.37 enables by default
 // (dynamicresources.AllocatorFeatures with the default feature gates), less device binding
 // conditions, which need the binding to wait for a driver: fairway does not (a claim whose
-// devices need it cannot be allocated by fairway).
+// devices need it cannot be allocated by fairway). Consumable capacity (a claim for part of a
+// device that allows several allocations) is what makes a claim a share of a GPU; with it the
+// library runs its "incubating" allocator rather than its "stable" one.
 var draFeatures = structured.Features{
-	AdminAccess:          true,
-	PrioritizedList:      true,
-	PartitionableDevices: true,
-	DeviceTaints:         true,
+	AdminAccess:             true,
+	PrioritizedList:         true,
+	PartitionableDevices:    true,
+	DeviceTaints:            true,
+	ConsumableCapacity:      true,
+	FractionalCapacityRange: true,
 }
 
 // newCELCache is the engine's cache of compiled CEL selectors, kube-scheduler's size.
@@ -44,7 +48,7 @@ func newCELCache() *cel.Cache { return cel.NewCache(10, cel.Features{}) }
 func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignment, afterRelease bool) FitFailure {
 	claims := c.snap.TaskClaims(t)
 	var toAlloc []*resourceapi.ResourceClaim
-	var whole []int32
+	g := draGPUs{shared: -1}
 	out := &snapshot.DRAAllocation{}
 	for _, cl := range claims {
 		if cl == nil || cl.Obj == nil {
@@ -59,7 +63,7 @@ func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignme
 			return FailDRAAllocated
 		}
 		if cl.HeldBy(t) {
-			whole = c.appendSlots(whole, n, alloc)
+			c.addSlots(&g, n, alloc)
 		}
 		out.Claims = append(out.Claims, snapshot.ClaimAllocation{Claim: cl.Key, UID: cl.Obj.UID})
 	}
@@ -67,7 +71,7 @@ func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignme
 		if n.Obj == nil {
 			return FailDRA
 		}
-		state := structured.AllocatedState{AllocatedDevices: c.snap.AllocatedDevices()}
+		state := c.snap.AllocatedState()
 		if afterRelease {
 			state.AllocatedDevices = c.releasedDevices(n, state.AllocatedDevices)
 		}
@@ -87,32 +91,64 @@ func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignme
 		}
 		for i := range results {
 			r := &results[i]
-			whole = c.appendSlots(whole, n, r)
+			c.addSlots(&g, n, r)
 			out.Claims = append(out.Claims, snapshot.ClaimAllocation{
 				Claim: types.NamespacedName{Namespace: toAlloc[i].Namespace, Name: toAlloc[i].Name}, UID: toAlloc[i].UID, Result: r,
 			})
 		}
 	}
-	a.Whole = whole
+	// A pod that asked for a share must get one: admitted by its share, it may not hold whole
+	// GPUs (a capacity request on a device that does not allow several allocations gets the
+	// whole device). One that asked for a whole GPU may get less, a part of a shared device that
+	// consumes the device's default: it is counted by what it holds.
+	if t.Req.Shared() && g.shared < 0 {
+		return FailDRA
+	}
+	if g.shared >= 0 && len(g.whole) > 0 {
+		return FailDRA // whole GPUs and a share: more than fairway's accounting holds for one pod
+	}
+	a.Whole = g.whole
+	if g.shared >= 0 {
+		slot := &n.Slots[g.shared]
+		a.Shared = g.shared
+		a.MemMiB = max(g.memMiB, t.Req.GPUMemoryMiB)
+		share := snapshot.Request{GPUMemoryMiB: a.MemMiB}
+		a.Milli = max(share.SharedMilli(slot.MemoryMiB), 1)
+	}
 	a.DRA = out
 	return Fits
 }
 
-// appendSlots adds the slots of n that an allocation's GPU devices are.
-func (c *cycle) appendSlots(whole []int32, n *snapshot.Node, alloc *resourceapi.AllocationResult) []int32 {
+// draGPUs are the slots of a node a pod's claims give it: whole devices, and the device it
+// shares (consumable capacity) with the memory its share consumes.
+type draGPUs struct {
+	whole  []int32
+	shared int32
+	memMiB int64
+}
+
+// addSlots adds the slots of n that an allocation's GPU devices are.
+func (c *cycle) addSlots(g *draGPUs, n *snapshot.Node, alloc *resourceapi.AllocationResult) {
 	for _, r := range alloc.Devices.Results {
 		if r.AdminAccess != nil && *r.AdminAccess {
 			continue
 		}
-		if pos := c.snap.SlotOfDevice(n, structured.MakeDeviceID(r.Driver, r.Pool, r.Device)); pos >= 0 {
-			whole = append(whole, pos)
+		pos := c.snap.SlotOfDevice(n, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		if pos < 0 {
+			continue
+		}
+		if mem, ok := snapshot.ShareOfDevice(&r, &n.Slots[pos]); ok {
+			g.shared, g.memMiB = pos, mem
+		} else {
+			g.whole = append(g.whole, pos)
 		}
 	}
-	return whole
 }
 
 // releasedDevices is the allocated set without the devices of n that only pods being evicted
 // hold.
+// The parts of shared devices that pods being evicted hold are not released here: a share of a
+// DRA GPU cannot be made room for by eviction yet (docs/dra.md).
 func (c *cycle) releasedDevices(n *snapshot.Node, all sets.Set[structured.DeviceID]) sets.Set[structured.DeviceID] {
 	var out sets.Set[structured.DeviceID]
 	for i, d := range n.DRADevices {

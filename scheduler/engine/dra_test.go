@@ -329,16 +329,16 @@ func BenchmarkDRACycle(b *testing.B) {
 	}
 }
 
-// TestDRAUnservedClaimIsUnsupported: a pod that reached fairway with a claim fairway's allocator
-// does not serve (capacity requests: the webhook leaves such pods to kube-scheduler) is reported
-// UnsupportedConstraint, naming the claim and the request, rather than left waiting without a
-// word; once its claim is one fairway serves, it is placed.
+// TestDRAUnservedClaimIsUnsupported: a pod that reached fairway with a claim fairway does not
+// serve (a share of a GPU by something other than its memory: the webhook leaves such pods to
+// kube-scheduler) is reported UnsupportedConstraint, naming the claim and the request, rather
+// than left waiting without a word; once its claim is one fairway serves, it is placed.
 func TestDRAUnservedClaimIsUnsupported(t *testing.T) {
 	snap := draCluster(t, 1, "8")
 	p := testutil.MakePod("team-a", "p").Queue("team-a").ClaimTemplate("gpu", "part-gpu", "p-gpu-1")
 	c := testutil.OwnedBy(testutil.GPUClaim("team-a", "p-gpu-1", 1), p.Obj())
 	c.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
-		"memory": resource.MustParse("10Gi"),
+		"multiprocessors": resource.MustParse("66"),
 	}}
 	snap.UpsertResourceClaim(c)
 	if err := snap.UpsertPod(p.Obj()); err != nil {
@@ -348,7 +348,7 @@ func TestDRAUnservedClaimIsUnsupported(t *testing.T) {
 	if len(res.Bindings) != 0 || len(res.Unschedulable) != 1 {
 		t.Fatalf("bindings %+v, unschedulable %+v: want the pod unschedulable", res.Bindings, res.Unschedulable)
 	}
-	if u := res.Unschedulable[0]; u.Code != engine.ReasonUnsupported || !strings.Contains(u.Message, `ResourceClaim p-gpu-1 (request "gpu": capacity requests (DRA consumable capacity))`) {
+	if u := res.Unschedulable[0]; u.Code != engine.ReasonUnsupported || !strings.Contains(u.Message, `ResourceClaim p-gpu-1 (request "gpu": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only))`) {
 		t.Errorf("reason %s %q, want %s naming the claim and its capacity request", u.Code, u.Message, engine.ReasonUnsupported)
 	}
 	snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUClaim("team-a", "p-gpu-1", 1), p.Obj()))
@@ -357,5 +357,102 @@ func TestDRAUnservedClaimIsUnsupported(t *testing.T) {
 	}
 	if res := engine.New(engine.Options{}).Schedule(snap, draNow.Add(time.Second)); len(res.Bindings) != 1 {
 		t.Errorf("bindings %+v with a claim for a whole GPU, want 1 (%+v)", res.Bindings, res.Unschedulable)
+	}
+}
+
+// TestDRAShares: claims for part of a GPU (consumable capacity, on GPUs that allow several
+// allocations) are shares in fairway's accounting, counted by the memory they consume exactly as
+// a device-plugin pod's fairway.dev/gpu-memory share is, beside such a share on a device-plugin
+// node; the allocator packs them onto devices by capacity, never past a device's memory, and
+// the next cycle reads the written allocations back to the same accounting.
+func TestDRAShares(t *testing.T) {
+	snap := snapshot.New()
+	snap.UpsertDeviceClass(testutil.NVIDIADeviceClass())
+	if err := snap.UpsertNode(testutil.MakeNode("dra").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	snap.UpsertResourceSlice(testutil.SharedGPUSlice("dra", 2, "NVIDIA H100 80GB HBM3", 80))
+	if err := snap.UpsertNode(testutil.MakeNode("plugin").GPUs(1, "H100").GPUMemory(80 << 10).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.UpsertQueue(testutil.MakeQueue("team-a").Namespaces("team-a").GPU("4", 1, "").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]*testutil.PodWrapper{}
+	for i := range 3 {
+		name := fmt.Sprintf("s%d", i)
+		p := testutil.MakePod("team-a", name).Queue("team-a").ClaimTemplate("gpu", "part-gpu", name+"-gpu")
+		pods[name] = p
+		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUShareClaim("team-a", name+"-gpu", "30Gi"), p.Obj()))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plugin := testutil.MakePod("team-a", "plugin-share").Queue("team-a").Fraction("0.5")
+	if err := snap.UpsertPod(plugin.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	pods[plugin.Name] = plugin
+
+	eng := engine.New(engine.Options{})
+	res := eng.Schedule(snap, draNow)
+	if len(res.Bindings) != 4 {
+		t.Fatalf("bindings = %d, want 4; reasons %+v", len(res.Bindings), res.Unschedulable)
+	}
+	perDevice := map[string]int64{}
+	for _, b := range res.Bindings {
+		if b.Pod.Name == plugin.Name {
+			if b.Node != "plugin" || b.Shared == nil || b.Shared.MilliGPU != 500 || len(b.Claims) != 0 {
+				t.Errorf("device-plugin share: node %s, shared %+v; want half a GPU on node plugin", b.Node, b.Shared)
+			}
+			continue
+		}
+		if b.Node != "dra" || b.Shared != nil || len(b.GPUs) != 0 || len(b.Claims) != 1 || b.Claims[0].Result == nil {
+			t.Fatalf("DRA share %s: node %s, shared %+v, GPUs %v, claims %+v; want one claim allocated on node dra, no gpu-agent share", b.Pod, b.Node, b.Shared, b.GPUs, b.Claims)
+		}
+		r := b.Claims[0].Result.Devices.Results[0]
+		mem := r.ConsumedCapacity["memory"]
+		if r.ShareID == nil || mem.Cmp(resource.MustParse("30Gi")) != 0 {
+			t.Errorf("DRA share %s: share ID %v, consumed %s; want a share of 30Gi", b.Pod, r.ShareID, mem.String())
+		}
+		perDevice[r.Device] += mem.Value()
+	}
+	for dev, used := range perDevice {
+		if used > 80<<30 {
+			t.Errorf("device %s: %d GiB allocated of 80", dev, used>>30)
+		}
+	}
+	// 30 GiB of an 80 GiB GPU is 375 milli-GPU; three of them and half a GPU.
+	want := int64(3*375 + 500)
+	if got := res.Queues[0].Allocated["gpu"]; got != want {
+		t.Errorf("team-a allocated %d milli-GPU, want %d (three 30Gi DRA shares and a half GPU share)", got, want)
+	}
+	commitClaims(t, snap, &res, pods)
+	res = eng.Schedule(snap, draNow.Add(time.Second))
+	if got := res.Queues[0].Allocated["gpu"]; got != want {
+		t.Errorf("after the claims are written: team-a allocated %d milli-GPU, want %d", got, want)
+	}
+	// A fourth 30Gi share fits only beside the single share: the device holding two has 20 GiB
+	// left; a 60Gi share fits nowhere.
+	for name, mem := range map[string]string{"s3": "30Gi", "big": "60Gi"} {
+		p := testutil.MakePod("team-a", name).Queue("team-a").ClaimTemplate("gpu", "part-gpu", name+"-gpu")
+		pods[name] = p
+		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.GPUShareClaim("team-a", name+"-gpu", mem), p.Obj()))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = eng.Schedule(snap, draNow.Add(2*time.Second))
+	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "s3" {
+		t.Fatalf("bindings %+v, want s3 alone (reasons %+v)", res.Bindings, res.Unschedulable)
+	}
+	lone := ""
+	for dev, used := range perDevice {
+		if used == 30<<30 {
+			lone = dev
+		}
+	}
+	if got := res.Bindings[0].Claims[0].Result.Devices.Results[0].Device; got != lone {
+		t.Errorf("s3's share went to %s, want %s (the device with room)", got, lone)
 	}
 }

@@ -641,7 +641,7 @@ func (c *cycle) fitsIgnoringHolds(n *snapshot.Node, t *snapshot.Task, afterRelea
 // noShares reports whether a fractional request may not go to the node because it publishes no
 // GPU inventory (Options.SharesNeedInventory).
 func (c *cycle) noShares(n *snapshot.Node, r *snapshot.Request) bool {
-	return c.e.opts.SharesNeedInventory && r.Shared() && !n.Inventory
+	return c.e.opts.SharesNeedInventory && r.Shared() && !r.DRA && !n.Inventory
 }
 
 // policyFit applies the policy of the gang's queue for the pod's kind to one node: a GPU pod

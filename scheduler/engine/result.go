@@ -46,7 +46,8 @@ type Binding struct {
 	Node string
 	// GPUs are the whole GPUs the pod gets (empty for a fractional or GPU-less pod).
 	GPUs []GPU
-	// Shared is the GPU a fractional pod shares (or borrows, see SharedGPU.Loan), nil otherwise.
+	// Shared is the GPU a fractional pod shares (or borrows, see SharedGPU.Loan), nil otherwise
+	// (and for a share of a DRA GPU, which is in Claims).
 	Shared *SharedGPU
 	// Claims are the pod's ResourceClaims with the allocations the engine chose (nil Result:
 	// already allocated); the runtime writes them, with the pod in reservedFor, before binding.

@@ -129,7 +129,9 @@ func bindingOf(t *snapshot.Task) Binding {
 	if t.GPUs.DRA != nil {
 		b.Claims = t.GPUs.DRA.Claims
 	}
-	if p := t.GPUs.Shared; p >= 0 {
+	if p := t.GPUs.Shared; p >= 0 && t.GPUs.DRA == nil {
+		// A share of a DRA GPU is the claim's, made true by the DRA driver: the binder writes the
+		// claim, and no reservation pod or gpu-agent takes part.
 		b.Shared = &SharedGPU{GPU: GPU{Index: n.Slots[p].Index, UUID: n.Slots[p].UUID}, MilliGPU: t.GPUs.Milli, MemoryMiB: t.GPUs.MemMiB, Loan: t.GPUs.Loan}
 	}
 	return b

@@ -133,10 +133,15 @@ type draState struct {
 	byNode map[string][]*resourceapi.ResourceSlice
 	global []*resourceapi.ResourceSlice
 	claims map[types.NamespacedName]*Claim
-	// allocated counts the claims that allocate each device; allocSet is its key set, handed to
-	// the allocator as is.
+	// allocated counts the claims that allocate each device whole; allocSet is its key set,
+	// handed to the allocator as is.
 	allocated map[structured.DeviceID]int
 	allocSet  sets.Set[structured.DeviceID]
+	// shares are the parts of devices claims allocate (consumable capacity: results with a
+	// share ID), and consumed the capacity they consume per device, as kube-scheduler hands
+	// them to the allocator.
+	shares   sets.Set[structured.SharedDeviceID]
+	consumed structured.ConsumedCapacityCollection
 	// slotOf locates the GPU slot of a device of a DRA node.
 	slotOf map[structured.DeviceID]slotRef
 }
@@ -156,6 +161,8 @@ func (s *Snapshot) dra() *draState {
 			claims:    map[types.NamespacedName]*Claim{},
 			allocated: map[structured.DeviceID]int{},
 			allocSet:  sets.New[structured.DeviceID](),
+			shares:    sets.New[structured.SharedDeviceID](),
+			consumed:  structured.NewConsumedCapacityCollection(),
 			slotOf:    map[structured.DeviceID]slotRef{},
 		}
 	}
@@ -284,10 +291,18 @@ func (s *Snapshot) DRASlices(node string) []*resourceapi.ResourceSlice {
 	return append(slices.Clone(own), s.draS.global...)
 }
 
-// AllocatedDevices is the set of devices claims allocate (in the API or assumed). Owned by the
-// snapshot: the caller must not change it.
+// AllocatedDevices is the set of devices claims allocate whole (in the API or assumed). Owned by
+// the snapshot: the caller must not change it.
 func (s *Snapshot) AllocatedDevices() sets.Set[structured.DeviceID] {
 	return s.dra().allocSet
+}
+
+// AllocatedState is what claims allocate (in the API or assumed), as the structured allocator
+// reads it: devices taken whole, parts of shared devices and the capacity they consume. Owned by
+// the snapshot: the allocator only reads it, and the caller must not change it.
+func (s *Snapshot) AllocatedState() structured.AllocatedState {
+	d := s.dra()
+	return structured.AllocatedState{AllocatedDevices: d.allocSet, AllocatedSharedDeviceIDs: d.shares, AggregatedCapacity: d.consumed}
 }
 
 // draGPUDevices lists the GPU devices of a node's slices, sorted by name.
@@ -493,6 +508,24 @@ func (s *Snapshot) countDevices(a *resourceapi.AllocationResult, sign int) {
 			continue // admin access does not take the device
 		}
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		if r.ShareID != nil {
+			// A part of a shared device: it takes capacity, not the device.
+			share := structured.MakeSharedDeviceID(id, r.ShareID)
+			if r.ConsumedCapacity != nil {
+				cc := structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity)
+				if sign > 0 {
+					d.consumed.Insert(cc)
+				} else {
+					d.consumed.Remove(cc)
+				}
+			}
+			if sign > 0 {
+				d.shares.Insert(share)
+			} else {
+				d.shares.Delete(share)
+			}
+			continue
+		}
 		d.allocated[id] += sign
 		switch v := d.allocated[id]; {
 		case v <= 0:
@@ -536,6 +569,8 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	d := s.dra()
 	info.Req.DRA = true
 	var missing, unserved []string
+	var shareMiB []int64 // the GPU memory of each share of a GPU the claims ask for or hold
+	shareIndex := -1     // the GPU of a bound pod's share
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(pod, pc)
@@ -557,7 +592,11 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 			if what := v1alpha1.UnservedClaimRequests(&c.Obj.Spec); len(what) > 0 {
 				unserved = append(unserved, "ResourceClaim "+*name+" ("+strings.Join(what, "; ")+")")
 			}
-			info.Req.WholeGPUs += d.requestedGPUs(c.Obj)
+			whole, shares := d.requestedGPUs(c.Obj)
+			info.Req.WholeGPUs += whole
+			for _, mem := range shares {
+				shareMiB = append(shareMiB, bytesToMiB(mem))
+			}
 			continue
 		}
 		held := c.AssumedBy != nil && c.AssumedBy.UID == info.UID
@@ -568,12 +607,32 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 			continue
 		}
 		for _, r := range alloc.Devices.Results {
-			if ref, ok := d.slotOf[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)]; ok && ref.node == info.NodeName {
-				if n := s.nodeByName[ref.node]; n != nil && int(ref.pos) < len(n.Slots) {
-					info.GPUIndexes = append(info.GPUIndexes, n.Slots[ref.pos].Index)
-					info.Req.WholeGPUs++
-				}
+			if r.AdminAccess != nil && *r.AdminAccess {
+				continue
 			}
+			ref, ok := d.slotOf[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)]
+			n := s.nodeByName[ref.node]
+			if !ok || ref.node != info.NodeName || n == nil || int(ref.pos) >= len(n.Slots) {
+				continue
+			}
+			if mem, ok := ShareOfDevice(&r, &n.Slots[ref.pos]); ok {
+				shareMiB = append(shareMiB, mem)
+				shareIndex = n.Slots[ref.pos].Index
+				continue
+			}
+			info.GPUIndexes = append(info.GPUIndexes, n.Slots[ref.pos].Index)
+			info.Req.WholeGPUs++
+		}
+	}
+	switch {
+	case len(shareMiB) == 0:
+	case len(shareMiB) > 1 || info.Req.WholeGPUs > 0:
+		// fairway's accounting holds whole GPUs or one share, as for device-plugin pods.
+		unserved = append(unserved, fmt.Sprintf("%d shares of GPUs and %d whole GPUs together (a pod's claims ask for whole GPUs or one share of a GPU)", len(shareMiB), info.Req.WholeGPUs))
+	default:
+		info.Req.GPUMemoryMiB = max(shareMiB[0], 1)
+		if shareIndex >= 0 {
+			info.GPUIndexes = []int{shareIndex}
 		}
 	}
 	if len(missing) > 0 && info.Lifecycle == LifecyclePending && info.Problem == nil {
@@ -602,37 +661,65 @@ func claimHeldByUID(c *resourceapi.ResourceClaim, uid types.UID) bool {
 	return false
 }
 
-// requestedGPUs is the number of GPU devices an unallocated claim asks for: ExactCount requests
-// of GPU classes (the first alternative of a prioritized list), one for an All request (the
-// allocation says how many it got). Admin access takes no device.
-func (d *draState) requestedGPUs(c *resourceapi.ResourceClaim) int64 {
-	var n int64
+// requestedGPUs is what an unallocated claim asks of GPU classes (the first alternative of a
+// prioritized list): the number of whole GPU devices (ExactCount requests; one for an All
+// request, the allocation says how many it got) and the shares of a GPU (consumable capacity:
+// the memory each asks of one device). Admin access takes no device.
+func (d *draState) requestedGPUs(c *resourceapi.ResourceClaim) (whole int64, shares []int64) {
 	for _, r := range c.Spec.Devices.Requests {
 		var class string
 		var mode resourceapi.DeviceAllocationMode
 		var count int64
 		var admin bool
+		var capacity *resourceapi.CapacityRequirements
 		switch {
 		case r.Exactly != nil:
-			class, mode, count = r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count
+			class, mode, count, capacity = r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Capacity
 			admin = r.Exactly.AdminAccess != nil && *r.Exactly.AdminAccess
 		case len(r.FirstAvailable) > 0:
-			class, mode, count = r.FirstAvailable[0].DeviceClassName, r.FirstAvailable[0].AllocationMode, r.FirstAvailable[0].Count
+			f := &r.FirstAvailable[0]
+			class, mode, count, capacity = f.DeviceClassName, f.AllocationMode, f.Count, f.Capacity
 		default:
 			continue
 		}
 		if admin || !d.isGPUClass(class) {
 			continue
 		}
+		if mem, ok := v1alpha1.ClaimShareRequest(capacity); ok {
+			shares = append(shares, mem)
+			continue
+		}
 		switch mode {
 		case resourceapi.DeviceAllocationModeAll:
-			n++
+			whole++
 		default:
-			n += max(count, 1)
+			whole += max(count, 1)
 		}
 	}
-	return n
+	return whole, shares
 }
+
+// ShareOfDevice reports whether an allocation result is a share of the GPU of slot g, and the
+// GPU memory it consumes in MiB. A part of a shared device (consumable capacity) that consumes all
+// of its memory, as a claim that names no capacity does on a device without a default, is the
+// whole GPU.
+func ShareOfDevice(r *resourceapi.DeviceRequestAllocationResult, g *GPUSlot) (memMiB int64, ok bool) {
+	if r.ShareID == nil {
+		return 0, false
+	}
+	q, found := r.ConsumedCapacity[v1alpha1.DRAMemoryCapacity]
+	if !found {
+		return 0, false
+	}
+	memMiB = bytesToMiB(q.Value())
+	if g.MemoryMiB > 0 && memMiB >= g.MemoryMiB {
+		return 0, false
+	}
+	return max(memMiB, 1), true
+}
+
+// bytesToMiB rounds a number of bytes up to MiB.
+func bytesToMiB(b int64) int64 { return (b + 1<<20 - 1) >> 20 }
 
 // ---- The engine's allocations ----------------------------------------------------------------
 

@@ -108,3 +108,34 @@ func (p *PodWrapper) ClaimTemplate(podClaim, template, generated string) *PodWra
 	}
 	return p
 }
+
+// SharedGPUSlice is NVIDIAGPUSlice with GPUs that claims may share by memory (consumable
+// capacity, DRAConsumableCapacity): each device allows several allocations, and its memory is
+// requested in steps of 1 GiB (a claim that names none consumes all of it: the whole GPU).
+// NVIDIA's driver does not publish its GPUs so today (it shares a GPU through one claim's sharing config); a driver that
+// lets claims ask for part of a GPU publishes this.
+func SharedGPUSlice(node string, gpus int, product string, memGiB int64) *resourceapi.ResourceSlice {
+	rs := NVIDIAGPUSlice(node, gpus, product, memGiB)
+	gib := resource.MustParse("1Gi")
+	for i := range rs.Spec.Devices {
+		d := &rs.Spec.Devices[i]
+		d.AllowMultipleAllocations = ptr.To(true)
+		all := d.Capacity["memory"].Value
+		d.Capacity["memory"] = resourceapi.DeviceCapacity{
+			Value: all,
+			// The API server requires a default with a valid range: the whole memory, so that
+			// a claim that names no capacity gets the whole GPU.
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &all, ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &gib, Step: &gib}},
+		}
+	}
+	return rs
+}
+
+// GPUShareClaim is a claim for memory of one GPU of NVIDIA's class (consumable capacity).
+func GPUShareClaim(namespace, name, memory string) *resourceapi.ResourceClaim {
+	c := GPUClaim(namespace, name, 1)
+	c.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{
+		Requests: map[resourceapi.QualifiedName]resource.Quantity{v1alpha1.DRAMemoryCapacity: resource.MustParse(memory)},
+	}
+	return c
+}

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +21,7 @@ import (
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/testutil"
 	"github.com/fairway-sched/fairway/test/cluster"
+	"github.com/fairway-sched/fairway/test/gpuagents"
 )
 
 // TestDRA: GPUs through Dynamic Resource Allocation on the real control plane (docs/dra.md).
@@ -37,6 +40,11 @@ import (
 //   - A lender under its quota asks for more GPUs than are free: fairway reclaims the borrower's
 //     DRA pods; their claims go (kube-controller-manager deletes a pod's template claims with it,
 //     and deallocates), and their devices are allocated again to the lender's claims.
+//   - Shares (docs/dra.md, "Shares through DRA"): two nodes join, one whose GPUs claims may
+//     share by memory (consumable capacity, testutil.SharedGPUSlice) and one with a
+//     device-plugin GPU and its gpu-agent. Two pods with claims for 20Gi and 40Gi of a GPU and
+//     one with fairway.dev/gpu-fraction 0.5 run; the claims hold parts of one device (share IDs,
+//     the memory consumed) and the queue's status counts 0.25 + 0.5 + 0.5 GPU.
 func TestDRA(t *testing.T) {
 	t.Parallel()
 	bin := buildFairway(t)
@@ -176,6 +184,89 @@ func TestDRA(t *testing.T) {
 		return len(list.Items) == len(bound(podsIn(t, c, ctx, "borrow", nil))), nil
 	})
 	checkNoDoubleAllocation(t, c)
+
+	// (d) Shares through DRA beside a device-plugin share.
+	testDRAShares(t, c, bin)
+}
+
+func testDRAShares(t *testing.T, c *cluster.Cluster, bin string) {
+	ctx := t.Context()
+	defer dumpWaiting(t, c, "share")
+	res := c.Clientset().ResourceV1()
+	shared := cluster.NodePool{Name: "shared", Count: 1, CPU: "64", Memory: "512Gi", Pods: 110}
+	plugin := cluster.NodePool{Name: "plugin", Count: 1, CPU: "64", Memory: "512Gi", Pods: 110,
+		GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 1, GPUMemoryMiB: 81559}
+	for _, pool := range []cluster.NodePool{shared, plugin} {
+		nodes, err := pool.Nodes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			mustCreate(t, c, n)
+		}
+	}
+	fleet, err := gpuagents.Start(ctx, c, gpuagents.Options{Nodes: []gpuagents.Node{{Name: "plugin-0", System: "dgxh100", GPUs: 1}},
+		Binary: bin, RefreshInterval: 30 * time.Second, Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fleet.Stop)
+	if _, err := res.ResourceSlices().Create(ctx, testutil.SharedGPUSlice("shared-0", 2, "NVIDIA H100 80GB HBM3", 80), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("publishing GPUs that claims may share (consumable capacity): %v", err)
+	}
+	newNamespace(t, c, "share")
+	schedQueue(t, c, "share", "2", "share")
+	for _, mem := range []string{"20Gi", "40Gi"} {
+		tmpl := &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "share", Name: "gpu-" + strings.ToLower(mem)},
+			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: testutil.GPUShareClaim("", "", mem).Spec},
+		}
+		if _, err := res.ResourceClaimTemplates("share").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := schedPod("share", "dra-"+strings.ToLower(mem), "share").Priority(fairwayv1.PriorityClassInteractive).Obj()
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(tmpl.Name)}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		mustCreate(t, c, p)
+	}
+	mustCreate(t, c, schedPod("share", "plugin-half", "share").Fraction("0.5").Priority(fairwayv1.PriorityClassInteractive).Obj())
+	eventually(t, 90*time.Second, "the two DRA shares and the device-plugin share bound", func(ctx context.Context) (bool, error) {
+		return len(bound(podsIn(t, c, ctx, "share", nil))) == 3, nil
+	})
+	devices := map[string]bool{}
+	for _, p := range bound(podsIn(t, c, ctx, "share", nil)) {
+		if p.Name == "plugin-half" {
+			if p.Spec.NodeName != "plugin-0" {
+				t.Errorf("the device-plugin share is on %s, want plugin-0", p.Spec.NodeName)
+			}
+			continue
+		}
+		claim := podClaim(t, c, &p)
+		want := resource.MustParse(strings.TrimPrefix(p.Name, "dra-")[:2] + "Gi")
+		if p.Spec.NodeName != "shared-0" || claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1 {
+			t.Fatalf("pod %s on %s, claim allocation %+v: want one part of a device of shared-0", p.Name, p.Spec.NodeName, claim.Status.Allocation)
+		}
+		r := claim.Status.Allocation.Devices.Results[0]
+		got := r.ConsumedCapacity[fairwayv1.DRAMemoryCapacity]
+		if r.ShareID == nil || got.Cmp(want) != 0 {
+			t.Errorf("pod %s: claim %s share ID %v, consumed memory %s; want a share of %s", p.Name, claim.Name, r.ShareID, got.String(), want.String())
+		}
+		devices[r.Device] = true
+		t.Logf("pod %s: claim %s holds %s of %s/%s (share %s)", p.Name, claim.Name, got.String(), r.Pool, r.Device, *r.ShareID)
+	}
+	if len(devices) != 1 {
+		t.Errorf("the two shares are on devices %v, want one device (fairway packs shares)", devices)
+	}
+	checkNoDoubleAllocation(t, c)
+	eventually(t, 30*time.Second, "queue share's status counting 0.25 + 0.5 GPU of claims and 0.5 of the device plugin", func(ctx context.Context) (bool, error) {
+		var q fairwayv1.Queue
+		if err := c.Client().Get(ctx, client.ObjectKey{Name: "share"}, &q); err != nil {
+			return false, err
+		}
+		got := amount(q.Status.Allocated, "gpu")
+		t.Logf("queue share allocated %v GPU (%v of type H100)", got, amount(q.Status.Allocated, "gpu/H100"))
+		return got == 1.25 && amount(q.Status.Allocated, "gpu/H100") == 1.25, nil
+	})
 }
 
 // podClaim reads the claim kube-controller-manager made for the pod's "gpu" template claim.
@@ -194,7 +285,8 @@ func podClaim(t *testing.T, c *cluster.Cluster, p *corev1.Pod) *resourceapi.Reso
 	return nil
 }
 
-// checkNoDoubleAllocation fails the test when two claims of any namespace hold one device.
+// checkNoDoubleAllocation fails the test when two claims of any namespace hold one device, but
+// for parts of a shared device (consumable capacity) whose memory together fits the device's.
 func checkNoDoubleAllocation(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	list, err := c.Clientset().ResourceV1().ResourceClaims("").List(context.Background(), metav1.ListOptions{})
@@ -205,14 +297,30 @@ func checkNoDoubleAllocation(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	holder := map[string]string{}
+	sharedMem := map[string]int64{}
 	for _, claim := range list.Items {
 		if claim.Status.Allocation == nil {
 			continue
 		}
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			dev := strings.Join([]string{r.Driver, r.Pool, r.Device}, "/")
+			if r.ShareID != nil {
+				mem := r.ConsumedCapacity[fairwayv1.DRAMemoryCapacity]
+				if sharedMem[dev] += mem.Value(); sharedMem[dev] > 80<<30 {
+					t.Errorf("device %s: parts of it consume %d GiB of memory, more than its 80", dev, sharedMem[dev]>>30)
+				}
+				dev += " (shared)"
+				if other, ok := holder[strings.TrimSuffix(dev, " (shared)")]; ok {
+					t.Errorf("device %s allocated whole to claim %s and in part to %s/%s", dev, other, claim.Namespace, claim.Name)
+				}
+				holder[dev] = claim.Namespace + "/" + claim.Name
+				continue
+			}
 			if other, ok := holder[dev]; ok {
 				t.Errorf("device %s allocated to claims %s and %s/%s", dev, other, claim.Namespace, claim.Name)
+			}
+			if other, ok := holder[dev+" (shared)"]; ok {
+				t.Errorf("device %s allocated in part to claim %s and whole to %s/%s", dev, other, claim.Namespace, claim.Name)
 			}
 			holder[dev] = claim.Namespace + "/" + claim.Name
 		}

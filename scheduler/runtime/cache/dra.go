@@ -6,12 +6,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/utils/ptr"
 )
 
 // IndexResourceClaim indexes fairway's pods by <namespace>/<ResourceClaim> of every DRA claim
@@ -126,16 +128,64 @@ func (inf *Informers) ResourceClaimsAllocating(driver, pool, device string, skip
 	return out
 }
 
-// ClaimConflict names a claim other than claim that the informers show allocating one of
-// alloc's devices, or returns "" (binder.ClaimConflict).
+// ClaimConflict names a claim other than claim that the informers show taking one of alloc's
+// devices, or returns "" (binder.ClaimConflict). A device allocated whole conflicts with any
+// other allocation of it; a part of a shared device (consumable capacity) conflicts with a
+// whole allocation of the device, or with the other parts when together they consume more of
+// a capacity than the device's ResourceSlice has.
 func (inf *Informers) ClaimConflict(alloc *resourceapi.AllocationResult, claim *resourceapi.ResourceClaim) string {
 	for _, r := range alloc.Devices.Results {
 		if r.AdminAccess != nil && *r.AdminAccess {
 			continue
 		}
-		if other := inf.ResourceClaimsAllocating(r.Driver, r.Pool, r.Device, claim); len(other) > 0 {
-			return other[0].Namespace + "/" + other[0].Name
+		others := inf.ResourceClaimsAllocating(r.Driver, r.Pool, r.Device, claim)
+		if len(others) == 0 {
+			continue
+		}
+		if r.ShareID == nil {
+			return others[0].Namespace + "/" + others[0].Name
+		}
+		consumed := map[resourceapi.QualifiedName]*resource.Quantity{}
+		for name, q := range r.ConsumedCapacity {
+			consumed[name] = ptr.To(q.DeepCopy())
+		}
+		for _, o := range others {
+			for _, or := range o.Status.Allocation.Devices.Results {
+				if or.Driver != r.Driver || or.Pool != r.Pool || or.Device != r.Device || (or.AdminAccess != nil && *or.AdminAccess) {
+					continue
+				}
+				if or.ShareID == nil {
+					return o.Namespace + "/" + o.Name
+				}
+				for name, q := range or.ConsumedCapacity {
+					if c := consumed[name]; c != nil {
+						c.Add(q)
+					}
+				}
+			}
+		}
+		capacity := inf.deviceCapacity(r.Driver, r.Pool, r.Device)
+		for name, q := range consumed {
+			if c, ok := capacity[name]; ok && q.Cmp(c.Value) > 0 {
+				return others[0].Namespace + "/" + others[0].Name + " (and the other claims sharing the device)"
+			}
 		}
 	}
 	return ""
+}
+
+// deviceCapacity is the capacity a device's ResourceSlice publishes, nil if no slice has it.
+func (inf *Informers) deviceCapacity(driver, pool, device string) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
+	for _, o := range inf.ResourceSlices.GetStore().List() {
+		rs := o.(*resourceapi.ResourceSlice)
+		if rs.Spec.Driver != driver || rs.Spec.Pool.Name != pool {
+			continue
+		}
+		for i := range rs.Spec.Devices {
+			if rs.Spec.Devices[i].Name == device {
+				return rs.Spec.Devices[i].Capacity
+			}
+		}
+	}
+	return nil
 }

@@ -75,13 +75,13 @@ func (d *PodDefaulter) unservedClaims(ctx context.Context, pod *corev1.Pod) ([]s
 // unservedClaimsWarning is what the creator of a pod whose claims fairway does not serve reads
 // when the pod is left to its own scheduler.
 func unservedClaimsWarning(pod *corev1.Pod, what []string) string {
-	return fmt.Sprintf("fairway: pod's %s asks for what fairway's DRA allocator does not serve, so it is left to scheduler %s: it gets no fairway queue, quota, gang or GPU share; "+
-		"to have fairway schedule it, ask for whole devices, or for a GPU share with fairway's annotations on a device-plugin node (docs/dra.md)", strings.Join(what, ", "), ownScheduler(pod))
+	return fmt.Sprintf("fairway: pod's %s asks for what fairway does not serve, so it is left to scheduler %s: it gets no fairway queue, quota, gang or GPU share; "+
+		"to have fairway schedule it, ask for whole devices or for the memory of one device (docs/dra.md, \"Shares through DRA\")", strings.Join(what, ", "), ownScheduler(pod))
 }
 
 // unservedClaimsDenial refuses a pod that names fairway's scheduler but whose claims fairway's
 // allocator does not serve: taken, it would never be placed (the scheduler reports it unsupported).
 func unservedClaimsDenial(what []string) error {
-	return deny("spec.schedulerName is %q, but the pod's %s asks for what fairway's DRA allocator does not serve, so fairway could never place it: "+
-		"remove spec.schedulerName to leave the pod to kube-scheduler, or ask for whole devices (docs/dra.md)", schedulerName, strings.Join(what, ", "))
+	return deny("spec.schedulerName is %q, but the pod's %s asks for what fairway does not serve, so fairway could never place it: "+
+		"remove spec.schedulerName to leave the pod to kube-scheduler, or ask for whole devices or for the memory of one device (docs/dra.md, \"Shares through DRA\")", schedulerName, strings.Join(what, ", "))
 }

@@ -456,3 +456,22 @@ func TestDRAShares(t *testing.T) {
 		t.Errorf("s3's share went to %s, want %s (the device with room)", got, lone)
 	}
 }
+
+// TestDRATwoSharesAreUnsupported: fairway's accounting holds whole GPUs or one share per pod, as
+// for device-plugin pods; a pod whose claims ask for two shares is told so instead of placed.
+func TestDRATwoSharesAreUnsupported(t *testing.T) {
+	snap := draCluster(t, 1, "8")
+	p := testutil.MakePod("team-a", "p").Queue("team-a").ClaimRef("a", "share-a").ClaimRef("b", "share-b")
+	snap.UpsertResourceClaim(testutil.GPUShareClaim("team-a", "share-a", "10Gi"))
+	snap.UpsertResourceClaim(testutil.GPUShareClaim("team-a", "share-b", "10Gi"))
+	if err := snap.UpsertPod(p.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	res := engine.New(engine.Options{}).Schedule(snap, draNow)
+	if len(res.Bindings) != 0 || len(res.Unschedulable) != 1 {
+		t.Fatalf("bindings %+v, unschedulable %+v: want the pod unschedulable", res.Bindings, res.Unschedulable)
+	}
+	if u := res.Unschedulable[0]; u.Code != engine.ReasonUnsupported || !strings.Contains(u.Message, "ask for 2 shares of GPUs and 0 whole GPUs") {
+		t.Errorf("reason %s %q, want %s naming the two shares", u.Code, u.Message, engine.ReasonUnsupported)
+	}
+}

@@ -628,7 +628,7 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	case len(shareMiB) == 0:
 	case len(shareMiB) > 1 || info.Req.WholeGPUs > 0:
 		// fairway's accounting holds whole GPUs or one share, as for device-plugin pods.
-		unserved = append(unserved, fmt.Sprintf("%d shares of GPUs and %d whole GPUs together (a pod's claims ask for whole GPUs or one share of a GPU)", len(shareMiB), info.Req.WholeGPUs))
+		unserved = append(unserved, fmt.Sprintf("the pod's claims ask for %d shares of GPUs and %d whole GPUs (fairway counts whole GPUs or one share per pod)", len(shareMiB), info.Req.WholeGPUs))
 	default:
 		info.Req.GPUMemoryMiB = max(shareMiB[0], 1)
 		if shareIndex >= 0 {
@@ -641,8 +641,8 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	}
 	if len(unserved) > 0 && info.Lifecycle == LifecyclePending && info.Problem == nil {
 		info.Problem = &Problem{Code: ProblemUnsupported, Message: strings.Join(unserved, ", ") +
-			" asks for what fairway's DRA allocator does not serve: leave the pod to kube-scheduler (no spec.schedulerName " +
-			v1alpha1.SchedulerName + "), or ask for whole devices (docs/dra.md)"}
+			": fairway does not serve this; leave the pod to kube-scheduler (no spec.schedulerName " +
+			v1alpha1.SchedulerName + "), or ask for whole devices or for the memory of one device (docs/dra.md, \"Shares through DRA\")"}
 	}
 	return names
 }

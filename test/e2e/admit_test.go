@@ -124,13 +124,13 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 2b. A DRA claim template asking for part of a GPU (capacity requests), which fairway's
-	// allocator does not serve: the pod is left to kube-scheduler with a warning naming the
-	// template, and refused when it names fairway's scheduler, rather than stranded.
+	// 2b. A DRA claim template asking for part of a GPU by a capacity other than its memory,
+	// which fairway cannot count as a share: the pod is left to kube-scheduler with a warning
+	// naming the template, and refused when it names fairway's scheduler, rather than stranded.
 	part := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "jhub", Name: "part-gpu"},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: fairwayv1.NVIDIAGPUDeviceClass, Count: 1,
-				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{fairwayv1.DRAMemoryCapacity: resource.MustParse("10Gi")}}},
+				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"multiprocessors": resource.MustParse("66")}}},
 		}}}}}}
 	part, err = c.Clientset().ResourceV1().ResourceClaimTemplates("jhub").Create(ctx, part, metav1.CreateOptions{})
 	if err != nil {
@@ -152,7 +152,7 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `fairway: pod's ResourceClaimTemplate part-gpu (request "gpu": capacity requests (DRA consumable capacity)) asks for what fairway's DRA allocator does not serve, so it is left to scheduler default-scheduler: `
+	want = `fairway: pod's ResourceClaimTemplate part-gpu (request "gpu": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only)) asks for what fairway does not serve, so it is left to scheduler default-scheduler: `
 	if got := warnings.all()[before:]; len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("warnings %q, want one starting %q", got, want)
 	} else {
@@ -160,7 +160,7 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	}
 	checkLeftToKubeScheduler(t, left)
 	_, err = wc.CoreV1().Pods("jhub").Create(ctx, partPod("part-gpu-fairway", fairwayv1.SchedulerName), metav1.CreateOptions{})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "asks for what fairway's DRA allocator does not serve, so fairway could never place it") {
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "asks for what fairway does not serve, so fairway could never place it") {
 		t.Errorf("a pod naming fairway with a capacity claim: %v, want refused", err)
 	} else {
 		t.Logf("refused: %v", err)

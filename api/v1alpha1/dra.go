@@ -20,6 +20,18 @@ const (
 	DRATypeAttribute = "type"
 	// DRATypeGPU is DRATypeAttribute's value of a whole GPU.
 	DRATypeGPU = "gpu"
+	// DRATypeMIG is DRATypeAttribute's value of a MIG device, a partition of a GPU.
+	DRATypeMIG = "mig"
+	// DRAParentUUIDAttribute is the attribute of a MIG device with the UUID of its GPU.
+	DRAParentUUIDAttribute = "parentUUID"
+	// DRAMemorySliceCapacityPrefix begins the capacities a MIG device publishes for each of its
+	// GPU's memory slices it holds (memorySlice0 ... memorySlice7): its part of the GPU.
+	DRAMemorySliceCapacityPrefix = "memorySlice"
+	// DRAMemorySlicesPerGPU is the number of memory slices of a MIG-capable GPU (A100, H100,
+	// H200, B200): a MIG device holding k of them is k eighths of its GPU.
+	DRAMemorySlicesPerGPU = 8
+	// NVIDIAMIGDeviceClass is the DeviceClass NVIDIA's driver installs for MIG devices.
+	NVIDIAMIGDeviceClass = "mig.nvidia.com"
 	// DRAProductNameAttribute is the device attribute with the GPU's product name ("NVIDIA
 	// H100 80GB HBM3"); the GPU type queues quota by is read from it as the gpu-agent reads it
 	// from NVML, unless the node has a fairway.dev/gpu-type label.
@@ -32,7 +44,27 @@ const (
 	// gpu without it.
 	DeviceClassResourceLabel = Prefix + "resource"
 	DeviceClassResourceGPU   = "gpu"
+	// DeviceClassResourceGPUPartition on a DeviceClass says its requests are for partitions of
+	// GPUs (MIG devices): each is a share of its GPU. NVIDIAMIGDeviceClass is one without it.
+	DeviceClassResourceGPUPartition = "gpu-partition"
 )
+
+// DRADeviceType is a device's type attribute (plain or qualified with the driver's domain), ""
+// if it has none.
+func DRADeviceType(driver string, d *resourceapi.Device) string {
+	return DRAStringAttribute(driver, d, DRATypeAttribute)
+}
+
+// DRAStringAttribute is a device's string attribute, plain or qualified with the driver's
+// domain; "" if it has none.
+func DRAStringAttribute(driver string, d *resourceapi.Device, name string) string {
+	for _, k := range []resourceapi.QualifiedName{resourceapi.QualifiedName(name), resourceapi.QualifiedName(driver + "/" + name)} {
+		if a, ok := d.Attributes[k]; ok && a.StringValue != nil {
+			return *a.StringValue
+		}
+	}
+	return ""
+}
 
 // IsDRAGPUDevice reports whether a device of a GPU driver's ResourceSlice is a whole GPU: its
 // type attribute (plain or qualified with the driver's domain) is "gpu" or absent.

@@ -111,19 +111,24 @@ func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignme
 	if g.shared >= 0 {
 		slot := &n.Slots[g.shared]
 		a.Shared = g.shared
-		a.MemMiB = max(g.memMiB, t.Req.GPUMemoryMiB)
-		share := snapshot.Request{GPUMemoryMiB: a.MemMiB}
-		a.Milli = max(share.SharedMilli(slot.MemoryMiB), 1)
+		if g.milli > 0 {
+			a.Milli, a.MemMiB = g.milli, g.memMiB
+		} else {
+			a.MemMiB = max(g.memMiB, t.Req.GPUMemoryMiB)
+			share := snapshot.Request{GPUMemoryMiB: a.MemMiB}
+			a.Milli = max(share.SharedMilli(slot.MemoryMiB), 1)
+		}
 	}
 	a.DRA = out
 	return Fits
 }
 
-// draGPUs are the slots of a node a pod's claims give it: whole devices, and the device it
-// shares (consumable capacity) with the memory its share consumes.
+// draGPUs are the slots of a node a pod's claims give it: whole devices, and the GPU it shares:
+// a partition of it (milli, its memory) or a part of a shared device (the memory it consumes).
 type draGPUs struct {
 	whole  []int32
 	shared int32
+	milli  int64
 	memMiB int64
 }
 
@@ -135,10 +140,17 @@ func (c *cycle) addSlots(g *draGPUs, n *snapshot.Node, alloc *resourceapi.Alloca
 		}
 		pos := c.snap.SlotOfDevice(n, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
 		if pos < 0 {
+			// A partition of a GPU (a MIG device) is a share of its slot; one of all of its
+			// memory slices, the whole GPU.
+			if part, ok := c.snap.PartOfDevice(n, r.Driver, r.Pool, r.Device); ok && part.Milli < snapshot.MilliPerGPU {
+				g.shared, g.milli, g.memMiB = part.Pos, part.Milli, part.MemMiB
+			} else if ok {
+				g.whole = append(g.whole, part.Pos)
+			}
 			continue
 		}
 		if mem, ok := snapshot.ShareOfDevice(&r, &n.Slots[pos]); ok {
-			g.shared, g.memMiB = pos, mem
+			g.shared, g.milli, g.memMiB = pos, 0, mem
 		} else {
 			g.whole = append(g.whole, pos)
 		}

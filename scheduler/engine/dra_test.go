@@ -475,3 +475,75 @@ func TestDRATwoSharesAreUnsupported(t *testing.T) {
 		t.Errorf("reason %s %q, want %s naming the two shares", u.Code, u.Message, engine.ReasonUnsupported)
 	}
 }
+
+// TestDRAPartitions: claims for MIG devices (partitions of a GPU in MIG mode, which NVIDIA's
+// driver publishes instead of the GPU) are shares of their GPU in fairway's accounting, each
+// its memory slices' part of the GPU (1g.10gb one eighth, 3g.40gb half); while pending a claim
+// counts as the smallest partition, and the queue's limits are checked again with the
+// partition it gets.
+func TestDRAPartitions(t *testing.T) {
+	snap := snapshot.New()
+	snap.UpsertDeviceClass(testutil.NVIDIAMIGDeviceClass())
+	if err := snap.UpsertNode(testutil.MakeNode("mig").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	snap.UpsertResourceSlice(testutil.MIGSlice("mig", 2, "NVIDIA H100 80GB HBM3", testutil.H100MIGLayout))
+	if n := snap.Node("mig"); len(n.Slots) != 2 || n.Slots[0].UUID != "GPU-mig-0" || n.GPUType != "H100" {
+		t.Fatalf("node in MIG mode: slots %+v, type %q; want its two GPUs, H100s", n.Slots, n.GPUType)
+	}
+	if err := snap.UpsertQueue(testutil.MakeQueue("team-a").Namespaces("team-a").GPU("1", 1, "1").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]*testutil.PodWrapper{}
+	add := func(name, profile string) {
+		p := testutil.MakePod("team-a", name).Queue("team-a").ClaimTemplate("gpu", "mig", name+"-gpu")
+		pods[name] = p
+		snap.UpsertResourceClaim(testutil.OwnedBy(testutil.MIGClaim("team-a", name+"-gpu", profile), p.Obj()))
+		if err := snap.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("small", "1g.10gb")
+	add("half", "3g.40gb")
+	eng := engine.New(engine.Options{})
+	res := eng.Schedule(snap, draNow)
+	if len(res.Bindings) != 2 {
+		t.Fatalf("bindings = %d, want 2; reasons %+v", len(res.Bindings), res.Unschedulable)
+	}
+	for _, b := range res.Bindings {
+		if b.Shared != nil || len(b.GPUs) != 0 || len(b.Claims) != 1 || b.Claims[0].Result == nil {
+			t.Fatalf("%s: shared %+v, GPUs %v, claims %+v; want its claim allocated and no gpu-agent share", b.Pod, b.Shared, b.GPUs, b.Claims)
+		}
+		t.Logf("%s got %s", b.Pod.Name, b.Claims[0].Result.Devices.Results[0].Device)
+	}
+	if got := res.Queues[0].Allocated["gpu"]; got != 625 {
+		t.Errorf("team-a allocated %d milli-GPU, want 625 (a 1g.10gb and a 3g.40gb partition)", got)
+	}
+	if got := res.Queues[0].Allocated["gpu/H100"]; got != 625 {
+		t.Errorf("team-a allocated %d milli-GPU of gpu/H100, want 625", got)
+	}
+	commitClaims(t, snap, &res, pods)
+	res = eng.Schedule(snap, draNow.Add(time.Second))
+	if got := res.Queues[0].Allocated["gpu"]; got != 625 {
+		t.Errorf("after the claims are written: team-a allocated %d milli-GPU, want 625", got)
+	}
+	var used int64
+	for _, g := range snap.Node("mig").Slots {
+		used += g.UsedMilli
+	}
+	if used != 625 {
+		t.Errorf("the GPUs' used shares are %d milli-GPU, want 625", used)
+	}
+	// The queue's limit of 1 GPU: another 1g.10gb fits (750); another 3g.40gb, counted as
+	// 125 while pending, would make 1250 once it got its device (the second GPU has one).
+	add("small-2", "1g.10gb")
+	add("half-2", "3g.40gb")
+	res = eng.Schedule(snap, draNow.Add(2*time.Second))
+	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "small-2" {
+		t.Fatalf("bindings %+v, want small-2 alone (reasons %+v)", res.Bindings, res.Unschedulable)
+	}
+	if len(res.Unschedulable) != 1 || !strings.Contains(res.Unschedulable[0].Gang.String(), "half-2") {
+		t.Fatalf("unschedulable %+v, want half-2", res.Unschedulable)
+	}
+	t.Logf("half-2 waits: %s: %s", res.Unschedulable[0].Code, res.Unschedulable[0].Message)
+}

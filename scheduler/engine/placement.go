@@ -538,9 +538,10 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	if f == Fits && t.Req.DRA {
 		f = c.draPick(n, t, &a, afterRelease)
 	}
-	if f == Fits && t.Req.GPUMemoryMiB > 0 && !t.IsShadow() {
-		// A GPU-memory request costs more of a smaller GPU than its estimate: check the limits
-		// with what it takes here.
+	if f == Fits && (t.Req.GPUMemoryMiB > 0 || (t.Req.DRA && a.Shared >= 0)) && !t.IsShadow() {
+		// A GPU-memory request costs more of a smaller GPU than its estimate, and a claim for a
+		// partition of a GPU may get a larger one than its estimate (the smallest): check the
+		// limits with what it takes here.
 		if actual := a.MilliGPU(); actual > t.PendingGPU() {
 			if c.chainOverLimit(g, snapshot.DimGPU, actual, "") != nil || (n.TypeDim >= 0 && c.chainOverLimit(g, n.TypeDim, actual, "") != nil) {
 				return snapshot.Assignment{}, FailGPUType

@@ -52,11 +52,17 @@ type DRAConfig struct {
 	// allocated (a pending pod's demand). A class labelled v1alpha1.DeviceClassResourceLabel=gpu
 	// is one too. Default: v1alpha1.NVIDIAGPUDeviceClass.
 	GPUClasses []string
+	// PartitionClasses are the DeviceClasses whose requests are for partitions of GPUs (MIG
+	// devices), each a share of its GPU. A class labelled
+	// v1alpha1.DeviceClassResourceLabel=gpu-partition is one too. Default:
+	// v1alpha1.NVIDIAMIGDeviceClass.
+	PartitionClasses []string
 }
 
 // DefaultDRAConfig is NVIDIA's DRA driver for GPUs.
 func DefaultDRAConfig() DRAConfig {
-	return DRAConfig{GPUDrivers: []string{v1alpha1.NVIDIAGPUDriver}, GPUClasses: []string{v1alpha1.NVIDIAGPUDeviceClass}}
+	return DRAConfig{GPUDrivers: []string{v1alpha1.NVIDIAGPUDriver}, GPUClasses: []string{v1alpha1.NVIDIAGPUDeviceClass},
+		PartitionClasses: []string{v1alpha1.NVIDIAMIGDeviceClass}}
 }
 
 // Claim is a ResourceClaim as the snapshot knows it.
@@ -122,6 +128,9 @@ type DRADevice struct {
 	ID structured.DeviceID
 	// Product is the device's productName attribute.
 	Product string
+	// Partitioned is a GPU in MIG mode, published only as its MIG devices: ID is zero, and
+	// claims hold parts of it (PartOfDevice).
+	Partitioned bool
 }
 
 type draState struct {
@@ -207,6 +216,15 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 		return c, nil
 	}
 	return nil, fmt.Errorf("device class %s: %w", name, ErrNotFound)
+}
+
+// isPartitionClass reports whether requests of a class are for partitions of GPUs.
+func (d *draState) isPartitionClass(name string) bool {
+	if slices.Contains(d.cfg.PartitionClasses, name) {
+		return true
+	}
+	c := d.classes[name]
+	return c != nil && c.Labels[v1alpha1.DeviceClassResourceLabel] == v1alpha1.DeviceClassResourceGPUPartition
 }
 
 // isGPUClass reports whether requests of a class count as GPU requests.
@@ -308,9 +326,10 @@ func (s *Snapshot) AllocatedState() structured.AllocatedState {
 // draGPUDevices lists the GPU devices of a node's slices, sorted by name.
 func (d *draState) draGPUDevices(node string) (devs []DRADevice, slots []GPUSlot) {
 	type dev struct {
-		id   structured.DeviceID
-		name string
-		d    *resourceapi.Device
+		id     structured.DeviceID
+		name   string
+		d      *resourceapi.Device
+		parent *parentGPU
 	}
 	var all []dev
 	for _, rs := range d.byNode[node] {
@@ -322,11 +341,51 @@ func (d *draState) draGPUDevices(node string) (devs []DRADevice, slots []GPUSlot
 			if !v1alpha1.IsDRAGPUDevice(rs.Spec.Driver, dv) {
 				continue
 			}
-			all = append(all, dev{structured.MakeDeviceID(rs.Spec.Driver, rs.Spec.Pool.Name, dv.Name), rs.Spec.Pool.Name + "/" + dv.Name, dv})
+			all = append(all, dev{id: structured.MakeDeviceID(rs.Spec.Driver, rs.Spec.Pool.Name, dv.Name), name: rs.Spec.Pool.Name + "/" + dv.Name, d: dv})
 		}
+	}
+	// A GPU in MIG mode is published as its MIG devices only (NVIDIA's driver): it is a slot
+	// too, named by its UUID, and the MIG devices are parts of it (PartOfDevice).
+	seen := sets.New[string]()
+	for _, x := range all {
+		seen.Insert(attrString(x.d.Attributes, "uuid"))
+	}
+	parents := map[string]*parentGPU{}
+	for _, rs := range d.byNode[node] {
+		if !slices.Contains(d.cfg.GPUDrivers, rs.Spec.Driver) {
+			continue
+		}
+		for i := range rs.Spec.Devices {
+			dv := &rs.Spec.Devices[i]
+			if v1alpha1.DRADeviceType(rs.Spec.Driver, dv) != v1alpha1.DRATypeMIG {
+				continue
+			}
+			uuid := v1alpha1.DRAStringAttribute(rs.Spec.Driver, dv, v1alpha1.DRAParentUUIDAttribute)
+			if uuid == "" || seen.Has(uuid) {
+				continue
+			}
+			p := parents[uuid]
+			if p == nil {
+				p = &parentGPU{uuid: uuid, product: v1alpha1.DRAStringAttribute(rs.Spec.Driver, dv, v1alpha1.DRAProductNameAttribute), name: rs.Spec.Pool.Name + "/" + dv.Name}
+				parents[uuid] = p
+			}
+			if part, ok := partitionOf(dv); ok && part.slices > 0 {
+				// The GPU's memory, from a partition's: its memory over its part of the slices.
+				p.memMiB = max(p.memMiB, part.memMiB*v1alpha1.DRAMemorySlicesPerGPU/part.slices)
+			}
+			p.name = min(p.name, rs.Spec.Pool.Name+"/"+dv.Name)
+		}
+	}
+	for _, p := range parents {
+		all = append(all, dev{name: p.name, parent: p})
 	}
 	slices.SortFunc(all, func(a, b dev) int { return naturalLess(a.name, b.name) })
 	for i, x := range all {
+		if x.parent != nil {
+			devs = append(devs, DRADevice{Product: x.parent.product, Partitioned: true})
+			slots = append(slots, GPUSlot{Index: i, UUID: x.parent.uuid, MemoryMiB: x.parent.memMiB})
+			continue
+		}
 		uuid, product := attrString(x.d.Attributes, "uuid"), attrString(x.d.Attributes, v1alpha1.DRAProductNameAttribute)
 		var memMiB int64
 		if c, ok := x.d.Capacity[v1alpha1.DRAMemoryCapacity]; ok {
@@ -336,6 +395,69 @@ func (d *draState) draGPUDevices(node string) (devs []DRADevice, slots []GPUSlot
 		slots = append(slots, GPUSlot{Index: i, UUID: uuid, MemoryMiB: memMiB})
 	}
 	return devs, slots
+}
+
+// parentGPU is a GPU in MIG mode, known by its MIG devices.
+type parentGPU struct {
+	uuid, product, name string
+	memMiB              int64
+}
+
+// partition is a MIG device's part of its GPU.
+type partition struct {
+	slices int64 // memory slices held (v1alpha1.DRAMemorySliceCapacityPrefix)
+	memMiB int64
+}
+
+// partitionOf reads a MIG device's part of its GPU from its capacities.
+func partitionOf(d *resourceapi.Device) (partition, bool) {
+	var p partition
+	for name := range d.Capacity {
+		if strings.HasPrefix(string(name), v1alpha1.DRAMemorySliceCapacityPrefix) {
+			p.slices++
+		}
+	}
+	if c, ok := d.Capacity[v1alpha1.DRAMemoryCapacity]; ok {
+		p.memMiB = bytesToMiB(c.Value.Value())
+	}
+	return p, p.slices > 0 && p.slices <= v1alpha1.DRAMemorySlicesPerGPU
+}
+
+// Part is a partition of a GPU slot (a MIG device) a claim holds: a share of the slot.
+type Part struct {
+	Pos    int32
+	Milli  int64
+	MemMiB int64
+}
+
+// PartOfDevice locates a MIG device of node n: the slot of its GPU and its share of it.
+func (s *Snapshot) PartOfDevice(n *Node, driver, pool, device string) (Part, bool) {
+	if s.draS == nil || !n.IsDRA() {
+		return Part{}, false
+	}
+	for _, rs := range s.draS.byNode[n.Name] {
+		if rs.Spec.Driver != driver || rs.Spec.Pool.Name != pool {
+			continue
+		}
+		for i := range rs.Spec.Devices {
+			dv := &rs.Spec.Devices[i]
+			if dv.Name != device || v1alpha1.DRADeviceType(driver, dv) != v1alpha1.DRATypeMIG {
+				continue
+			}
+			p, ok := partitionOf(dv)
+			uuid := v1alpha1.DRAStringAttribute(driver, dv, v1alpha1.DRAParentUUIDAttribute)
+			if !ok || uuid == "" {
+				return Part{}, false
+			}
+			for pos := range n.Slots {
+				if n.Slots[pos].UUID == uuid {
+					return Part{Pos: int32(pos), Milli: p.slices * MilliPerGPU / v1alpha1.DRAMemorySlicesPerGPU, MemMiB: p.memMiB}, true
+				}
+			}
+			return Part{}, false
+		}
+	}
+	return Part{}, false
 }
 
 func attrString(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, name string) string {
@@ -417,11 +539,17 @@ func (s *Snapshot) indexDRANode(n *Node, prev []DRADevice) {
 		return
 	}
 	for _, dev := range prev {
+		if dev.Partitioned {
+			continue
+		}
 		if r, ok := d.slotOf[dev.ID]; ok && r.node == n.Name {
 			delete(d.slotOf, dev.ID)
 		}
 	}
 	for i, dev := range n.DRADevices {
+		if dev.Partitioned {
+			continue // no device of its own: its MIG devices are parts of it
+		}
 		d.slotOf[dev.ID] = slotRef{node: n.Name, pos: int32(i)}
 		n.Slots[i].Claimed = int16(min(d.allocated[dev.ID], 1<<14))
 	}
@@ -569,8 +697,8 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	d := s.dra()
 	info.Req.DRA = true
 	var missing, unserved []string
-	var shareMiB []int64 // the GPU memory of each share of a GPU the claims ask for or hold
-	shareIndex := -1     // the GPU of a bound pod's share
+	var shares []draShare // the shares of GPUs the claims ask for or hold
+	shareIndex := -1      // the GPU of a bound pod's share
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(pod, pc)
@@ -592,11 +720,9 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 			if what := v1alpha1.UnservedClaimRequests(&c.Obj.Spec); len(what) > 0 {
 				unserved = append(unserved, "ResourceClaim "+*name+" ("+strings.Join(what, "; ")+")")
 			}
-			whole, shares := d.requestedGPUs(c.Obj)
+			whole, asked := d.requestedGPUs(c.Obj)
 			info.Req.WholeGPUs += whole
-			for _, mem := range shares {
-				shareMiB = append(shareMiB, bytesToMiB(mem))
-			}
+			shares = append(shares, asked...)
 			continue
 		}
 		held := c.AssumedBy != nil && c.AssumedBy.UID == info.UID
@@ -606,17 +732,28 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 		if !held || (info.Lifecycle != LifecycleBound && info.Lifecycle != LifecycleTerminating) {
 			continue
 		}
+		n := s.nodeByName[info.NodeName]
+		if n == nil {
+			continue
+		}
 		for _, r := range alloc.Devices.Results {
 			if r.AdminAccess != nil && *r.AdminAccess {
 				continue
 			}
 			ref, ok := d.slotOf[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)]
-			n := s.nodeByName[ref.node]
-			if !ok || ref.node != info.NodeName || n == nil || int(ref.pos) >= len(n.Slots) {
+			if !ok || ref.node != info.NodeName || int(ref.pos) >= len(n.Slots) {
+				if part, ok := s.PartOfDevice(n, r.Driver, r.Pool, r.Device); ok && part.Milli < MilliPerGPU {
+					shares = append(shares, draShare{milli: part.Milli, memMiB: part.MemMiB})
+					shareIndex = n.Slots[part.Pos].Index
+				} else if ok {
+					// A partition of all of the GPU's memory slices (7g.80gb) is the whole GPU.
+					info.GPUIndexes = append(info.GPUIndexes, n.Slots[part.Pos].Index)
+					info.Req.WholeGPUs++
+				}
 				continue
 			}
 			if mem, ok := ShareOfDevice(&r, &n.Slots[ref.pos]); ok {
-				shareMiB = append(shareMiB, mem)
+				shares = append(shares, draShare{memMiB: mem})
 				shareIndex = n.Slots[ref.pos].Index
 				continue
 			}
@@ -625,12 +762,17 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 		}
 	}
 	switch {
-	case len(shareMiB) == 0:
-	case len(shareMiB) > 1 || info.Req.WholeGPUs > 0:
+	case len(shares) == 0:
+	case len(shares) > 1 || info.Req.WholeGPUs > 0:
 		// fairway's accounting holds whole GPUs or one share, as for device-plugin pods.
-		unserved = append(unserved, fmt.Sprintf("the pod's claims ask for %d shares of GPUs and %d whole GPUs (fairway counts whole GPUs or one share per pod)", len(shareMiB), info.Req.WholeGPUs))
+		unserved = append(unserved, fmt.Sprintf("the pod's claims ask for %d shares of GPUs and %d whole GPUs (fairway counts whole GPUs or one share per pod)", len(shares), info.Req.WholeGPUs))
 	default:
-		info.Req.GPUMemoryMiB = max(shareMiB[0], 1)
+		// A partition is a fraction of its GPU; a part of a shared device, the memory it consumes.
+		if shares[0].milli > 0 {
+			info.Req.FractionMilli = shares[0].milli
+		} else {
+			info.Req.GPUMemoryMiB = max(shares[0].memMiB, 1)
+		}
 		if shareIndex >= 0 {
 			info.GPUIndexes = []int{shareIndex}
 		}
@@ -661,11 +803,24 @@ func claimHeldByUID(c *resourceapi.ResourceClaim, uid types.UID) bool {
 	return false
 }
 
+// draShare is a share of one GPU a claim asks for or holds: a fraction of it in milli-GPU (a
+// partition), or an amount of its memory (a part of a shared device).
+type draShare struct {
+	milli, memMiB int64
+}
+
+// PartitionEstimateMilli is what a pending claim for a partition of a GPU (a MIG device) is
+// counted as until it is allocated: the smallest partition, one memory slice. Which partition a
+// CEL selector picks is the allocator's to find; the engine checks the queue's limits again
+// with the partition it got.
+const PartitionEstimateMilli = MilliPerGPU / v1alpha1.DRAMemorySlicesPerGPU
+
 // requestedGPUs is what an unallocated claim asks of GPU classes (the first alternative of a
 // prioritized list): the number of whole GPU devices (ExactCount requests; one for an All
 // request, the allocation says how many it got) and the shares of a GPU (consumable capacity:
-// the memory each asks of one device). Admin access takes no device.
-func (d *draState) requestedGPUs(c *resourceapi.ResourceClaim) (whole int64, shares []int64) {
+// the memory each asks of one device; partitions: each MIG device asked for). Admin access
+// takes no device.
+func (d *draState) requestedGPUs(c *resourceapi.ResourceClaim) (whole int64, shares []draShare) {
 	for _, r := range c.Spec.Devices.Requests {
 		var class string
 		var mode resourceapi.DeviceAllocationMode
@@ -682,11 +837,20 @@ func (d *draState) requestedGPUs(c *resourceapi.ResourceClaim) (whole int64, sha
 		default:
 			continue
 		}
-		if admin || !d.isGPUClass(class) {
+		if admin {
+			continue
+		}
+		if d.isPartitionClass(class) {
+			for range max(count, 1) {
+				shares = append(shares, draShare{milli: PartitionEstimateMilli})
+			}
+			continue
+		}
+		if !d.isGPUClass(class) {
 			continue
 		}
 		if mem, ok := v1alpha1.ClaimShareRequest(capacity); ok {
-			shares = append(shares, mem)
+			shares = append(shares, draShare{memMiB: bytesToMiB(mem)})
 			continue
 		}
 		switch mode {

@@ -139,3 +139,81 @@ func GPUShareClaim(namespace, name, memory string) *resourceapi.ResourceClaim {
 	}
 	return c
 }
+
+// NVIDIAMIGDeviceClass is the DeviceClass NVIDIA's driver installs for MIG devices.
+func NVIDIAMIGDeviceClass() *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.NVIDIAMIGDeviceClass},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+		}}}},
+	}
+}
+
+// MIGPartition is a MIG device of an H100 80GB: its profile, GPU instance profile ID, the
+// memory slices it holds (start, size) and its memory.
+type MIGPartition struct {
+	Profile         string
+	ProfileID       int
+	Start, Size     int
+	MemoryMiB       int64
+	Multiprocessors int64
+}
+
+// H100MIGLayout is one 3g.40gb and three 1g.10gb MIG devices per GPU (memory slices 0-3, 4, 5
+// and 6), a layout nvidia-smi can create on an H100 80GB.
+var H100MIGLayout = []MIGPartition{
+	{Profile: "3g.40gb", ProfileID: 9, Start: 0, Size: 4, MemoryMiB: 40320, Multiprocessors: 60},
+	{Profile: "1g.10gb", ProfileID: 19, Start: 4, Size: 1, MemoryMiB: 9856, Multiprocessors: 16},
+	{Profile: "1g.10gb", ProfileID: 19, Start: 5, Size: 1, MemoryMiB: 9856, Multiprocessors: 16},
+	{Profile: "1g.10gb", ProfileID: 19, Start: 6, Size: 1, MemoryMiB: 9856, Multiprocessors: 16},
+}
+
+// MIGSlice is the ResourceSlice NVIDIA's kubelet plugin publishes for a node whose gpus GPUs are
+// in MIG mode with layout: the MIG devices only (the GPUs themselves are not allocatable then),
+// named gpu-<minor>-mig-<profile ID>-<start>-<size>, with the attributes type (mig), uuid,
+// parentUUID, profile and the parent's productName, and the capacities memory,
+// multiprocessors and memorySlice<N> for each memory slice held (the driver's deviceinfo.go).
+func MIGSlice(node string, gpus int, product string, layout []MIGPartition) *resourceapi.ResourceSlice {
+	rs := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.nvidia.com"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   v1alpha1.NVIDIAGPUDriver,
+			NodeName: ptr.To(node),
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+		},
+	}
+	for i := range gpus {
+		parent := fmt.Sprintf("GPU-%s-%d", node, i)
+		for _, p := range layout {
+			d := resourceapi.Device{
+				Name: fmt.Sprintf("gpu-%d-mig-%d-%d-%d", i, p.ProfileID, p.Start, p.Size),
+				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+					"type":         {StringValue: ptr.To("mig")},
+					"uuid":         {StringValue: ptr.To(fmt.Sprintf("MIG-%s-%d-%d", node, i, p.Start))},
+					"parentUUID":   {StringValue: ptr.To(parent)},
+					"profile":      {StringValue: ptr.To(p.Profile)},
+					"productName":  {StringValue: ptr.To(product)},
+					"brand":        {StringValue: ptr.To("Nvidia")},
+					"architecture": {StringValue: ptr.To("Hopper")},
+				},
+				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+					"memory":          {Value: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI)},
+					"multiprocessors": {Value: *resource.NewQuantity(p.Multiprocessors, resource.BinarySI)},
+				},
+			}
+			for s := p.Start; s < p.Start+p.Size; s++ {
+				d.Capacity[resourceapi.QualifiedName(fmt.Sprintf("memorySlice%d", s))] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(1, resource.BinarySI)}
+			}
+			rs.Spec.Devices = append(rs.Spec.Devices, d)
+		}
+	}
+	return rs
+}
+
+// MIGClaim is a claim for one MIG device of a profile (e.g. "1g.10gb"), by NVIDIA's MIG class.
+func MIGClaim(namespace, name, profile string) *resourceapi.ResourceClaim {
+	c := GPUClaim(namespace, name, 1, fmt.Sprintf("device.attributes['gpu.nvidia.com'].profile == '%s'", profile))
+	c.Spec.Devices.Requests[0].Exactly.DeviceClassName = v1alpha1.NVIDIAMIGDeviceClass
+	return c
+}

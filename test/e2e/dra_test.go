@@ -40,11 +40,13 @@ import (
 //   - A lender under its quota asks for more GPUs than are free: fairway reclaims the borrower's
 //     DRA pods; their claims go (kube-controller-manager deletes a pod's template claims with it,
 //     and deallocates), and their devices are allocated again to the lender's claims.
-//   - Shares (docs/dra.md, "Shares through DRA"): two nodes join, one whose GPUs claims may
-//     share by memory (consumable capacity, testutil.SharedGPUSlice) and one with a
-//     device-plugin GPU and its gpu-agent. Two pods with claims for 20Gi and 40Gi of a GPU and
-//     one with fairway.dev/gpu-fraction 0.5 run; the claims hold parts of one device (share IDs,
-//     the memory consumed) and the queue's status counts 0.25 + 0.5 + 0.5 GPU.
+//   - Shares (docs/dra.md, "Shares through DRA"): three nodes join, one whose GPUs claims may
+//     share by memory (consumable capacity, testutil.SharedGPUSlice), one whose GPU is in MIG
+//     mode (its MIG devices published as NVIDIA's driver does, testutil.MIGSlice) and one with a
+//     device-plugin GPU and its gpu-agent. Pods with claims for 20Gi and 40Gi of a GPU, for a
+//     1g.10gb and a 3g.40gb MIG device, and one with fairway.dev/gpu-fraction 0.5 run; the
+//     claims hold parts of one device (share IDs, the memory consumed) and MIG devices of the
+//     profiles asked for, and the queue's status counts 0.25 + 0.5 + 0.125 + 0.5 + 0.5 GPU.
 func TestDRA(t *testing.T) {
 	t.Parallel()
 	bin := buildFairway(t)
@@ -194,9 +196,10 @@ func testDRAShares(t *testing.T, c *cluster.Cluster, bin string) {
 	defer dumpWaiting(t, c, "share")
 	res := c.Clientset().ResourceV1()
 	shared := cluster.NodePool{Name: "shared", Count: 1, CPU: "64", Memory: "512Gi", Pods: 110}
+	mig := cluster.NodePool{Name: "mig", Count: 1, CPU: "64", Memory: "512Gi", Pods: 110}
 	plugin := cluster.NodePool{Name: "plugin", Count: 1, CPU: "64", Memory: "512Gi", Pods: 110,
 		GPUType: "H100", GPUProduct: "NVIDIA-H100-80GB-HBM3", GPUsPerNode: 1, GPUMemoryMiB: 81559}
-	for _, pool := range []cluster.NodePool{shared, plugin} {
+	for _, pool := range []cluster.NodePool{shared, mig, plugin} {
 		nodes, err := pool.Nodes()
 		if err != nil {
 			t.Fatal(err)
@@ -214,6 +217,12 @@ func testDRAShares(t *testing.T, c *cluster.Cluster, bin string) {
 	if _, err := res.ResourceSlices().Create(ctx, testutil.SharedGPUSlice("shared-0", 2, "NVIDIA H100 80GB HBM3", 80), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("publishing GPUs that claims may share (consumable capacity): %v", err)
 	}
+	if _, err := res.ResourceSlices().Create(ctx, testutil.MIGSlice("mig-0", 1, "NVIDIA H100 80GB HBM3", testutil.H100MIGLayout), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("publishing a GPU in MIG mode: %v", err)
+	}
+	if _, err := res.DeviceClasses().Create(ctx, testutil.NVIDIAMIGDeviceClass(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	newNamespace(t, c, "share")
 	schedQueue(t, c, "share", "2", "share")
 	for _, mem := range []string{"20Gi", "40Gi"} {
@@ -229,9 +238,22 @@ func testDRAShares(t *testing.T, c *cluster.Cluster, bin string) {
 		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
 		mustCreate(t, c, p)
 	}
+	for _, profile := range []string{"1g.10gb", "3g.40gb"} {
+		tmpl := &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "share", Name: "mig-" + profile},
+			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: testutil.MIGClaim("", "", profile).Spec},
+		}
+		if _, err := res.ResourceClaimTemplates("share").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := schedPod("share", "mig-"+strings.ReplaceAll(profile, ".", "-"), "share").Priority(fairwayv1.PriorityClassInteractive).Obj()
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(tmpl.Name)}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		mustCreate(t, c, p)
+	}
 	mustCreate(t, c, schedPod("share", "plugin-half", "share").Fraction("0.5").Priority(fairwayv1.PriorityClassInteractive).Obj())
-	eventually(t, 90*time.Second, "the two DRA shares and the device-plugin share bound", func(ctx context.Context) (bool, error) {
-		return len(bound(podsIn(t, c, ctx, "share", nil))) == 3, nil
+	eventually(t, 90*time.Second, "the two DRA shares, the two MIG devices and the device-plugin share bound", func(ctx context.Context) (bool, error) {
+		return len(bound(podsIn(t, c, ctx, "share", nil))) == 5, nil
 	})
 	devices := map[string]bool{}
 	for _, p := range bound(podsIn(t, c, ctx, "share", nil)) {
@@ -239,6 +261,19 @@ func testDRAShares(t *testing.T, c *cluster.Cluster, bin string) {
 			if p.Spec.NodeName != "plugin-0" {
 				t.Errorf("the device-plugin share is on %s, want plugin-0", p.Spec.NodeName)
 			}
+			continue
+		}
+		if strings.HasPrefix(p.Name, "mig-") {
+			claim := podClaim(t, c, &p)
+			if p.Spec.NodeName != "mig-0" || claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1 {
+				t.Fatalf("pod %s on %s, claim allocation %+v: want one MIG device of mig-0", p.Name, p.Spec.NodeName, claim.Status.Allocation)
+			}
+			r := claim.Status.Allocation.Devices.Results[0]
+			want := map[string]string{"mig-1g-10gb": "gpu-0-mig-19-", "mig-3g-40gb": "gpu-0-mig-9-"}[p.Name]
+			if !strings.HasPrefix(r.Device, want) {
+				t.Errorf("pod %s got MIG device %s, want one named %s...", p.Name, r.Device, want)
+			}
+			t.Logf("pod %s: claim %s holds MIG device %s/%s", p.Name, claim.Name, r.Pool, r.Device)
 			continue
 		}
 		claim := podClaim(t, c, &p)
@@ -258,14 +293,14 @@ func testDRAShares(t *testing.T, c *cluster.Cluster, bin string) {
 		t.Errorf("the two shares are on devices %v, want one device (fairway packs shares)", devices)
 	}
 	checkNoDoubleAllocation(t, c)
-	eventually(t, 30*time.Second, "queue share's status counting 0.25 + 0.5 GPU of claims and 0.5 of the device plugin", func(ctx context.Context) (bool, error) {
+	eventually(t, 30*time.Second, "queue share's status counting 0.25 + 0.5 GPU of claims, 0.125 + 0.5 of MIG devices and 0.5 of the device plugin", func(ctx context.Context) (bool, error) {
 		var q fairwayv1.Queue
 		if err := c.Client().Get(ctx, client.ObjectKey{Name: "share"}, &q); err != nil {
 			return false, err
 		}
 		got := amount(q.Status.Allocated, "gpu")
 		t.Logf("queue share allocated %v GPU (%v of type H100)", got, amount(q.Status.Allocated, "gpu/H100"))
-		return got == 1.25 && amount(q.Status.Allocated, "gpu/H100") == 1.25, nil
+		return got == 1.875 && amount(q.Status.Allocated, "gpu/H100") == 1.875, nil
 	})
 }
 

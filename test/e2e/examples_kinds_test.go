@@ -70,7 +70,7 @@ func TestExampleWorkloadKinds(t *testing.T) {
 	sts.Spec.Template.Annotations[cluster.CompleteDelayAnnotation] = "1h"
 	mustCreate(t, c, sts)
 	var notebook *corev1.Pod
-	eventually(t, 60*time.Second, "the notebook's pod running", func(ctx context.Context) (bool, error) {
+	eventually(t, 2*time.Minute, "the notebook's pod running", func(ctx context.Context) (bool, error) {
 		notebook, err = runningPod(ctx, "kubeflow-user", "llm-dev-0")
 		return err == nil, err
 	})
@@ -89,7 +89,7 @@ func TestExampleWorkloadKinds(t *testing.T) {
 	}
 	mustCreate(t, c, kpo)
 	var task *corev1.Pod
-	eventually(t, 60*time.Second, "the KPO pod running", func(ctx context.Context) (bool, error) {
+	eventually(t, 2*time.Minute, "the KPO pod running", func(ctx context.Context) (bool, error) {
 		task, err = runningPod(ctx, "team-b", kpo.GetName())
 		return err == nil, err
 	})
@@ -108,7 +108,7 @@ func TestExampleWorkloadKinds(t *testing.T) {
 		}
 	}
 	var pg fairwayv1.PodGroup
-	eventually(t, 30*time.Second, "the KPO pod's PodGroup", func(ctx context.Context) (bool, error) {
+	eventually(t, time.Minute, "the KPO pod's PodGroup", func(ctx context.Context) (bool, error) {
 		err := c.Client().Get(ctx, client.ObjectKey{Namespace: "team-b", Name: group}, &pg)
 		return err == nil && pg.Spec.MinMember == 1, err
 	})
@@ -122,7 +122,7 @@ func TestExampleWorkloadKinds(t *testing.T) {
 	}
 	job.Spec.Template.Annotations = map[string]string{cluster.CompleteDelayAnnotation: "1h"}
 	mustCreate(t, c, job)
-	eventually(t, 60*time.Second, "the MLflow run's pod running", func(ctx context.Context) (bool, error) {
+	eventually(t, 2*time.Minute, "the MLflow run's pod running", func(ctx context.Context) (bool, error) {
 		pods := bound(podsIn(t, c, ctx, "mlflow", map[string]string{"batch.kubernetes.io/job-name": job.Name}))
 		if len(pods) != 1 {
 			return false, fmt.Errorf("%d pods bound", len(pods))
@@ -142,7 +142,7 @@ func TestExampleWorkloadKinds(t *testing.T) {
 	}
 	leader, workers := examples.LeaderWorkerSetGroup("vllm", "serving", 4, 0, tmpl)
 	mustCreate(t, c, leader)
-	eventually(t, 30*time.Second, "the leader pod, waiting for its group", func(ctx context.Context) (bool, error) {
+	eventually(t, time.Minute, "the leader pod, waiting for its group", func(ctx context.Context) (bool, error) {
 		var p corev1.Pod
 		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: "serving", Name: "vllm-0"}, &p); err != nil {
 			return false, err
@@ -157,7 +157,7 @@ func TestExampleWorkloadKinds(t *testing.T) {
 	t.Logf("leader alone waits: %s", reasonOf(&lp))
 	mustCreate(t, c, workers)
 	sel := map[string]string{lws.SetNameLabel: "vllm"}
-	eventually(t, 60*time.Second, "the group of four running", func(ctx context.Context) (bool, error) {
+	eventually(t, 2*time.Minute, "the group of four running", func(ctx context.Context) (bool, error) {
 		pods := podsIn(t, c, ctx, "serving", sel)
 		return len(pods) == 4 && len(bound(pods)) == 4, fmt.Errorf("%d pods, %d bound", len(pods), len(bound(pods)))
 	})

@@ -84,7 +84,7 @@ func mustCreate(t *testing.T, c *cluster.Cluster, obj client.Object) {
 func newNamespace(t *testing.T, c *cluster.Cluster, name string) {
 	t.Helper()
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	eventually(t, 30*time.Second, "the default ServiceAccount of "+name, func(ctx context.Context) (bool, error) {
+	eventually(t, 2*time.Minute, "the default ServiceAccount of "+name, func(ctx context.Context) (bool, error) {
 		_, err := c.Clientset().CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})

@@ -143,7 +143,7 @@ func EnsureSystem(ctx context.Context, c *cluster.Cluster, namespace string) err
 // WaitServiceAccount waits for a namespace's default ServiceAccount, without which the API
 // server refuses pods there.
 func WaitServiceAccount(ctx context.Context, c *cluster.Cluster, namespace string) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := c.Clientset().CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})

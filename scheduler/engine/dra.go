@@ -104,8 +104,8 @@ func (c *cycle) draPick(n *snapshot.Node, t *snapshot.Task, a *snapshot.Assignme
 	if t.Req.Shared() && g.shared < 0 {
 		return FailDRA
 	}
-	if g.shared >= 0 && len(g.whole) > 0 {
-		return FailDRA // whole GPUs and a share: more than fairway's accounting holds for one pod
+	if g.shares > 1 || (g.shared >= 0 && len(g.whole) > 0) {
+		return FailDRA // more than fairway's accounting holds for one pod (snapshot.readClaims)
 	}
 	a.Whole = g.whole
 	if g.shared >= 0 {
@@ -130,6 +130,7 @@ type draGPUs struct {
 	shared int32
 	milli  int64
 	memMiB int64
+	shares int
 }
 
 // addSlots adds the slots of n that an allocation's GPU devices are.
@@ -144,6 +145,7 @@ func (c *cycle) addSlots(g *draGPUs, n *snapshot.Node, alloc *resourceapi.Alloca
 			// memory slices, the whole GPU.
 			if part, ok := c.snap.PartOfDevice(n, r.Driver, r.Pool, r.Device); ok && part.Milli < snapshot.MilliPerGPU {
 				g.shared, g.milli, g.memMiB = part.Pos, part.Milli, part.MemMiB
+				g.shares++
 			} else if ok {
 				g.whole = append(g.whole, part.Pos)
 			}
@@ -151,6 +153,7 @@ func (c *cycle) addSlots(g *draGPUs, n *snapshot.Node, alloc *resourceapi.Alloca
 		}
 		if mem, ok := snapshot.ShareOfDevice(&r, &n.Slots[pos]); ok {
 			g.shared, g.milli, g.memMiB = pos, 0, mem
+			g.shares++
 		} else {
 			g.whole = append(g.whole, pos)
 		}
@@ -158,9 +161,8 @@ func (c *cycle) addSlots(g *draGPUs, n *snapshot.Node, alloc *resourceapi.Alloca
 }
 
 // releasedDevices is the allocated set without the devices of n that only pods being evicted
-// hold.
-// The parts of shared devices that pods being evicted hold are not released here: a share of a
-// DRA GPU cannot be made room for by eviction yet (docs/dra.md).
+// hold. The parts of shared devices and the MIG devices they hold are not released: a share of
+// a DRA GPU cannot be made room for by eviction yet (docs/dra.md).
 func (c *cycle) releasedDevices(n *snapshot.Node, all sets.Set[structured.DeviceID]) sets.Set[structured.DeviceID] {
 	var out sets.Set[structured.DeviceID]
 	for i, d := range n.DRADevices {

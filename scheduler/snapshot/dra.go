@@ -27,14 +27,16 @@ import (
 // allocator's choice (k8s.io/dynamic-resource-allocation, kube-scheduler's), made by the engine;
 // the slots those devices are become the pod's whole GPUs.
 //
-// A node whose ResourceSlices publish GPU devices (v1alpha1.IsDRAGPUDevice) is a DRA node: its
-// slots are those devices, in the order of their names, and its nvidia.com/gpu allocatable is not
-// read (NVIDIA's DRA driver and device plugin must not hand out the same GPUs). Device-plugin pods
-// (nvidia.com/gpu, GPU shares by annotation) do not go to DRA nodes, and pods whose claims ask for
-// GPUs go only to DRA nodes.
+// A node whose ResourceSlices publish GPU devices (v1alpha1.IsDRAGPUDevice), or MIG devices of
+// GPUs in MIG mode, is a DRA node: its slots are those GPUs, in the order of their names, and
+// its nvidia.com/gpu allocatable is not read (NVIDIA's DRA driver and device plugin must not hand
+// out the same GPUs). Device-plugin pods (nvidia.com/gpu, GPU shares by annotation) do not go to
+// DRA nodes, and pods whose claims ask for GPUs go only to DRA nodes. A claim for part of a GPU
+// (a part of a device that allows several allocations, or a MIG device) is a share of its slot,
+// as a fairway.dev/gpu-memory or gpu-fraction pod's is.
 //
 // Every device allocated by a claim the snapshot knows (in the API, or assumed by the engine and
-// not yet written) is in the allocated set the allocator gets; a GPU device allocated by a claim
+// not yet written) is in the allocated state the allocator gets; a GPU device allocated by a claim
 // no bound pod of the snapshot holds (another scheduler's pod, a claim whose pod is gone and that
 // kube-controller-manager has not deallocated yet) keeps its slot from looking empty
 // (GPUSlot.Claimed).

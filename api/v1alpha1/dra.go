@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 )
@@ -93,7 +95,7 @@ func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 		if c == nil || len(c.Requests) == 0 {
 			return
 		}
-		for name := range c.Requests {
+		for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
 			if name != DRAMemoryCapacity {
 				what = append(what, fmt.Sprintf("%s: capacity %q (a share of a GPU is counted by its %q only)", where, name, DRAMemoryCapacity))
 				return

@@ -214,6 +214,14 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 		}
 		return toUnstructured(t)
 	}
+	mig := func(name string, count int64) *unstructured.Unstructured {
+		t := &resourceapi.ResourceClaimTemplate{
+			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaimTemplate"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+		}
+		t.Spec.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: fairwayv1.NVIDIAMIGDeviceClass, Count: count}}}
+		return toUnstructured(t)
+	}
 	claim := func(name string, allocated bool) *unstructured.Unstructured {
 		c := &resourceapi.ResourceClaim{
 			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaim"},
@@ -226,7 +234,7 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 		}
 		return toUnstructured(c)
 	}
-	objects := adaptertest.NewReader(template("one-gpu", ""), template("part-gpu", "memory"), template("sm-gpu", "multiprocessors"), claim("shared-part", false), claim("taken-part", true))
+	objects := adaptertest.NewReader(template("one-gpu", ""), template("part-gpu", "memory"), template("sm-gpu", "multiprocessors"), mig("one-mig", 1), mig("two-mig", 2), claim("shared-part", false), claim("taken-part", true))
 	const leftAlone, refused = "left alone", "refused"
 	cases := map[string]struct {
 		claims []corev1.PodResourceClaim
@@ -240,6 +248,10 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 		"a template for a share by memory":        {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}},
 		"a template asking for other capacity":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, want: leftAlone, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
 		"a shared claim asking for capacity":      {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimName: ptrTo("shared-part")}}, want: leftAlone, says: `ResourceClaim shared-part (request "part": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only))`},
+		"a MIG device":                            {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-mig")}}},
+		"two MIG devices in one request":          {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("two-mig")}}, want: leftAlone, says: `ResourceClaimTemplate two-mig (request "mig": more than one MIG device (a share is one MIG device))`},
+		"two shares in two claims":                {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-mig")}, {Name: "b", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: leftAlone, says: "the pod's claims ask for shares of GPUs (2) and whole GPUs (0)"},
+		"a share and a whole GPU":                 {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: leftAlone, says: "the pod's claims ask for shares of GPUs (1) and whole GPUs (1)"},
 		"capacity, naming fairway's scheduler":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, names: true, want: refused, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
 		"a whole GPU, naming fairway's scheduler": {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}, names: true},
 	}

@@ -25,7 +25,8 @@ var (
 )
 
 // unservedClaims names, claim by claim, what the pod's ResourceClaims and ResourceClaimTemplates
-// ask for that fairway's DRA allocator does not serve (fairwayv1.UnservedClaimRequests). A
+// ask for that fairway's DRA allocator does not serve (fairwayv1.UnservedClaimRequests), and
+// what they ask for together that fairway cannot count (fairwayv1.UnservedClaimMix). A
 // claim or template that is not there yet is not judged (the scheduler reports it, if it comes
 // and asks for such things), nor are claims where the API server does not serve DRA.
 func (d *PodDefaulter) unservedClaims(ctx context.Context, pod *corev1.Pod) ([]string, error) {
@@ -33,6 +34,7 @@ func (d *PodDefaulter) unservedClaims(ctx context.Context, pod *corev1.Pod) ([]s
 		return nil, nil
 	}
 	var what []string
+	var whole, shares int64
 	for _, pc := range pod.Spec.ResourceClaims {
 		gvk, name := resourceClaimGVK, pc.ResourceClaimName
 		if pc.ResourceClaimTemplateName != nil {
@@ -68,6 +70,11 @@ func (d *PodDefaulter) unservedClaims(ctx context.Context, pod *corev1.Pod) ([]s
 		if w := fairwayv1.UnservedClaimRequests(spec); len(w) > 0 {
 			what = append(what, fmt.Sprintf("%s %s (%s)", gvk.Kind, *name, strings.Join(w, "; ")))
 		}
+		w, sh := fairwayv1.ClaimGPUAsks(spec)
+		whole, shares = whole+w, shares+sh
+	}
+	if mix := fairwayv1.UnservedClaimMix(whole, shares); mix != "" {
+		what = append(what, mix)
 	}
 	return what, nil
 }

@@ -91,7 +91,11 @@ func IsDRAGPUDevice(driver string, d *resourceapi.Device) bool {
 // function. Nil when fairway serves the claim.
 func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 	var what []string
-	check := func(where string, mode resourceapi.DeviceAllocationMode, count int64, c *resourceapi.CapacityRequirements) {
+	check := func(where, class string, mode resourceapi.DeviceAllocationMode, count int64, c *resourceapi.CapacityRequirements) {
+		if class == NVIDIAMIGDeviceClass && (mode == resourceapi.DeviceAllocationModeAll || count > 1) {
+			what = append(what, fmt.Sprintf("%s: more than one MIG device (a share is one MIG device)", where))
+			return
+		}
 		if c == nil || len(c.Requests) == 0 {
 			return
 		}
@@ -107,13 +111,62 @@ func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 	}
 	for _, r := range spec.Devices.Requests {
 		if r.Exactly != nil {
-			check(fmt.Sprintf("request %q", r.Name), r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Capacity)
+			check(fmt.Sprintf("request %q", r.Name), r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Capacity)
 		}
 		for _, s := range r.FirstAvailable {
-			check(fmt.Sprintf("request %q, subrequest %q", r.Name, s.Name), s.AllocationMode, s.Count, s.Capacity)
+			check(fmt.Sprintf("request %q, subrequest %q", r.Name, s.Name), s.DeviceClassName, s.AllocationMode, s.Count, s.Capacity)
 		}
 	}
 	return what
+}
+
+// ClaimGPUAsks is what a claim asks of GPUs as fairway counts it, by NVIDIA's classes (the first
+// alternative of a prioritized list): whole GPUs (NVIDIAGPUDeviceClass; one for mode All) and
+// shares of GPUs (a part of one device by memory, or a MIG device of NVIDIAMIGDeviceClass).
+// Admin access asks for nothing. The webhook reads it with UnservedClaimMix; the scheduler counts
+// the same from its own configured classes.
+func ClaimGPUAsks(spec *resourceapi.ResourceClaimSpec) (whole, shares int64) {
+	for _, r := range spec.Devices.Requests {
+		var class string
+		var mode resourceapi.DeviceAllocationMode
+		var count int64
+		var capacity *resourceapi.CapacityRequirements
+		switch {
+		case r.Exactly != nil:
+			if r.Exactly.AdminAccess != nil && *r.Exactly.AdminAccess {
+				continue
+			}
+			class, mode, count, capacity = r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Capacity
+		case len(r.FirstAvailable) > 0:
+			f := &r.FirstAvailable[0]
+			class, mode, count, capacity = f.DeviceClassName, f.AllocationMode, f.Count, f.Capacity
+		default:
+			continue
+		}
+		n := max(count, 1)
+		if mode == resourceapi.DeviceAllocationModeAll {
+			n = 1
+		}
+		switch _, byMemory := ClaimShareRequest(capacity); {
+		case class == NVIDIAMIGDeviceClass:
+			shares += n
+		case class == NVIDIAGPUDeviceClass && byMemory:
+			shares++
+		case class == NVIDIAGPUDeviceClass:
+			whole += n
+		}
+	}
+	return whole, shares
+}
+
+// UnservedClaimMix names what a pod's claims ask for together that fairway's accounting cannot
+// hold, as it cannot for device-plugin pods: more than one share of a GPU, or a share and whole
+// GPUs. "" when it can.
+func UnservedClaimMix(whole, shares int64) string {
+	if shares == 0 || (shares == 1 && whole == 0) {
+		return ""
+	}
+	return fmt.Sprintf("the pod's claims ask for shares of GPUs (%d) and whole GPUs (%d): fairway counts whole GPUs or one share per pod", shares, whole)
 }
 
 // ClaimShareRequest returns the memory a device request asks of one shared device (consumable

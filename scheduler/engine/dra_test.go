@@ -471,7 +471,7 @@ func TestDRATwoSharesAreUnsupported(t *testing.T) {
 	if len(res.Bindings) != 0 || len(res.Unschedulable) != 1 {
 		t.Fatalf("bindings %+v, unschedulable %+v: want the pod unschedulable", res.Bindings, res.Unschedulable)
 	}
-	if u := res.Unschedulable[0]; u.Code != engine.ReasonUnsupported || !strings.Contains(u.Message, "ask for 2 shares of GPUs and 0 whole GPUs") {
+	if u := res.Unschedulable[0]; u.Code != engine.ReasonUnsupported || !strings.Contains(u.Message, "ask for shares of GPUs (2) and whole GPUs (0)") {
 		t.Errorf("reason %s %q, want %s naming the two shares", u.Code, u.Message, engine.ReasonUnsupported)
 	}
 }

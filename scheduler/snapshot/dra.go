@@ -767,7 +767,7 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 	case len(shares) == 0:
 	case len(shares) > 1 || info.Req.WholeGPUs > 0:
 		// fairway's accounting holds whole GPUs or one share, as for device-plugin pods.
-		unserved = append(unserved, fmt.Sprintf("the pod's claims ask for %d shares of GPUs and %d whole GPUs (fairway counts whole GPUs or one share per pod)", len(shares), info.Req.WholeGPUs))
+		unserved = append(unserved, v1alpha1.UnservedClaimMix(info.Req.WholeGPUs, int64(len(shares))))
 	default:
 		// A partition is a fraction of its GPU; a part of a shared device, the memory it consumes.
 		if shares[0].milli > 0 {

@@ -51,32 +51,31 @@ const (
 	DeviceClassResourceGPUPartition = "gpu-partition"
 )
 
-// DRADeviceType is a device's type attribute (plain or qualified with the driver's domain), ""
-// if it has none.
-func DRADeviceType(driver string, d *resourceapi.Device) string {
-	return DRAStringAttribute(driver, d, DRATypeAttribute)
-}
-
-// DRAStringAttribute is a device's string attribute, plain or qualified with the driver's
-// domain; "" if it has none.
-func DRAStringAttribute(driver string, d *resourceapi.Device, name string) string {
-	for _, k := range []resourceapi.QualifiedName{resourceapi.QualifiedName(name), resourceapi.QualifiedName(driver + "/" + name)} {
-		if a, ok := d.Attributes[k]; ok && a.StringValue != nil {
-			return *a.StringValue
-		}
-	}
-	return ""
-}
-
 // IsDRAGPUDevice reports whether a device of a GPU driver's ResourceSlice is a whole GPU: its
 // type attribute (plain or qualified with the driver's domain) is "gpu" or absent.
 func IsDRAGPUDevice(driver string, d *resourceapi.Device) bool {
+	t, ok := draType(driver, d)
+	return !ok || t == DRATypeGPU
+}
+
+// IsDRAMIGDevice reports whether a device of a GPU driver's ResourceSlice is a MIG device.
+func IsDRAMIGDevice(driver string, d *resourceapi.Device) bool {
+	t, ok := draType(driver, d)
+	return ok && t == DRATypeMIG
+}
+
+// draType is a device's type attribute, plain or qualified with the driver's domain ("" for
+// one that is not a string), and whether it has one.
+func draType(driver string, d *resourceapi.Device) (string, bool) {
 	for _, k := range []resourceapi.QualifiedName{DRATypeAttribute, resourceapi.QualifiedName(driver + "/" + DRATypeAttribute)} {
 		if a, ok := d.Attributes[k]; ok {
-			return a.StringValue != nil && *a.StringValue == DRATypeGPU
+			if a.StringValue == nil {
+				return "", true
+			}
+			return *a.StringValue, true
 		}
 	}
-	return true
+	return "", false
 }
 
 // UnservedClaimRequests names what a ResourceClaim asks for that fairway does not serve, one

@@ -334,16 +334,20 @@ func (d *draState) draGPUDevices(node string) (devs []DRADevice, slots []GPUSlot
 		parent *parentGPU
 	}
 	var all []dev
+	var migs []dev
 	for _, rs := range d.byNode[node] {
 		if !slices.Contains(d.cfg.GPUDrivers, rs.Spec.Driver) {
 			continue
 		}
 		for i := range rs.Spec.Devices {
 			dv := &rs.Spec.Devices[i]
-			if !v1alpha1.IsDRAGPUDevice(rs.Spec.Driver, dv) {
-				continue
+			x := dev{id: structured.MakeDeviceID(rs.Spec.Driver, rs.Spec.Pool.Name, dv.Name), name: rs.Spec.Pool.Name + "/" + dv.Name, d: dv}
+			switch {
+			case v1alpha1.IsDRAGPUDevice(rs.Spec.Driver, dv):
+				all = append(all, x)
+			case v1alpha1.IsDRAMIGDevice(rs.Spec.Driver, dv):
+				migs = append(migs, x)
 			}
-			all = append(all, dev{id: structured.MakeDeviceID(rs.Spec.Driver, rs.Spec.Pool.Name, dv.Name), name: rs.Spec.Pool.Name + "/" + dv.Name, d: dv})
 		}
 	}
 	// A GPU in MIG mode is published as its MIG devices only (NVIDIA's driver): it is a slot
@@ -353,30 +357,21 @@ func (d *draState) draGPUDevices(node string) (devs []DRADevice, slots []GPUSlot
 		seen.Insert(attrString(x.d.Attributes, "uuid"))
 	}
 	parents := map[string]*parentGPU{}
-	for _, rs := range d.byNode[node] {
-		if !slices.Contains(d.cfg.GPUDrivers, rs.Spec.Driver) {
+	for _, x := range migs {
+		uuid := attrString(x.d.Attributes, v1alpha1.DRAParentUUIDAttribute)
+		if uuid == "" || seen.Has(uuid) {
 			continue
 		}
-		for i := range rs.Spec.Devices {
-			dv := &rs.Spec.Devices[i]
-			if v1alpha1.DRADeviceType(rs.Spec.Driver, dv) != v1alpha1.DRATypeMIG {
-				continue
-			}
-			uuid := v1alpha1.DRAStringAttribute(rs.Spec.Driver, dv, v1alpha1.DRAParentUUIDAttribute)
-			if uuid == "" || seen.Has(uuid) {
-				continue
-			}
-			p := parents[uuid]
-			if p == nil {
-				p = &parentGPU{uuid: uuid, product: v1alpha1.DRAStringAttribute(rs.Spec.Driver, dv, v1alpha1.DRAProductNameAttribute), name: rs.Spec.Pool.Name + "/" + dv.Name}
-				parents[uuid] = p
-			}
-			if part, ok := partitionOf(dv); ok && part.slices > 0 {
-				// The GPU's memory, from a partition's: its memory over its part of the slices.
-				p.memMiB = max(p.memMiB, part.memMiB*v1alpha1.DRAMemorySlicesPerGPU/part.slices)
-			}
-			p.name = min(p.name, rs.Spec.Pool.Name+"/"+dv.Name)
+		p := parents[uuid]
+		if p == nil {
+			p = &parentGPU{uuid: uuid, product: attrString(x.d.Attributes, v1alpha1.DRAProductNameAttribute), name: x.name}
+			parents[uuid] = p
 		}
+		if part, ok := partitionOf(x.d); ok {
+			// The GPU's memory, from a partition's: its memory over its part of the slices.
+			p.memMiB = max(p.memMiB, part.memMiB*v1alpha1.DRAMemorySlicesPerGPU/part.slices)
+		}
+		p.name = min(p.name, x.name)
 	}
 	for _, p := range parents {
 		all = append(all, dev{name: p.name, parent: p})
@@ -443,11 +438,11 @@ func (s *Snapshot) PartOfDevice(n *Node, driver, pool, device string) (Part, boo
 		}
 		for i := range rs.Spec.Devices {
 			dv := &rs.Spec.Devices[i]
-			if dv.Name != device || v1alpha1.DRADeviceType(driver, dv) != v1alpha1.DRATypeMIG {
+			if dv.Name != device || !v1alpha1.IsDRAMIGDevice(driver, dv) {
 				continue
 			}
 			p, ok := partitionOf(dv)
-			uuid := v1alpha1.DRAStringAttribute(driver, dv, v1alpha1.DRAParentUUIDAttribute)
+			uuid := attrString(dv.Attributes, v1alpha1.DRAParentUUIDAttribute)
 			if !ok || uuid == "" {
 				return Part{}, false
 			}

@@ -70,8 +70,8 @@ func (d *PodDefaulter) unservedClaims(ctx context.Context, pod *corev1.Pod) ([]s
 		if w := fairwayv1.UnservedClaimRequests(spec); len(w) > 0 {
 			what = append(what, fmt.Sprintf("%s %s (%s)", gvk.Kind, *name, strings.Join(w, "; ")))
 		}
-		w, sh := fairwayv1.ClaimGPUAsks(spec)
-		whole, shares = whole+w, shares+sh
+		w, sh := fairwayv1.ClaimGPUAsks(spec, fairwayv1.NVIDIAClasses)
+		whole, shares = whole+w, shares+int64(len(sh))
 	}
 	if mix := fairwayv1.UnservedClaimMix(whole, shares); mix != "" {
 		what = append(what, mix)

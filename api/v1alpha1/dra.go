@@ -119,12 +119,36 @@ func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 	return what
 }
 
-// ClaimGPUAsks is what a claim asks of GPUs as fairway counts it, by NVIDIA's classes (the first
-// alternative of a prioritized list): whole GPUs (NVIDIAGPUDeviceClass; one for mode All) and
-// shares of GPUs (a part of one device by memory, or a MIG device of NVIDIAMIGDeviceClass).
-// Admin access asks for nothing. The webhook reads it with UnservedClaimMix; the scheduler counts
-// the same from its own configured classes.
-func ClaimGPUAsks(spec *resourceapi.ResourceClaimSpec) (whole, shares int64) {
+// GPUClasses says which DeviceClasses' requests are for GPUs and which for partitions of GPUs
+// (MIG devices). NVIDIAClasses are NVIDIA's; the scheduler also reads the classes' labels
+// (DeviceClassResourceLabel).
+type GPUClasses interface {
+	IsGPUClass(name string) bool
+	IsPartitionClass(name string) bool
+}
+
+// NVIDIAClasses are NVIDIA's classes: NVIDIAGPUDeviceClass and NVIDIAMIGDeviceClass.
+var NVIDIAClasses GPUClasses = nvidiaClasses{}
+
+type nvidiaClasses struct{}
+
+func (nvidiaClasses) IsGPUClass(name string) bool       { return name == NVIDIAGPUDeviceClass }
+func (nvidiaClasses) IsPartitionClass(name string) bool { return name == NVIDIAMIGDeviceClass }
+
+// GPUShareAsk is a share of one GPU a claim asks for: the memory of a device that allows several
+// allocations (MemoryBytes), or a partition of a GPU (Partition).
+type GPUShareAsk struct {
+	MemoryBytes int64
+	Partition   bool
+}
+
+// ClaimGPUAsks is what a claim asks of GPUs as fairway counts it (the first alternative of a
+// prioritized list): the number of whole GPUs (ExactCount requests of a GPU class; one for mode
+// All, the allocation says how many it got) and the shares of GPUs (a request for the memory of
+// one device of a GPU class; each device a request of a partition class asks for). Admin access
+// asks for nothing. The webhook reads it with NVIDIAClasses and UnservedClaimMix, the scheduler
+// with its configured classes.
+func ClaimGPUAsks(spec *resourceapi.ResourceClaimSpec, classes GPUClasses) (whole int64, shares []GPUShareAsk) {
 	for _, r := range spec.Devices.Requests {
 		var class string
 		var mode resourceapi.DeviceAllocationMode
@@ -146,12 +170,16 @@ func ClaimGPUAsks(spec *resourceapi.ResourceClaimSpec) (whole, shares int64) {
 		if mode == resourceapi.DeviceAllocationModeAll {
 			n = 1
 		}
-		switch _, byMemory := ClaimShareRequest(capacity); {
-		case class == NVIDIAMIGDeviceClass:
-			shares += n
-		case class == NVIDIAGPUDeviceClass && byMemory:
-			shares++
-		case class == NVIDIAGPUDeviceClass:
+		mem, byMemory := ClaimShareRequest(capacity)
+		switch {
+		case classes.IsPartitionClass(class):
+			for range n {
+				shares = append(shares, GPUShareAsk{Partition: true})
+			}
+		case !classes.IsGPUClass(class):
+		case byMemory:
+			shares = append(shares, GPUShareAsk{MemoryBytes: mem})
+		default:
 			whole += n
 		}
 	}

@@ -220,8 +220,9 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 	return nil, fmt.Errorf("device class %s: %w", name, ErrNotFound)
 }
 
-// isPartitionClass reports whether requests of a class are for partitions of GPUs.
-func (d *draState) isPartitionClass(name string) bool {
+// IsPartitionClass reports whether requests of a class are for partitions of GPUs
+// (v1alpha1.GPUClasses).
+func (d *draState) IsPartitionClass(name string) bool {
 	if slices.Contains(d.cfg.PartitionClasses, name) {
 		return true
 	}
@@ -229,8 +230,8 @@ func (d *draState) isPartitionClass(name string) bool {
 	return c != nil && c.Labels[v1alpha1.DeviceClassResourceLabel] == v1alpha1.DeviceClassResourceGPUPartition
 }
 
-// isGPUClass reports whether requests of a class count as GPU requests.
-func (d *draState) isGPUClass(name string) bool {
+// IsGPUClass reports whether requests of a class count as GPU requests (v1alpha1.GPUClasses).
+func (d *draState) IsGPUClass(name string) bool {
 	if slices.Contains(d.cfg.GPUClasses, name) {
 		return true
 	}
@@ -812,49 +813,16 @@ type draShare struct {
 // with the partition it got.
 const PartitionEstimateMilli = MilliPerGPU / v1alpha1.DRAMemorySlicesPerGPU
 
-// requestedGPUs is what an unallocated claim asks of GPU classes (the first alternative of a
-// prioritized list): the number of whole GPU devices (ExactCount requests; one for an All
-// request, the allocation says how many it got) and the shares of a GPU (consumable capacity:
-// the memory each asks of one device; partitions: each MIG device asked for). Admin access
-// takes no device.
+// requestedGPUs is what an unallocated claim asks of GPUs (v1alpha1.ClaimGPUAsks with the
+// configured classes): whole GPUs, and shares as the snapshot counts them (a partition as
+// PartitionEstimateMilli until it is allocated).
 func (d *draState) requestedGPUs(c *resourceapi.ResourceClaim) (whole int64, shares []draShare) {
-	for _, r := range c.Spec.Devices.Requests {
-		var class string
-		var mode resourceapi.DeviceAllocationMode
-		var count int64
-		var admin bool
-		var capacity *resourceapi.CapacityRequirements
-		switch {
-		case r.Exactly != nil:
-			class, mode, count, capacity = r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Capacity
-			admin = r.Exactly.AdminAccess != nil && *r.Exactly.AdminAccess
-		case len(r.FirstAvailable) > 0:
-			f := &r.FirstAvailable[0]
-			class, mode, count, capacity = f.DeviceClassName, f.AllocationMode, f.Count, f.Capacity
-		default:
-			continue
-		}
-		if admin {
-			continue
-		}
-		if d.isPartitionClass(class) {
-			for range max(count, 1) {
-				shares = append(shares, draShare{milli: PartitionEstimateMilli})
-			}
-			continue
-		}
-		if !d.isGPUClass(class) {
-			continue
-		}
-		if mem, ok := v1alpha1.ClaimShareRequest(capacity); ok {
-			shares = append(shares, draShare{memMiB: bytesToMiB(mem)})
-			continue
-		}
-		switch mode {
-		case resourceapi.DeviceAllocationModeAll:
-			whole++
-		default:
-			whole += max(count, 1)
+	whole, asks := v1alpha1.ClaimGPUAsks(&c.Spec, d)
+	for _, a := range asks {
+		if a.Partition {
+			shares = append(shares, draShare{milli: PartitionEstimateMilli})
+		} else {
+			shares = append(shares, draShare{memMiB: bytesToMiB(a.MemoryBytes)})
 		}
 	}
 	return whole, shares

@@ -133,29 +133,17 @@ type draGPUs struct {
 	shares int
 }
 
-// addSlots adds the slots of n that an allocation's GPU devices are.
+// addSlots adds the slots of n that an allocation's GPU devices are (snapshot.GPUOfResult).
 func (c *cycle) addSlots(g *draGPUs, n *snapshot.Node, alloc *resourceapi.AllocationResult) {
-	for _, r := range alloc.Devices.Results {
-		if r.AdminAccess != nil && *r.AdminAccess {
-			continue
-		}
-		pos := c.snap.SlotOfDevice(n, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-		if pos < 0 {
-			// A partition of a GPU (a MIG device) is a share of its slot; one of all of its
-			// memory slices, the whole GPU.
-			if part, ok := c.snap.PartOfDevice(n, r.Driver, r.Pool, r.Device); ok && part.Milli < snapshot.MilliPerGPU {
-				g.shared, g.milli, g.memMiB = part.Pos, part.Milli, part.MemMiB
-				g.shares++
-			} else if ok {
-				g.whole = append(g.whole, part.Pos)
-			}
-			continue
-		}
-		if mem, ok := snapshot.ShareOfDevice(&r, &n.Slots[pos]); ok {
-			g.shared, g.milli, g.memMiB = pos, 0, mem
+	for i := range alloc.Devices.Results {
+		held, ok := c.snap.GPUOfResult(n, &alloc.Devices.Results[i])
+		switch {
+		case !ok:
+		case held.Share:
+			g.shared, g.milli, g.memMiB = held.Pos, held.Milli, held.MemMiB
 			g.shares++
-		} else {
-			g.whole = append(g.whole, pos)
+		default:
+			g.whole = append(g.whole, held.Pos)
 		}
 	}
 }

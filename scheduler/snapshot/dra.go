@@ -131,7 +131,7 @@ type DRADevice struct {
 	// Product is the device's productName attribute.
 	Product string
 	// Partitioned is a GPU in MIG mode, published only as its MIG devices: ID is zero, and
-	// claims hold parts of it (PartOfDevice).
+	// claims hold parts of it (GPUOfResult).
 	Partitioned bool
 }
 
@@ -352,7 +352,7 @@ func (d *draState) draGPUDevices(node string) (devs []DRADevice, slots []GPUSlot
 		}
 	}
 	// A GPU in MIG mode is published as its MIG devices only (NVIDIA's driver): it is a slot
-	// too, named by its UUID, and the MIG devices are parts of it (PartOfDevice).
+	// too, named by its UUID, and the MIG devices are parts of it (GPUOfResult).
 	seen := sets.New[string]()
 	for _, x := range all {
 		seen.Insert(attrString(x.d.Attributes, "uuid"))
@@ -421,17 +421,41 @@ func partitionOf(d *resourceapi.Device) (partition, bool) {
 	return p, p.slices > 0 && p.slices <= v1alpha1.DRAMemorySlicesPerGPU
 }
 
-// Part is a partition of a GPU slot (a MIG device) a claim holds: a share of the slot.
-type Part struct {
+// HeldGPU is what one allocated device holds of a node's GPU slots: the slot at Pos, whole, or
+// a share of it (Share): a partition's part of the GPU (Milli, and its memory), or the memory a
+// part of a shared device consumes (MemMiB; Milli 0).
+type HeldGPU struct {
 	Pos    int32
+	Share  bool
 	Milli  int64
 	MemMiB int64
 }
 
-// PartOfDevice locates a MIG device of node n: the slot of its GPU and its share of it.
-func (s *Snapshot) PartOfDevice(n *Node, driver, pool, device string) (Part, bool) {
+// GPUOfResult is what an allocation result holds of node n's GPU slots, if anything: a GPU
+// device whole or in part (consumable capacity, ShareOfDevice), or a MIG device, a share of its
+// GPU (one of all the GPU's memory slices is the whole GPU). Admin access holds nothing. The
+// engine reads the allocations it makes with it, the snapshot those of bound pods.
+func (s *Snapshot) GPUOfResult(n *Node, r *resourceapi.DeviceRequestAllocationResult) (HeldGPU, bool) {
+	if r.AdminAccess != nil && *r.AdminAccess {
+		return HeldGPU{}, false
+	}
+	if pos := s.SlotOfDevice(n, structured.MakeDeviceID(r.Driver, r.Pool, r.Device)); pos >= 0 && int(pos) < len(n.Slots) {
+		if mem, ok := ShareOfDevice(r, &n.Slots[pos]); ok {
+			return HeldGPU{Pos: pos, Share: true, MemMiB: mem}, true
+		}
+		return HeldGPU{Pos: pos}, true
+	}
+	part, ok := s.partOfDevice(n, r.Driver, r.Pool, r.Device)
+	if ok && part.Milli >= MilliPerGPU {
+		return HeldGPU{Pos: part.Pos}, true
+	}
+	return part, ok
+}
+
+// partOfDevice locates a MIG device of node n: the slot of its GPU and its share of it.
+func (s *Snapshot) partOfDevice(n *Node, driver, pool, device string) (HeldGPU, bool) {
 	if s.draS == nil || !n.IsDRA() {
-		return Part{}, false
+		return HeldGPU{}, false
 	}
 	for _, rs := range s.draS.byNode[n.Name] {
 		if rs.Spec.Driver != driver || rs.Spec.Pool.Name != pool {
@@ -445,17 +469,17 @@ func (s *Snapshot) PartOfDevice(n *Node, driver, pool, device string) (Part, boo
 			p, ok := partitionOf(dv)
 			uuid := attrString(dv.Attributes, v1alpha1.DRAParentUUIDAttribute)
 			if !ok || uuid == "" {
-				return Part{}, false
+				return HeldGPU{}, false
 			}
 			for pos := range n.Slots {
 				if n.Slots[pos].UUID == uuid {
-					return Part{Pos: int32(pos), Milli: p.slices * MilliPerGPU / v1alpha1.DRAMemorySlicesPerGPU, MemMiB: p.memMiB}, true
+					return HeldGPU{Pos: int32(pos), Share: true, Milli: p.slices * MilliPerGPU / v1alpha1.DRAMemorySlicesPerGPU, MemMiB: p.memMiB}, true
 				}
 			}
-			return Part{}, false
+			return HeldGPU{}, false
 		}
 	}
-	return Part{}, false
+	return HeldGPU{}, false
 }
 
 func attrString(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, name string) string {
@@ -734,29 +758,17 @@ func (s *Snapshot) readClaims(pod *corev1.Pod, info *PodInfo) (names []string) {
 		if n == nil {
 			continue
 		}
-		for _, r := range alloc.Devices.Results {
-			if r.AdminAccess != nil && *r.AdminAccess {
-				continue
+		for i := range alloc.Devices.Results {
+			held, ok := s.GPUOfResult(n, &alloc.Devices.Results[i])
+			switch {
+			case !ok:
+			case held.Share:
+				shares = append(shares, draShare{milli: held.Milli, memMiB: held.MemMiB})
+				shareIndex = n.Slots[held.Pos].Index
+			default:
+				info.GPUIndexes = append(info.GPUIndexes, n.Slots[held.Pos].Index)
+				info.Req.WholeGPUs++
 			}
-			ref, ok := d.slotOf[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)]
-			if !ok || ref.node != info.NodeName || int(ref.pos) >= len(n.Slots) {
-				if part, ok := s.PartOfDevice(n, r.Driver, r.Pool, r.Device); ok && part.Milli < MilliPerGPU {
-					shares = append(shares, draShare{milli: part.Milli, memMiB: part.MemMiB})
-					shareIndex = n.Slots[part.Pos].Index
-				} else if ok {
-					// A partition of all of the GPU's memory slices (7g.80gb) is the whole GPU.
-					info.GPUIndexes = append(info.GPUIndexes, n.Slots[part.Pos].Index)
-					info.Req.WholeGPUs++
-				}
-				continue
-			}
-			if mem, ok := ShareOfDevice(&r, &n.Slots[ref.pos]); ok {
-				shares = append(shares, draShare{memMiB: mem})
-				shareIndex = n.Slots[ref.pos].Index
-				continue
-			}
-			info.GPUIndexes = append(info.GPUIndexes, n.Slots[ref.pos].Index)
-			info.Req.WholeGPUs++
 		}
 	}
 	switch {

@@ -33,10 +33,9 @@ func NVIDIADeviceClass() *resourceapi.DeviceClass {
 	}
 }
 
-// NVIDIAGPUSlice is the ResourceSlice NVIDIA's kubelet plugin publishes for a node with gpus
-// GPUs of one product (e.g. "NVIDIA H100 80GB HBM3") and memory GiB each.
-func NVIDIAGPUSlice(node string, gpus int, product string, memGiB int64) *resourceapi.ResourceSlice {
-	rs := &resourceapi.ResourceSlice{
+// nvidiaSlice is the empty ResourceSlice of NVIDIA's driver for a node: one pool named after it.
+func nvidiaSlice(node string) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.nvidia.com"},
 		Spec: resourceapi.ResourceSliceSpec{
 			Driver:   v1alpha1.NVIDIAGPUDriver,
@@ -44,6 +43,12 @@ func NVIDIAGPUSlice(node string, gpus int, product string, memGiB int64) *resour
 			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
 		},
 	}
+}
+
+// NVIDIAGPUSlice is the ResourceSlice NVIDIA's kubelet plugin publishes for a node with gpus
+// GPUs of one product (e.g. "NVIDIA H100 80GB HBM3") and memory GiB each.
+func NVIDIAGPUSlice(node string, gpus int, product string, memGiB int64) *resourceapi.ResourceSlice {
+	rs := nvidiaSlice(node)
 	for i := range gpus {
 		uuid := fmt.Sprintf("GPU-%s-%d", node, i)
 		rs.Spec.Devices = append(rs.Spec.Devices, resourceapi.Device{
@@ -175,14 +180,7 @@ var H100MIGLayout = []MIGPartition{
 // parentUUID, profile and the parent's productName, and the capacities memory,
 // multiprocessors and memorySlice<N> for each memory slice held (the driver's deviceinfo.go).
 func MIGSlice(node string, gpus int, product string, layout []MIGPartition) *resourceapi.ResourceSlice {
-	rs := &resourceapi.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.nvidia.com"},
-		Spec: resourceapi.ResourceSliceSpec{
-			Driver:   v1alpha1.NVIDIAGPUDriver,
-			NodeName: ptr.To(node),
-			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-		},
-	}
+	rs := nvidiaSlice(node)
 	for i := range gpus {
 		parent := fmt.Sprintf("GPU-%s-%d", node, i)
 		for _, p := range layout {

@@ -38,13 +38,16 @@ func ephemeralLow() int {
 	return 32768
 }
 
+// ephemeralLowOnce reads the range's start once per process: it does not change under a test.
+var ephemeralLowOnce = sync.OnceValue(ephemeralLow)
+
 // freePorts returns n distinct free TCP ports on 127.0.0.1 that this process has not handed out
 // before. Another process may still take one before the component binds it, which the start-up
 // wait reports as an early exit; none takes it as a source port or a port-0 listener.
 func freePorts(n int) ([]int, error) {
 	ports.Lock()
 	defer ports.Unlock()
-	high := ephemeralLow()
+	high := ephemeralLowOnce()
 	out := make([]int, 0, n)
 	for tries := 0; len(out) < n; tries++ {
 		if tries > 10000 {

@@ -331,33 +331,31 @@ func checkNoDoubleAllocation(t *testing.T, c *cluster.Cluster) {
 		}
 		t.Fatal(err)
 	}
-	holder := map[string]string{}
+	whole := map[string]string{}  // device: the claim holding it whole
+	shared := map[string]string{} // device: a claim holding a part of it
 	sharedMem := map[string]int64{}
 	for _, claim := range list.Items {
 		if claim.Status.Allocation == nil {
 			continue
 		}
+		name := claim.Namespace + "/" + claim.Name
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			dev := strings.Join([]string{r.Driver, r.Pool, r.Device}, "/")
-			if r.ShareID != nil {
-				mem := r.ConsumedCapacity[fairwayv1.DRAMemoryCapacity]
-				if sharedMem[dev] += mem.Value(); sharedMem[dev] > 80<<30 {
-					t.Errorf("device %s: parts of it consume %d GiB of memory, more than its 80", dev, sharedMem[dev]>>30)
+			if other, ok := whole[dev]; ok {
+				t.Errorf("device %s allocated whole to claim %s and again to %s", dev, other, name)
+			}
+			if r.ShareID == nil {
+				if other, ok := shared[dev]; ok {
+					t.Errorf("device %s allocated in part to claim %s and whole to %s", dev, other, name)
 				}
-				dev += " (shared)"
-				if other, ok := holder[strings.TrimSuffix(dev, " (shared)")]; ok {
-					t.Errorf("device %s allocated whole to claim %s and in part to %s/%s", dev, other, claim.Namespace, claim.Name)
-				}
-				holder[dev] = claim.Namespace + "/" + claim.Name
+				whole[dev] = name
 				continue
 			}
-			if other, ok := holder[dev]; ok {
-				t.Errorf("device %s allocated to claims %s and %s/%s", dev, other, claim.Namespace, claim.Name)
+			mem := r.ConsumedCapacity[fairwayv1.DRAMemoryCapacity]
+			if sharedMem[dev] += mem.Value(); sharedMem[dev] > 80<<30 {
+				t.Errorf("device %s: parts of it consume %d GiB of memory, more than its 80", dev, sharedMem[dev]>>30)
 			}
-			if other, ok := holder[dev+" (shared)"]; ok {
-				t.Errorf("device %s allocated in part to claim %s and whole to %s/%s", dev, other, claim.Namespace, claim.Name)
-			}
-			holder[dev] = claim.Namespace + "/" + claim.Name
+			shared[dev] = name
 		}
 	}
 }

@@ -122,6 +122,8 @@ func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 // GPUClasses says which DeviceClasses' requests are for GPUs and which for partitions of GPUs
 // (MIG devices). NVIDIAClasses are NVIDIA's; the scheduler also reads the classes' labels
 // (DeviceClassResourceLabel).
+//
+// +kubebuilder:object:generate=false
 type GPUClasses interface {
 	IsGPUClass(name string) bool
 	IsPartitionClass(name string) bool
@@ -130,6 +132,7 @@ type GPUClasses interface {
 // NVIDIAClasses are NVIDIA's classes: NVIDIAGPUDeviceClass and NVIDIAMIGDeviceClass.
 var NVIDIAClasses GPUClasses = nvidiaClasses{}
 
+// +kubebuilder:object:generate=false
 type nvidiaClasses struct{}
 
 func (nvidiaClasses) IsGPUClass(name string) bool       { return name == NVIDIAGPUDeviceClass }
@@ -137,6 +140,8 @@ func (nvidiaClasses) IsPartitionClass(name string) bool { return name == NVIDIAM
 
 // GPUShareAsk is a share of one GPU a claim asks for: the memory of a device that allows several
 // allocations (MemoryBytes), or a partition of a GPU (Partition).
+//
+// +kubebuilder:object:generate=false
 type GPUShareAsk struct {
 	MemoryBytes int64
 	Partition   bool

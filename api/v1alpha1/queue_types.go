@@ -149,11 +149,30 @@ type QueueSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="maxEvictionGracePeriod must not be negative (leave it out for no cap)"
 	MaxEvictionGracePeriod *metav1.Duration `json:"maxEvictionGracePeriod,omitempty"`
 
+	// Reclaim says how this queue takes back its guarantee from queues that borrow. A field left
+	// out takes the value of the nearest ancestor that sets it, else its default.
+	// +optional
+	Reclaim *QueueReclaim `json:"reclaim,omitempty"`
+
 	// IdleLending says whether this queue's interactive pods lend their GPU while idle, and
 	// whether its preemptible pods borrow such GPUs (see docs/idle-lending.md). A field left
 	// out takes the value of the nearest ancestor that sets it, else its default.
 	// +optional
 	IdleLending *IdleLending `json:"idleLending,omitempty"`
+}
+
+// QueueReclaim is how a queue takes back its guarantee.
+type QueueReclaim struct {
+	// BudgetTimeout bounds how long PodDisruptionBudgets of other queues' over-quota (borrowed)
+	// pods may delay a reclaim that delivers this queue its guaranteed quota: borrowed capacity is
+	// a loan, and a budget may ask for patience, never keep it. Once a gang of this queue, within
+	// its guarantee, has waited this long since such a budget first held it up, fairway deletes
+	// the borrowed pods it needs with their own grace period, and their DisruptionTarget
+	// condition names the budget it overrode. Pods within their own queue's guarantee keep the
+	// full protection of their budgets. Defaults to 60s; 0 overrides at once.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="budgetTimeout must not be negative"
+	BudgetTimeout *metav1.Duration `json:"budgetTimeout,omitempty"`
 }
 
 // IdleLending is a queue's policy for idle GPU lending: a GPU whose shares are held only by idle

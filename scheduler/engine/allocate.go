@@ -105,12 +105,27 @@ func (c *cycle) allocate() {
 		}
 		line = append(line, &queueTurn{q: q, gangs: gangs, below: belowGuarantee(q), share: dominantShare(q)})
 	}
+	// Gangs that capacity is held for go first: what reclaim or preemption freed for them is
+	// theirs until they bind (as kube-scheduler's nominated node), and a victim's recreated pod
+	// must not take it back, a share of a GPU included, which a hold does not pin.
+	var first map[*snapshot.Gang]bool
+	for _, g := range slices.SortedFunc(slices.Values(c.snap.HeldGangs()), gangOrder) {
+		if len(g.Pending) > 0 && g.Queue.NotReadyReason == "" {
+			if first == nil {
+				first = map[*snapshot.Gang]bool{}
+			}
+			first[g] = true
+			c.tryAllocate(g)
+		}
+	}
 	heap.Init(&line)
 	for line.Len() > 0 {
 		turn := line[0]
 		g := turn.gangs[turn.next]
 		turn.next++
-		c.tryAllocate(g)
+		if !first[g] {
+			c.tryAllocate(g)
+		}
 		if turn.next == len(turn.gangs) {
 			heap.Pop(&line)
 			continue
@@ -123,6 +138,9 @@ func (c *cycle) allocate() {
 func (c *cycle) tryAllocate(g *snapshot.Gang) {
 	if f := c.precheck(g); f != nil {
 		c.setReason(g, f.code, f.msg)
+		if f.code == ReasonQueueLimit {
+			c.limited[g] = true
+		}
 		return
 	}
 	key, cacheable := c.failKeyOf(g)
@@ -152,6 +170,7 @@ func (c *cycle) tryAllocate(g *snapshot.Gang) {
 	c.commit()
 	c.placed[g] = true
 	g.WaitingSince = time.Time{}
+	g.BudgetWaitSince = time.Time{}
 }
 
 // firstPending is the key of the pod placement tries first, as named in failure messages.

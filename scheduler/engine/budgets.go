@@ -98,3 +98,28 @@ func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
 	}
 	return used, violations
 }
+
+// violatedBudget returns the budget the pod's eviction breaks now, with the evictions decided
+// before it counted: one the API server refused lately (blocked), else one that allows no more
+// disruptions; nil when none.
+func violatedBudget(t *snapshot.Task, now time.Time) *snapshot.Budget {
+	if b := blockedBudget(t, now); b != nil {
+		return b
+	}
+	for _, b := range t.Budgets {
+		if !b.Gone() && b.Left() <= 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// unitBlocked reports whether a pod of the unit has a budget the API server refused lately.
+func unitBlocked(unit []*snapshot.Task, now time.Time) bool {
+	for _, t := range unit {
+		if blockedBudget(t, now) != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -55,7 +55,23 @@ func (c *cycle) fragmented(a *attempt) bool {
 	for k := 1; k <= c.snap.MaxFreeGPUs(); k++ {
 		free += int64(k) * int64(bitset.CountAnd(c.snap.NodesWithFreeGPUs(k), cls, nil))
 	}
-	return free >= need
+	if free >= need {
+		return true
+	}
+	// GPUs shared by fractions with room left: packed together, their free parts may make
+	// whole GPUs (two GPUs half used are one GPU free once one half moves to the other).
+	milli := free * snapshot.MilliPerGPU
+	nodes := c.snap.Nodes()
+	shared := c.snap.NodesWithSharedRoom()
+	for id := bitset.NextAnd(shared, cls, nil, 0); id >= 0 && milli < need*snapshot.MilliPerGPU; id = bitset.NextAnd(shared, cls, nil, id+1) {
+		for i := range nodes[id].Slots {
+			sl := &nodes[id].Slots[i]
+			if sl.Owners == 0 && sl.Sharers > 0 && sl.UsedMilli < snapshot.MilliPerGPU {
+				milli += snapshot.MilliPerGPU - sl.UsedMilli
+			}
+		}
+	}
+	return milli >= need*snapshot.MilliPerGPU
 }
 
 func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
@@ -86,15 +102,15 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 			return k
 		},
 		message: func(v *snapshot.Task) string {
-			return fmt.Sprintf("moved to make room for gang %s, which fits only if pods move; there is room for this pod on another node", g.Key)
+			return fmt.Sprintf("moved to make room for gang %s, which fits only if pods move; there is room for this pod on another node or GPU", g.Key)
 		},
 	}, ""
 }
 
-// replaceVictims places a shadow of every pod the what-if evicted on capacity free now, and says
-// which one fits nowhere ("" when all fit).
-func (c *cycle) replaceVictims(pol *victimPolicy) string {
-	for _, v := range pol.evicted {
+// replaceVictims places a shadow of every moved pod on capacity free now, and says which one
+// fits nowhere ("" when all fit).
+func (c *cycle) replaceVictims(moved []*snapshot.Task) string {
+	for _, v := range moved {
 		sh := c.snap.Shadow(v)
 		n, a, ok := c.findNode(sh, v.Gang, nil, false)
 		if !ok {

@@ -50,6 +50,12 @@ type cycle struct {
 	placed map[*snapshot.Gang]bool
 	// failCache remembers capacity failures of identical requests within the allocate step.
 	failCache map[failKey]placeFailure
+	// limited are the gangs allocation refused for a queue limit: preemption may make room under
+	// the limit by evicting lower-priority pods of the same queue.
+	limited map[*snapshot.Gang]bool
+	// limitsAfterRelease makes limit checks count releasing pods as gone (a preemption what-if
+	// that freed room under a limit).
+	limitsAfterRelease bool
 
 	scratch scratch
 }
@@ -62,6 +68,7 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 		reasons:   make(map[*snapshot.Gang]GangReason),
 		placed:    make(map[*snapshot.Gang]bool),
 		failCache: make(map[failKey]placeFailure),
+		limited:   make(map[*snapshot.Gang]bool),
 	}
 	e.told.reset()
 	log := e.opts.Logger.WithValues("now", now)

@@ -61,6 +61,9 @@ func (c *cycle) chainOverLimit(g *snapshot.Gang, d int, amt int64, what string) 
 		if lim := a.LimitAt(d); lim >= 0 {
 			// Loans count against limits (not against guarantees or fair share).
 			used := a.Allocated.At(d) + a.Loaned.At(d) + a.Held.At(d) - gangHeld(g, d)
+			if c.limitsAfterRelease {
+				used -= a.Releasing.At(d)
+			}
 			if used+amt > lim {
 				return &placeFailure{code: ReasonQueueLimit, msg: fmt.Sprintf("queue %s: %s limit %s would be exceeded: the queue holds %s and %s needs %s (%s over)",
 					a.Name, c.snap.DimName(d), snapshot.FormatAmount(d, lim), snapshot.FormatAmount(d, used), what,

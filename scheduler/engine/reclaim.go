@@ -36,6 +36,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
@@ -126,16 +127,22 @@ func (c *cycle) reclaim() {
 			c.appendReason(g, "reclaim", f.msg, f.nodes)
 			continue
 		}
-		f := c.victimsWhatIf(g, kindReclaimFair)
+		a := c.newAttempt(g)
+		within := a != nil && c.withinGuarantee(a)
+		f, pol := c.victimsWhatIfMode(g, kindReclaimFair, reclaimMode{overrideBudgets: within && c.budgetOverdue(g)})
+		if within {
+			c.noteBudget(g, pol)
+		}
 		if f.msg == "" {
 			continue
 		}
-		if a := c.newAttempt(g); a != nil && c.withinGuarantee(a) {
-			if f2 := c.victimsWhatIf(g, kindReclaimGuarantee); f2.msg == "" {
+		if within {
+			if f2 := c.reclaimGuarantee(g); f2.msg == "" {
 				continue
 			} else {
 				f = f2
 			}
+			c.tellBudgetTimeout(g, &f)
 		}
 		if cacheable {
 			failures[key] = f
@@ -146,11 +153,21 @@ func (c *cycle) reclaim() {
 
 func (c *cycle) preempt() {
 	failures := map[failKey]bool{}
-	for _, g := range c.waitingOrder() {
+	gangs := c.waitingOrder()
+	// Gangs a queue limit keeps out: preemption makes room under the limit, not only on nodes.
+	for _, g := range c.snap.Queues() {
+		for _, pg := range g.PendingGangs {
+			if c.limited[pg] && !c.placed[pg] {
+				gangs = append(gangs, pg)
+			}
+		}
+	}
+	for _, g := range gangs {
 		if low, ok := g.Queue.LowestPreemptiblePriority(); !ok || low >= g.Priority {
 			continue // nothing of lower priority runs in the queue
 		}
 		key, cacheable := c.failKeyOf(g)
+		cacheable = cacheable && !c.limited[g]
 		if cacheable && failures[key] {
 			continue
 		}
@@ -223,31 +240,114 @@ func (c *cycle) tryVictims(g *snapshot.Gang, kind victimKind) string {
 // victimsWhatIf is tryVictims with the failure's parts: what the victims the policy refused
 // and the nodes say (placeFailure.refusal and nodes). Its msg is "" on success.
 func (c *cycle) victimsWhatIf(g *snapshot.Gang, kind victimKind) placeFailure {
+	f, _ := c.victimsWhatIfMode(g, kind, reclaimMode{})
+	return f
+}
+
+// reclaimMode relaxes the guarantee what-if, one step at a time, when the strict one fails (see
+// reclaimGuarantee).
+type reclaimMode struct {
+	// overQuota lets a unit go whose queue (or department) is above its guarantee before it,
+	// even if the unit takes it below: a pod or gang partly above its queue's guarantee is
+	// over-quota work as a whole, as KAI-Scheduler treats it.
+	overQuota bool
+	// moves lets the what-if move recreatable pods that floors protect: they are evicted only
+	// if every one of them can be placed again elsewhere at once (consolidation inside reclaim).
+	moves bool
+	// overrideBudgets lets over-quota pods go although a PodDisruptionBudget refuses: the
+	// claimant waited its queue's reclaim budget timeout. Moved pods keep their budgets.
+	overrideBudgets bool
+}
+
+// victimsWhatIfMode runs the what-if of kind under mode and returns its failure ("" msg on
+// success) and the policy it ran with (nil when there was none).
+func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclaimMode) (placeFailure, *victimPolicy) {
 	if c.placed[g] {
-		return placeFailure{}
+		return placeFailure{}, nil
 	}
 	a := c.newAttempt(g)
 	if a == nil {
-		return placeFailure{msg: "no pod to place"}
+		return placeFailure{msg: "no pod to place"}, nil
 	}
-	pol, why := c.policyFor(kind, a)
+	pol, why := c.policyFor(kind, a, mode)
 	if pol == nil {
-		return placeFailure{msg: why}
+		return placeFailure{msg: why}, nil
 	}
 	cp := c.stmt.Checkpoint()
+	if kind == kindPreempt && c.limited[g] {
+		c.limitsAfterRelease = true
+		defer func() { c.limitsAfterRelease = false }()
+		if why := c.freeLimitRoom(a, pol); why != "" {
+			c.stmt.Rollback(cp)
+			return placeFailure{msg: why, refusal: why}, pol
+		}
+	}
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
 	if f != nil {
 		c.stmt.Rollback(cp)
 		c.waitForBudget(g, pol)
-		return *f
+		return *f, pol
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {
 		c.stmt.Rollback(cp)
-		return placeFailure{msg: why}
+		return placeFailure{msg: why}, pol
 	}
 	c.nominate(g, cp, pol)
-	return placeFailure{}
+	return placeFailure{}, pol
 }
+
+// reclaimGuarantee runs the guarantee what-if for a gang that keeps its queue within its
+// guarantee, relaxing it step by step until one delivers: strict floors first; then over-quota
+// units taken whole; then moves of recreatable pods. Once the gang has waited its queue's
+// reclaim budget timeout for PodDisruptionBudgets of over-quota pods, the budgets no longer hold
+// those pods. The first failure is the one reported: the later ones only relax it.
+func (c *cycle) reclaimGuarantee(g *snapshot.Gang) placeFailure {
+	override := c.budgetOverdue(g)
+	var first placeFailure
+	for i, mode := range []reclaimMode{{}, {overQuota: true}, {overQuota: true, moves: true}} {
+		mode.overrideBudgets = override
+		f, pol := c.victimsWhatIfMode(g, kindReclaimGuarantee, mode)
+		c.noteBudget(g, pol)
+		if f.msg == "" {
+			return f
+		}
+		if i == 0 {
+			first = f
+		}
+	}
+	return first
+}
+
+// budgetOverdue reports whether the gang has waited its queue's reclaim budget timeout since a
+// PodDisruptionBudget first held up a reclaim for its guarantee.
+func (c *cycle) budgetOverdue(g *snapshot.Gang) bool {
+	return !g.BudgetWaitSince.IsZero() && !c.now.Before(g.BudgetWaitSince.Add(g.Queue.ReclaimBudgetTimeout))
+}
+
+// noteBudget starts the gang's budget wait when a what-if for its guarantee had to leave pods of
+// a blocked budget alone, or chose victims whose eviction violates a budget (which the API
+// server will refuse).
+func (c *cycle) noteBudget(g *snapshot.Gang, pol *victimPolicy) {
+	if pol == nil || !g.BudgetWaitSince.IsZero() {
+		return
+	}
+	if pol.violations > 0 || whyCode(pol) == ReasonWaitingForBudget {
+		g.BudgetWaitSince = c.now
+	}
+}
+
+// tellBudgetTimeout adds to the reason of a gang that waits for a PodDisruptionBudget when the
+// budget stops holding the over-quota pods it protects.
+func (c *cycle) tellBudgetTimeout(g *snapshot.Gang, f *placeFailure) {
+	if g.BudgetWaitSince.IsZero() || whyCodeOf(c.reasons[g]) != ReasonWaitingForBudget {
+		return
+	}
+	until := g.BudgetWaitSince.Add(g.Queue.ReclaimBudgetTimeout)
+	f.msg += "; queue " + g.Queue.Name + "'s guarantee overrides the budgets of over-quota pods at " + until.UTC().Format(time.RFC3339) +
+		" (reclaim.budgetTimeout " + g.Queue.ReclaimBudgetTimeout.String() + ")"
+}
+
+func whyCodeOf(r GangReason) ReasonCode { return r.Code }
 
 // checkAfter verifies what must hold once the what-if placed the gang.
 func (c *cycle) checkAfter(kind victimKind, a *attempt, pol *victimPolicy) string {
@@ -263,8 +363,41 @@ func (c *cycle) checkAfter(kind victimKind, a *attempt, pol *victimPolicy) strin
 				return fmt.Sprintf("preempting would take queue %s above its fair share of %s", q.Name, c.snap.DimName(d))
 			}
 		}
+	case kindReclaimFair, kindReclaimGuarantee:
+		// Moved pods come back first: they stay in their queues' accounting.
+		if why := c.replaceVictims(pol.moved); why != "" {
+			return why
+		}
+		return c.checkAncestors(a, pol)
 	case kindConsolidate:
-		return c.replaceVictims(pol)
+		return c.replaceVictims(pol.evicted)
+	}
+	return ""
+}
+
+// checkAncestors checks, once a reclaim what-if has placed the gang, the rule that every queue
+// on the gang's path that is not also an ancestor of every victim stays within its bound: with
+// the evictions of this what-if counted, so that a department whose other project borrows does
+// not refuse the claimant while the same reclaim evicts that project's pods.
+func (c *cycle) checkAncestors(a *attempt, pol *victimPolicy) string {
+	g := a.g
+	for x := g.Queue.Parent; x != nil; x = x.Parent {
+		common := len(pol.evicted) > 0
+		for _, v := range pol.evicted {
+			if !x.IsAncestorOf(v.Gang.Queue) && !slices.Contains(pol.moved, v) {
+				common = false
+				break
+			}
+		}
+		if common {
+			return "" // x and everything above it only move capacity between their own queues
+		}
+		for _, d := range pol.dims {
+			if after := x.Effective(d) - gangHeld(g, d); after > pol.bound(x, d) {
+				return fmt.Sprintf("department %s would go above its %s of %s with the gang placed (it would hold %s, its %s is %s), so queue %s cannot take capacity from other departments",
+					x.Name, pol.level, c.snap.DimName(d), snapshot.FormatAmount(d, after), pol.level, snapshot.FormatAmount(d, pol.bound(x, d)), g.Queue.Name)
+			}
+		}
 	}
 	return ""
 }
@@ -313,7 +446,7 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 	}
 	c.stmt.Rollback(cp)
 	for _, e := range evs {
-		c.stmt.Evict(e.t, e.info.reason, e.info.message, e.info.beneficiary)
+		c.stmt.evict(e.t, e.info)
 	}
 	c.stmt.ClearHolds(g)
 	var names []string
@@ -337,10 +470,10 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 }
 
 // policyFor builds the victim policy of a what-if, or says why there is none.
-func (c *cycle) policyFor(kind victimKind, a *attempt) (*victimPolicy, string) {
+func (c *cycle) policyFor(kind victimKind, a *attempt, mode reclaimMode) (*victimPolicy, string) {
 	switch kind {
 	case kindReclaimFair, kindReclaimGuarantee:
-		return c.reclaimPolicy(a, kind == kindReclaimGuarantee)
+		return c.reclaimPolicy(a, kind == kindReclaimGuarantee, mode)
 	case kindPreempt:
 		return c.preemptPolicy(a)
 	default:
@@ -354,7 +487,7 @@ func evictabilityKey(v *snapshot.Task) victimKey {
 	return victimKey{prio: v.Gang.Priority, lost: !v.Recreatable, start: v.Gang.LastStart.UnixNano()}
 }
 
-func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string) {
+func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*victimPolicy, string) {
 	g, q := a.g, a.g.Queue
 	level := "fair share"
 	bound := func(x *snapshot.Queue, d int) int64 { return x.FairShare.At(d) }
@@ -391,10 +524,12 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 			return okQ[v.Index] == 1
 		}
 		ok := v != q
-		// The gang's side: every queue on its path below the common ancestor stays within bound.
+		// The gang's side: every queue on its path below the common ancestor stays within bound,
+		// counting as gone what the queues beside the path could give (the exact check, with
+		// the what-if's own evictions, is checkAncestors).
 		for x := q; ok && x != nil && !x.IsAncestorOf(v); x = x.Parent {
 			for _, d := range a.dims {
-				if x.Effective(d)-gangHeld(g, d)+a.req[d] > bound(x, d) {
+				if x.Effective(d)-gangHeld(g, d)+a.req[d]-givable(x, q, d) > bound(x, d) {
 					ok = false
 				}
 			}
@@ -414,10 +549,11 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 		cutoffQ[v.Index] = c.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
 		return ok && over
 	}
-	// Search the nodes of the queues whose pods may go, furthest above their share first.
+	// Search the nodes of the queues whose pods may go, furthest above their share first. With
+	// moves, queues at their floor may still move pods.
 	var victimQueues []*snapshot.Queue
 	for _, v := range queues {
-		if len(v.PreemptibleNodes()) > 0 && queueOK(v) {
+		if len(v.PreemptibleNodes()) > 0 && (queueOK(v) || (mode.moves && v.IsLeaf() && v != q)) {
 			victimQueues = append(victimQueues, v)
 		}
 	}
@@ -428,17 +564,24 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 	}
 	reclaimHead := "reclaimed for gang " + g.Key.String() + " of queue " + q.Name + ", which is below its " + level + "; queue "
 	pol := &victimPolicy{
-		reason:       EvictReclaim,
-		beneficiary:  g,
-		level:        level,
-		sources:      sources,
-		victimQueues: victimQueues,
-		none:         "no queue above its " + level + " runs pods that may be evicted",
+		reason:          EvictReclaim,
+		beneficiary:     g,
+		level:           level,
+		dims:            a.dims,
+		bound:           bound,
+		overrideBudgets: mode.overrideBudgets,
+		sources:         sources,
+		victimQueues:    victimQueues,
+		none:            "no queue above its " + level + " runs pods that may be evicted",
 		headroom: func(v *snapshot.Queue) int64 {
-			if !contested(v, snapshot.DimGPU) {
+			if !contested(v, snapshot.DimGPU) || mode.moves {
 				return math.MaxInt64
 			}
-			return max(0, v.Effective(snapshot.DimGPU)-bound(v, snapshot.DimGPU))
+			over := max(0, v.Effective(snapshot.DimGPU)-bound(v, snapshot.DimGPU))
+			if mode.overQuota && over > 0 {
+				return v.Effective(snapshot.DimGPU) // a unit across the floor goes whole
+			}
+			return over
 		},
 		quiet: []refusalKind{refuseOwnQueue},
 		verdict: func(vg *snapshot.Gang) refusal {
@@ -447,7 +590,7 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				return refusal{kind: refuseNonPreemptible}
 			case vg.Queue == q:
 				return refusal{kind: refuseOwnQueue}
-			case !queueOK(vg.Queue):
+			case !queueOK(vg.Queue) && !mode.moves:
 				return refusal{kind: refuseQueueNotOver, q: vg.Queue}
 			case vg.LastStart.UnixNano() > cutoffQ[vg.Queue.Index]:
 				return refusal{kind: refuseReclaimRuntime, q: vg.Queue}
@@ -456,6 +599,9 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 		},
 		allow: func(unit []*snapshot.Task, acc *freedAcc) refusal {
 			v := unit[0].Gang.Queue
+			if !queueOK(v) {
+				return refusal{kind: refuseQueueNotOver, q: v} // only a move may take it
+			}
 			relevant := false
 			for _, d := range a.dims {
 				amt := unitAmount(unit, d)
@@ -464,7 +610,11 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 				}
 				relevant = true
 				for x := v; x != nil && !x.IsAncestorOf(q); x = x.Parent {
-					if contested(x, d) && x.Effective(d)-acc.under(x, d)-amt < bound(x, d) {
+					if !contested(x, d) {
+						continue
+					}
+					left := x.Effective(d) - acc.under(x, d)
+					if left-amt < bound(x, d) && (!mode.overQuota || left <= bound(x, d)) {
 						return refusal{kind: refuseFloor, q: x, d: d}
 					}
 				}
@@ -493,7 +643,38 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool) (*victimPolicy, string
 			return reclaimHead + vq.Name + " holds " + held + " GPU, above its " + level + " of " + floor + notRecreatedSuffix
 		},
 	}
+	if mode.moves {
+		pol.move = func(unit []*snapshot.Task) bool {
+			for _, t := range unit {
+				vg := t.Gang
+				if !t.Recreatable || vg.Topology.Required != "" || len(vg.SubGroups) > 0 || c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime {
+					return false
+				}
+			}
+			return true
+		}
+		pol.moveMessage = func(v *snapshot.Task) string {
+			return "moved to deliver the guaranteed quota of queue " + q.Name + " to gang " + g.Key.String() +
+				", which fits only if pods move; there is room for this pod on another node"
+		}
+	}
 	return pol, ""
+}
+
+// givable is what the queues under x beside the path to q could give up to a reclaim at most:
+// their preemptible pods. The prefilter of reclaimPolicy counts it as gone.
+func givable(x, q *snapshot.Queue, d int) int64 {
+	if x == q {
+		return 0
+	}
+	var v int64
+	for _, ch := range x.Children {
+		if ch.IsAncestorOf(q) {
+			continue
+		}
+		v += max(0, ch.Allocated.At(d)-ch.AllocatedNP.At(d)-ch.Releasing.At(d))
+	}
+	return v
 }
 
 func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
@@ -523,4 +704,79 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), g.Key, g.Priority, q.Name, v.Gang.Priority)
 		},
 	}, ""
+}
+
+// freeLimitRoom evicts, for a gang a queue limit keeps out, the preemption policy's victims of
+// the gang's own queue until the limits leave room for the pods it needs (releasing pods
+// counted as gone), most evictable first: pods whose eviction violates no PodDisruptionBudget,
+// lowest priority, most recently started. It returns why it could not ("" once there is room).
+func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
+	g, q := a.g, a.g.Queue
+	var cands []cand
+	nodes := c.snap.Nodes()
+	pn := q.PreemptibleNodes()
+	for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
+		for _, v := range nodes[id].Tasks {
+			if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Queue != q || v.Gang.Assumed > 0 || v.GPUs.Loan {
+				continue
+			}
+			if pol.verdict(v.Gang).kind != refuseNone || blockedBudget(v, c.now) != nil {
+				continue
+			}
+			k := pol.key(v)
+			k.violates = violatesBudget(v, nil)
+			cands = append(cands, cand{t: v, key: k})
+		}
+	}
+	slices.SortFunc(cands, compareCands)
+	for {
+		f := c.gangOverLimit(g, a.set)
+		if f == nil {
+			return ""
+		}
+		if f.code != ReasonQueueLimit {
+			return f.msg
+		}
+		var over []int
+		for _, d := range c.podDims(a.set[0]) {
+			var amt int64
+			for _, t := range a.set {
+				amt += dimAmount(t, d)
+			}
+			if c.chainOverLimit(g, d, amt, "") != nil {
+				over = append(over, d)
+			}
+		}
+		took := false
+		for i, cd := range cands {
+			if cd.t == nil || cd.t.State != snapshot.TaskBound {
+				continue
+			}
+			unit := appendUnit(nil, cd.t)
+			helps := false
+			for _, d := range over {
+				if unitAmount(unit, d) > 0 {
+					helps = true
+				}
+			}
+			if !helps {
+				continue
+			}
+			for _, v := range unit {
+				if v.State == snapshot.TaskBound {
+					if violatesBudget(v, nil) {
+						pol.violations++
+					}
+					c.stmt.Evict(v, pol.reason, pol.message(v), &g.Key)
+					pol.evicted = append(pol.evicted, v)
+				}
+			}
+			cands[i].t = nil
+			took = true
+			break
+		}
+		if !took {
+			return "no lower-priority pod of queue " + q.Name + " that may be preempted frees room under its limit; " + f.msg
+		}
+	}
 }

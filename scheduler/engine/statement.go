@@ -3,6 +3,8 @@ package engine
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -41,6 +43,8 @@ type evictInfo struct {
 	reason      EvictionReason
 	message     string
 	beneficiary *snapshot.GangKey
+	// overrides is the PodDisruptionBudget the eviction goes ahead against (zero: none).
+	overrides types.NamespacedName
 }
 
 // NewStatement starts a statement on the snapshot; allocations are assumed as started at now.
@@ -59,8 +63,18 @@ func (s *Statement) Allocate(t *snapshot.Task, n *snapshot.Node, a snapshot.Assi
 
 // Evict marks a bound pod as releasing.
 func (s *Statement) Evict(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey) {
+	s.evict(t, evictInfo{reason: reason, message: message, beneficiary: beneficiary})
+}
+
+// EvictOverridingBudget is Evict for a pod whose PodDisruptionBudget the eviction overrides:
+// the runtime deletes it rather than asking the Eviction API, which would refuse.
+func (s *Statement) EvictOverridingBudget(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey, budget types.NamespacedName) {
+	s.evict(t, evictInfo{reason: reason, message: message, beneficiary: beneficiary, overrides: budget})
+}
+
+func (s *Statement) evict(t *snapshot.Task, info evictInfo) {
 	s.snap.SetReleasing(t, true)
-	s.ops = append(s.ops, op{kind: opEvict, task: t, evict: evictInfo{reason, message, beneficiary}})
+	s.ops = append(s.ops, op{kind: opEvict, task: t, evict: info})
 }
 
 // Hold reserves capacity on a node for a gang.
@@ -113,6 +127,7 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 			res.Evictions = append(res.Evictions, Eviction{
 				Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName, Reason: o.evict.reason,
 				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace(t),
+				OverridesBudget: o.evict.overrides,
 			})
 		}
 		*o = op{}

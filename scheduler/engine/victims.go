@@ -75,8 +75,24 @@ type victimPolicy struct {
 	// tightens the pruning bound.
 	headroom func(q *snapshot.Queue) int64
 
-	// evicted lists the pods this what-if evicted, in order.
+	// dims and bound are the dimensions and the per-queue bound a reclaim's floors protect
+	// (checkAncestors reads them); nil for other policies.
+	dims  []int
+	bound func(q *snapshot.Queue, d int) int64
+	// move, when set, lets a unit the policy refuses go anyway if it says yes: the unit moves
+	// (checkAfter places every moved pod again elsewhere, or the what-if fails), so it frees
+	// nothing of its queue's. moveMessage explains such an eviction.
+	move        func(unit []*snapshot.Task) bool
+	moveMessage func(v *snapshot.Task) string
+	// overrideBudgets lets victims go whose PodDisruptionBudget is blocked (they are taken as
+	// violating it); such evictions carry the budget they override. Moves keep their budgets.
+	overrideBudgets bool
+
+	// evicted lists the pods this what-if evicted, in order; moved the part of them that move.
 	evicted []*snapshot.Task
+	moved   []*snapshot.Task
+	// violations counts the evicted pods whose eviction violates a PodDisruptionBudget.
+	violations int
 	// refused counts, per refusal, the pods the latest makeRoom could not evict, for the gang's
 	// reason; refusedGangs keeps a refused unit's gang from being counted twice. Counting costs,
 	// so a search counts only when tally is set: makeRoom searches again with it when it fails.
@@ -332,14 +348,18 @@ type slotLeft struct {
 
 // scratch holds buffers reused across node evaluations.
 type scratch struct {
-	cands   []cand
-	slots   []slotLeft
-	chosen  []*snapshot.Task
-	best    []*snapshot.Task
-	acc     freedAcc
-	room    nodeRoom
-	visited bitset.Set
-	budgets []budgetUse
+	cands  []cand
+	slots  []slotLeft
+	chosen []*snapshot.Task
+	best   []*snapshot.Task
+	// moving are the chosen pods that move rather than go (victimPolicy.move); bestMoving the
+	// best node's.
+	moving     []*snapshot.Task
+	bestMoving []*snapshot.Task
+	acc        freedAcc
+	room       nodeRoom
+	visited    bitset.Set
+	budgets    []budgetUse
 }
 
 func satAdd(a, b int64) int64 {
@@ -566,10 +586,14 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		key := pol.key(v)
 		if len(v.Budgets) > 0 {
 			if b := blockedBudget(v, c.now); b != nil {
-				pol.refuse(refusal{kind: refuseBudget, budget: b}, v.Gang, 1, false)
-				continue
+				if !pol.overrideBudgets {
+					pol.refuse(refusal{kind: refuseBudget, budget: b}, v.Gang, 1, false)
+					continue
+				}
+				key.violates = true
+			} else {
+				key.violates = violatesBudget(v, sc.budgets)
 			}
-			key.violates = violatesBudget(v, sc.budgets)
 		}
 		sc.cands = append(sc.cands, cand{t: v, key: key})
 		if top < 0 || compareCands(sc.cands[len(sc.cands)-1], sc.cands[top]) < 0 {
@@ -588,6 +612,7 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 	room := c.roomOf(n, g)
 	sc.acc.reset()
 	sc.chosen = sc.chosen[:0]
+	sc.moving = sc.moving[:0]
 	for _, cd := range sc.cands {
 		if slices.Contains(sc.chosen, cd.t) {
 			continue
@@ -599,14 +624,21 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 			sc.chosen = sc.chosen[:start]
 			continue
 		}
+		moving := false
 		if pol.allow != nil {
 			if r := pol.allow(unit, &sc.acc); r.kind != refuseNone {
-				pol.refuse(r, cd.t.Gang, len(unit), true)
-				sc.chosen = sc.chosen[:start]
-				continue
+				if pol.move == nil || !pol.move(unit) || unitBlocked(unit, c.now) {
+					pol.refuse(r, cd.t.Gang, len(unit), true)
+					sc.chosen = sc.chosen[:start]
+					continue
+				}
+				moving = true // it comes back elsewhere: its queue gives nothing up
+				sc.moving = append(sc.moving, unit...)
 			}
 		}
-		sc.acc.add(unit)
+		if !moving {
+			sc.acc.add(unit)
+		}
 		for _, u := range unit {
 			room.free(u)
 		}
@@ -724,6 +756,7 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 				(violations == bestViolations && (pods < bestPods || (pods == bestPods && compareCands(last, bestLast) < 0))) {
 				best, bestPods, bestViolations, bestLast = n, pods, violations, last
 				c.scratch.best = append(c.scratch.best[:0], c.scratch.chosen...)
+				c.scratch.bestMoving = append(c.scratch.bestMoving[:0], c.scratch.moving...)
 			}
 		}
 	}
@@ -743,7 +776,27 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 		if v.State != snapshot.TaskBound {
 			continue
 		}
-		c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
+		if slices.Contains(c.scratch.bestMoving, v) {
+			c.stmt.Evict(v, EvictConsolidate, pol.moveMessage(v), &pol.beneficiary.Key)
+			pol.moved = append(pol.moved, v)
+		} else {
+			var over *snapshot.Budget
+			if len(v.Budgets) > 0 {
+				if b := violatedBudget(v, c.now); b != nil {
+					pol.violations++
+					if pol.overrideBudgets {
+						over = b
+					}
+				}
+			}
+			if over != nil {
+				c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+over.Key.String()+
+					" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout",
+					&pol.beneficiary.Key, over.Key)
+			} else {
+				c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
+			}
+		}
 		pol.evicted = append(pol.evicted, v)
 	}
 	a, f := c.tryNode(best, t, g, true)

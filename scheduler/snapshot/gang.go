@@ -89,7 +89,7 @@ func GangSpecFromPodGroup(pg *v1alpha1.PodGroup) GangSpec {
 }
 
 // Gang is a set of pods that start together: at least MinMember of them, or none. Fields are
-// read-only outside this package, except StaleSince and WaitingSince, which belong to the engine
+// read-only outside this package, except StaleSince, WaitingSince and BudgetWaitSince, which belong to the engine
 // (the snapshot only clears StaleSince when the gang recovers).
 type Gang struct {
 	Key GangKey
@@ -132,6 +132,11 @@ type Gang struct {
 	StaleSince time.Time
 	// WaitingSince is when the engine first failed to place the gang; starvation counts from it.
 	WaitingSince time.Time
+	// BudgetWaitSince is when a PodDisruptionBudget of over-quota pods first held up a reclaim
+	// that delivers the gang's queue its guarantee; once the queue's ReclaimBudgetTimeout has
+	// passed since, such budgets no longer hold those pods. Zero while none has; the engine's
+	// (kept in memory: a restarted scheduler starts the wait again).
+	BudgetWaitSince time.Time
 
 	spec  *GangSpec
 	hints podHints

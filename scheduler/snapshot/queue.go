@@ -24,6 +24,9 @@ type QueueSpec struct {
 	// MaxEvictionGrace is spec.maxEvictionGracePeriod, nil when unset (inherited, see
 	// Queue.MaxEvictionGrace).
 	MaxEvictionGrace *time.Duration
+	// ReclaimBudgetTimeout is spec.reclaim.budgetTimeout, nil when unset (inherited, see
+	// Queue.ReclaimBudgetTimeout).
+	ReclaimBudgetTimeout *time.Duration
 	// Base holds the gpu, cpu and memory terms (indexes DimGPU, DimCPU, DimMemory).
 	Base [NumBaseDims]QuotaTerms
 	// GPUTypes holds per-type GPU terms.
@@ -122,6 +125,20 @@ func resolveLending(q *Queue) {
 // NoGraceCap is Queue.MaxEvictionGrace of a queue whose ancestry sets no cap.
 const NoGraceCap time.Duration = -1
 
+// DefaultReclaimBudgetTimeout is Queue.ReclaimBudgetTimeout of a queue whose ancestry sets none.
+const DefaultReclaimBudgetTimeout = 60 * time.Second
+
+// resolveBudgetTimeout fills q.ReclaimBudgetTimeout from the specs of q and its ancestors.
+func resolveBudgetTimeout(q *Queue) {
+	q.ReclaimBudgetTimeout = DefaultReclaimBudgetTimeout
+	for a := q; a != nil; a = a.Parent {
+		if d := a.Spec.ReclaimBudgetTimeout; d != nil {
+			q.ReclaimBudgetTimeout = *d
+			return
+		}
+	}
+}
+
 // resolveGraceCap fills q.MaxEvictionGrace from the specs of q and its ancestors.
 func resolveGraceCap(q *Queue) {
 	q.MaxEvictionGrace = NoGraceCap
@@ -171,6 +188,10 @@ func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
 	if d := q.Spec.MaxEvictionGracePeriod; d != nil {
 		v := max(d.Duration, 0)
 		qs.MaxEvictionGrace = &v
+	}
+	if r := q.Spec.Reclaim; r != nil && r.BudgetTimeout != nil {
+		v := max(r.BudgetTimeout.Duration, 0)
+		qs.ReclaimBudgetTimeout = &v
 	}
 	r := q.Spec.Resources
 	qs.Base[DimGPU] = terms(r.GPU, gpuMilli)
@@ -269,6 +290,11 @@ type Queue struct {
 	// MaxEvictionGrace caps the grace period of the queue's evicted pods: its own
 	// spec.maxEvictionGracePeriod, else the nearest ancestor's; NoGraceCap when none sets one.
 	MaxEvictionGrace time.Duration
+
+	// ReclaimBudgetTimeout is how long a PodDisruptionBudget of over-quota pods may delay a
+	// reclaim that delivers this queue its guarantee: its own spec.reclaim.budgetTimeout, else
+	// the nearest ancestor's, else DefaultReclaimBudgetTimeout.
+	ReclaimBudgetTimeout time.Duration
 
 	// policies holds the resolved policy per kind (index kindIndex), all nil when no queue of
 	// the ancestry has a policy.

@@ -226,7 +226,7 @@ func (s *Snapshot) DeleteQueue(name string) {
 func queueSpecEqual(a, b QueueSpec) bool {
 	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base ||
 		a.PreemptMinRuntime != b.PreemptMinRuntime || a.ReclaimMinRuntime != b.ReclaimMinRuntime ||
-		!ptrEqual(a.MaxEvictionGrace, b.MaxEvictionGrace) ||
+		!ptrEqual(a.MaxEvictionGrace, b.MaxEvictionGrace) || !ptrEqual(a.ReclaimBudgetTimeout, b.ReclaimBudgetTimeout) ||
 		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) || !slices.Equal(a.Namespaces, b.Namespaces) ||
 		!equality.Semantic.DeepEqual(a.Policy, b.Policy) {
 		return false
@@ -351,6 +351,7 @@ func (s *Snapshot) relink() {
 	for _, q := range s.queueList {
 		resolveLending(q)
 		resolveGraceCap(q)
+		resolveBudgetTimeout(q)
 		resolvePolicies(q)
 		s.anyLends = s.anyLends || q.Lending.Lend
 		for a := q.Parent; a != nil; a = a.Parent {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -15,6 +17,13 @@ import (
 // afterRelease counts releasing pods as gone; reservedWhole is the number of empty GPUs held by
 // other gangs, which the pod may not take. The returned assignment is what Snapshot.Assume takes.
 func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reservedWhole int64) (snapshot.Assignment, FitFailure) {
+	return pickGPUs(n, req, afterRelease, reservedWhole, 0)
+}
+
+// pickGPUs is PickGPUs leaving alone the slots other gangs' holds pin (bit i for slot i): a
+// share neither joins nor opens one, and whole GPUs are taken from the others first (their
+// number is already kept back by reservedWhole).
+func pickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reservedWhole int64, pinned uint64) (snapshot.Assignment, FitFailure) {
 	a := snapshot.Assignment{Shared: -1}
 	if !req.GPU() {
 		return a, Fits
@@ -38,13 +47,19 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 			return a, FailGPUs
 		}
 		a.Whole = make([]int32, 0, req.WholeGPUs)
-		for i := range n.Slots {
-			if slotEmpty(&n.Slots[i], afterRelease) {
+		for pass := 0; pass < 2 && int64(len(a.Whole)) < req.WholeGPUs; pass++ {
+			for i := range n.Slots {
+				if isPinned(pinned, i) != (pass == 1) || !slotEmpty(&n.Slots[i], afterRelease) {
+					continue
+				}
 				a.Whole = append(a.Whole, int32(i))
 				if int64(len(a.Whole)) == req.WholeGPUs {
 					break
 				}
 			}
+		}
+		if pinned != 0 {
+			slices.Sort(a.Whole)
 		}
 		return a, Fits
 	}
@@ -62,8 +77,8 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 		if afterRelease {
 			used, usedMem, owners, sharers = used-g.RelMilli, usedMem-g.RelMemMiB, owners-g.RelOwners, sharers-g.RelSharers
 		}
-		if owners > 0 || (sharers == 0 && !reserved) {
-			continue // held whole, or empty (empty GPUs come last)
+		if owners > 0 || (sharers == 0 && !reserved) || isPinned(pinned, i) {
+			continue // held whole, or empty (empty GPUs come last), or freed for another gang
 		}
 		m := req.SharedMilli(g.MemoryMiB)
 		if m < 0 {
@@ -80,7 +95,7 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 	if best < 0 && avail >= 1 {
 		for i := range n.Slots {
 			g := &n.Slots[i]
-			if !slotEmpty(g, afterRelease) {
+			if !slotEmpty(g, afterRelease) || isPinned(pinned, i) {
 				continue
 			}
 			if req.SharedMilli(g.MemoryMiB) < 0 {
@@ -103,6 +118,8 @@ func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 	a.MemMiB = req.SharedMemMiB(g.MemoryMiB)
 	return a, Fits
 }
+
+func isPinned(pinned uint64, i int) bool { return i < 64 && pinned&(1<<uint(i)) != 0 }
 
 func slotEmpty(g *snapshot.GPUSlot, afterRelease bool) bool {
 	if afterRelease {

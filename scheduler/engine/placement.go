@@ -338,6 +338,15 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 	placed := 0
 	var first *placeFailure
 	var lastFail *snapshot.Task
+	// A gang that holds capacity (nominated earlier) looks there first: a new what-if must not
+	// leave capacity already being freed for it, which a victim's recreated pod would take back.
+	var held bitset.Set
+	if m.afterRelease && len(g.Holds()) > 0 {
+		for _, h := range g.Holds() {
+			held.Add(h.Node.ID)
+		}
+		held = and(held, restrict)
+	}
 	for i, t := range tasks {
 		if placed+len(tasks)-i < need {
 			break
@@ -352,7 +361,15 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 			lastFail = t
 			continue
 		}
-		n, a, ok := c.findNode(t, g, restrict, m.afterRelease)
+		var n *snapshot.Node
+		var a snapshot.Assignment
+		ok := false
+		if held != nil {
+			n, a, ok = c.findNode(t, g, held, true)
+		}
+		if !ok {
+			n, a, ok = c.findNode(t, g, restrict, m.afterRelease)
+		}
 		if !ok && m.victims != nil {
 			n, a, ok = c.makeRoom(t, g, restrict, m.victims)
 		}
@@ -534,7 +551,11 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 		return snapshot.Assignment{}, f
 	}
 	_, reserved := heldByOthers(n, g, afterRelease)
-	a, f := PickGPUs(n, &t.Req, afterRelease, reserved)
+	var pinned uint64
+	if n.HeldWhole > 0 || n.Held.Pods > 0 {
+		pinned = n.PinnedByOthers(g)
+	}
+	a, f := pickGPUs(n, &t.Req, afterRelease, reserved, pinned)
 	if f == Fits && t.Req.DRA {
 		f = c.draPick(n, t, &a, afterRelease)
 	}

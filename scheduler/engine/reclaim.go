@@ -121,8 +121,19 @@ func (c *cycle) waitingOrder() []*snapshot.Gang {
 
 func (c *cycle) reclaim() {
 	failures := map[failKey]placeFailure{}
-	for _, g := range c.waitingOrder() {
+	gangs := c.waitingOrder()
+	// Gangs an ancestor's limit keeps out while their queue is below its guarantee: the
+	// department's other projects may be borrowing the limit.
+	for _, q := range c.snap.Queues() {
+		for _, pg := range q.PendingGangs {
+			if c.limited[pg] && !c.placed[pg] && c.limitedAbove(pg) {
+				gangs = append(gangs, pg)
+			}
+		}
+	}
+	for _, g := range gangs {
 		key, cacheable := c.failKeyOf(g)
+		cacheable = cacheable && !c.limited[g]
 		if f, ok := failures[key]; cacheable && ok {
 			c.appendReason(g, "reclaim", f.msg, f.nodes)
 			continue
@@ -274,7 +285,7 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 		return placeFailure{msg: why}, nil
 	}
 	cp := c.stmt.Checkpoint()
-	if kind == kindPreempt && c.limited[g] {
+	if (kind == kindPreempt || kind == kindReclaimGuarantee) && c.limited[g] {
 		c.limitsAfterRelease = true
 		defer func() { c.limitsAfterRelease = false }()
 		if why := c.freeLimitRoom(a, pol); why != "" {
@@ -433,6 +444,10 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 			p.h.WholeGPUs++ // a fraction holds a whole GPU until it is bound
 		}
 		p.h.MilliGPU += t.GPUs.MilliGPU()
+		p.h.Slots = append(p.h.Slots, t.GPUs.Whole...)
+		if t.GPUs.Shared >= 0 {
+			p.h.Slots = append(p.h.Slots, t.GPUs.Shared)
+		}
 	}
 	type ev struct {
 		t    *snapshot.Task
@@ -448,6 +463,7 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 	for _, e := range evs {
 		c.stmt.evict(e.t, e.info)
 	}
+	old := slices.Clone(g.Holds())
 	c.stmt.ClearHolds(g)
 	var names []string
 	pods := 0
@@ -455,6 +471,15 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 		c.stmt.Hold(g, p.h)
 		names = append(names, p.n.Name)
 		pods += int(p.h.Pods)
+	}
+	// A hold this plan moves away from stays: pods were evicted for the gang there, and the
+	// capacity they free must not go back to their recreated pods, which a later plan would
+	// have to evict again (a budget refused one of their co-victims, say, and the gang waits for
+	// it elsewhere). It goes when the gang binds or the hold lapses (HoldTTL).
+	for _, h := range old {
+		if !slices.ContainsFunc(places, func(p *place) bool { return p.n == h.Node }) {
+			c.stmt.Hold(g, h)
+		}
 	}
 	c.commit()
 	slices.Sort(names)
@@ -712,23 +737,42 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 // lowest priority, most recently started. It returns why it could not ("" once there is room).
 func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 	g, q := a.g, a.g.Queue
+	// Preemption takes from the gang's own queue; reclaim from the queues under an ancestor
+	// whose limit keeps the gang out (a department's other projects that borrow).
+	queues := []*snapshot.Queue{q}
+	if pol.reason == EvictReclaim {
+		queues = nil
+		for _, v := range pol.victimQueues {
+			for x := q.Parent; x != nil; x = x.Parent {
+				if x.IsAncestorOf(v) && c.overOwnLimit(x, g, a.set) {
+					queues = append(queues, v)
+					break
+				}
+			}
+		}
+	}
 	var cands []cand
 	nodes := c.snap.Nodes()
-	pn := q.PreemptibleNodes()
-	for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
-		for _, v := range nodes[id].Tasks {
-			if v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Queue != q || v.Gang.Assumed > 0 || v.GPUs.Loan {
-				continue
+	seen := map[*snapshot.Task]bool{}
+	for _, vq := range queues {
+		pn := vq.PreemptibleNodes()
+		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
+			for _, v := range nodes[id].Tasks {
+				if seen[v] || v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Queue != vq || v.Gang.Assumed > 0 || v.GPUs.Loan {
+					continue
+				}
+				seen[v] = true
+				if pol.verdict(v.Gang).kind != refuseNone || (blockedBudget(v, c.now) != nil && !pol.overrideBudgets) {
+					continue
+				}
+				k := pol.key(v)
+				k.violates = violatesBudget(v, nil) || blockedBudget(v, c.now) != nil
+				cands = append(cands, cand{t: v, key: k})
 			}
-			if pol.verdict(v.Gang).kind != refuseNone || blockedBudget(v, c.now) != nil {
-				continue
-			}
-			k := pol.key(v)
-			k.violates = violatesBudget(v, nil)
-			cands = append(cands, cand{t: v, key: k})
 		}
 	}
 	slices.SortFunc(cands, compareCands)
+	var acc freedAcc
 	for {
 		f := c.gangOverLimit(g, a.set)
 		if f == nil {
@@ -762,21 +806,70 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 			if !helps {
 				continue
 			}
+			if pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone {
+				continue
+			}
+			acc.add(unit)
 			for _, v := range unit {
-				if v.State == snapshot.TaskBound {
-					if violatesBudget(v, nil) {
-						pol.violations++
-					}
-					c.stmt.Evict(v, pol.reason, pol.message(v), &g.Key)
-					pol.evicted = append(pol.evicted, v)
+				if v.State != snapshot.TaskBound {
+					continue
 				}
+				b := violatedBudget(v, c.now)
+				if b != nil {
+					pol.violations++
+				}
+				if b != nil && pol.overrideBudgets {
+					c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+b.Key.String()+
+						" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout", &g.Key, b.Key)
+				} else {
+					c.stmt.Evict(v, pol.reason, pol.message(v), &g.Key)
+				}
+				pol.evicted = append(pol.evicted, v)
 			}
 			cands[i].t = nil
 			took = true
 			break
 		}
 		if !took {
+			if pol.reason == EvictReclaim {
+				return "no pod above its queue's guarantee under the limited queue frees room under the limit; " + f.msg
+			}
 			return "no lower-priority pod of queue " + q.Name + " that may be preempted frees room under its limit; " + f.msg
 		}
 	}
+}
+
+// overOwnLimit reports whether queue x's own limit keeps the gang's pods out.
+func (c *cycle) overOwnLimit(x *snapshot.Queue, g *snapshot.Gang, set []*snapshot.Task) bool {
+	for _, d := range c.podDims(set[0]) {
+		lim := x.LimitAt(d)
+		if lim < 0 {
+			continue
+		}
+		var amt int64
+		for _, t := range set {
+			amt += dimAmount(t, d)
+		}
+		used := x.Allocated.At(d) + x.Loaned.At(d) + x.Held.At(d) - gangHeld(g, d) - x.Releasing.At(d)
+		if used+amt > lim {
+			return true
+		}
+	}
+	return false
+}
+
+// limitedAbove reports whether a limit of one of the gang's queue's ancestors, not its own,
+// keeps the pods it needs out.
+func (c *cycle) limitedAbove(g *snapshot.Gang) bool {
+	tasks, _, minimal := c.planTasks(g)
+	if len(tasks) == 0 {
+		return false
+	}
+	set := tasks[:max(minimal, 1)]
+	for x := g.Queue.Parent; x != nil; x = x.Parent {
+		if c.overOwnLimit(x, g, set) {
+			return true
+		}
+	}
+	return false
 }

@@ -254,7 +254,7 @@ func (s *sim) checkResult(res engine.Result) error {
 		}
 		if t := s.snap.Task(e.Pod); t != nil {
 			for _, b := range t.Budgets {
-				if b.BlockedAt(s.now) {
+				if b.BlockedAt(s.now) && e.OverridesBudget != b.Key {
 					errs = append(errs, fmt.Errorf("pod %s evicted (%s) while its PodDisruptionBudget %s is blocked until %s", e.Pod, e.Reason, b.Key, b.BlockedUntil()))
 				}
 			}

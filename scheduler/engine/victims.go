@@ -400,6 +400,7 @@ const maxCompared = 8
 type nodeRoom struct {
 	n               *snapshot.Node
 	noShares        bool
+	pinned          uint64
 	cpu, mem, pods  int64
 	floating, resvd int64
 	slots           []slotLeft
@@ -417,6 +418,9 @@ func (c *cycle) roomOf(n *snapshot.Node, g *snapshot.Gang) *nodeRoom {
 		pods:     n.Allocatable.Pods - n.Used.Pods + n.Releasing.Pods - held.Pods,
 		floating: n.Floating - n.FloatingRel,
 		resvd:    reserved,
+	}
+	if n.HeldWhole > 0 || n.Held.Pods > 0 {
+		r.pinned = n.PinnedByOthers(g)
 	}
 	c.scratch.slots = c.scratch.slots[:0]
 	for i := range n.Slots {
@@ -525,7 +529,7 @@ func (r *nodeRoom) gpuFits(req *snapshot.Request) bool {
 	for i := range r.slots {
 		s := &r.slots[i]
 		m := req.SharedMilli(s.memCap)
-		if m < 0 {
+		if m < 0 || isPinned(r.pinned, i) {
 			continue
 		}
 		if s.owners == 0 && s.sharers > 0 && s.milli+m <= snapshot.MilliPerGPU && (s.memCap == 0 || s.mem+req.SharedMemMiB(s.memCap) <= s.memCap) {

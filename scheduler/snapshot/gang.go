@@ -172,6 +172,10 @@ type Hold struct {
 	WholeGPUs int64
 	// MilliGPU is the GPU the hold stands for in queue accounting (whole GPUs and fractions).
 	MilliGPU int64
+	// Slots are the positions of the GPU slots the gang's pods were placed on in the what-if
+	// that made the hold: other gangs' pods neither join nor take them (Node.PinnedByOthers),
+	// so a victim's recreated pod cannot retake a GPU, or part of one, freed for the gang.
+	Slots []int32
 	// Expires is when the hold lapses if the gang has not been placed by then.
 	Expires time.Time
 }

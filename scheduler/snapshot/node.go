@@ -280,6 +280,28 @@ func (n *Node) HeldFor(g *Gang) (res NodeResources, whole int64) {
 	return
 }
 
+// PinnedByOthers is the set of this node's GPU slots (bit i for slot position i < 64) that
+// holds of gangs other than g pin (Hold.Slots): the GPUs evictions free for a nominated gang,
+// which no other gang's pod may join or take until that gang binds or lets go.
+func (n *Node) PinnedByOthers(g *Gang) uint64 {
+	var m uint64
+	for _, o := range n.holds {
+		if o == g {
+			continue
+		}
+		for i := range o.holds {
+			if h := &o.holds[i]; h.Node == n {
+				for _, s := range h.Slots {
+					if s >= 0 && s < 64 {
+						m |= 1 << uint(s)
+					}
+				}
+			}
+		}
+	}
+	return m
+}
+
 // PortFree reports whether no pod on the node binds a host port that conflicts with p.
 func (n *Node) PortFree(p HostPort) bool {
 	if len(n.ports) == 0 {

@@ -449,9 +449,10 @@ func (g *livenessGen) check(t *testing.T, last engine.Result, stats *livenessSta
 }
 
 // probePlaceable reports whether the gang's minimum fits the cluster with only the pods nothing
-// may take away for it kept where they are: non-preemptible pods, its own queue's pods, and
-// pods whose controller would not recreate them. One cycle of a fresh engine, one queue without
-// limits, decides.
+// may take away for it kept where they are (non-preemptible pods, its own queue's pods, pods
+// whose controller would not recreate them), after the other queues' recreatable pods within
+// their guarantees are placed again. One cycle of a fresh engine, one queue without limits,
+// decides.
 func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 	p := newSim(engine.Options{StarvationThreshold: -1}, g.s.now)
 	for _, name := range slices.Sorted(maps.Keys(g.s.nodes)) {
@@ -462,19 +463,56 @@ func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 		namespaces = append(namespaces, q)
 	}
 	mustNoErr(t, p.addQueue(testutil.MakeQueue("probe").Namespaces(namespaces...).Obj()))
+	// What other queues run within their guarantee must find room too: their recreatable pods,
+	// up to the guarantee, go first (placed again, as moves would), largest first.
+	inGuarantee := map[types.NamespacedName]bool{}
+	byQueue := map[string][]types.NamespacedName{}
+	for _, k := range slices.SortedFunc(maps.Keys(g.s.pods), cmpKey) {
+		pod := g.s.pods[k]
+		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodRunning && podPreemptible(pod) && g.s.recreate[k] {
+			byQueue[pod.Labels[v1alpha1.QueueLabel]] = append(byQueue[pod.Labels[v1alpha1.QueueLabel]], k)
+		}
+	}
+	milliOf := func(k types.NamespacedName) int64 {
+		info := snapshot.PodInfoFromPod(g.s.pods[k])
+		return info.Req.WholeGPUs*snapshot.MilliPerGPU + max(0, info.Req.SharedMilli(0))
+	}
+	for q, keys := range byQueue {
+		if q == gang.Queue.Name {
+			continue
+		}
+		slices.SortStableFunc(keys, func(a, b types.NamespacedName) int { return int(milliOf(b) - milliOf(a)) })
+		left := g.quota[q] - (g.held(q) - func() (v int64) {
+			for _, k := range keys {
+				v += milliOf(k)
+			}
+			return v
+		}())
+		for _, k := range keys {
+			if m := milliOf(k); m <= left {
+				inGuarantee[k] = true
+				left -= m
+			}
+		}
+	}
 	for _, k := range slices.SortedFunc(maps.Keys(g.s.pods), cmpKey) {
 		pod := g.s.pods[k]
 		info := snapshot.PodInfoFromPod(pod)
 		mine := info.Gang == gang.Key
 		running := pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodRunning
 		keep := running && (!podPreemptible(pod) || pod.Labels[v1alpha1.QueueLabel] == gang.Queue.Name || !g.s.recreate[k])
+		cp := pod.DeepCopy()
 		switch {
 		case mine && !running && pod.Spec.NodeName == "":
 		case keep:
+		case inGuarantee[k]:
+			cp.Spec.NodeName = ""
+			cp.Status = corev1.PodStatus{Phase: corev1.PodPending}
+			delete(cp.Annotations, v1alpha1.GPUIndexAnnotation)
+			cp.Spec.Priority = ptr(int32(1000))
 		default:
 			continue
 		}
-		cp := pod.DeepCopy()
 		cp.Labels[v1alpha1.QueueLabel] = "probe"
 		cp.Labels[v1alpha1.PreemptibilityLabel] = string(v1alpha1.Preemptible)
 		mustNoErr(t, p.addPod(cp, false))

@@ -268,6 +268,9 @@ type reclaimMode struct {
 	// overrideBudgets lets over-quota pods go although a PodDisruptionBudget refuses: the
 	// claimant waited its queue's reclaim budget timeout. Moved pods keep their budgets.
 	overrideBudgets bool
+	// under, when set, takes victims only from the queues under it: a department the gang's
+	// placement would take above its bound gives back its own projects' borrowed pods.
+	under *snapshot.Queue
 }
 
 // victimsWhatIfMode runs the what-if of kind under mode and returns its failure ("" msg on
@@ -301,6 +304,14 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {
 		c.stmt.Rollback(cp)
+		if x := pol.overAncestor; x != nil && mode.under == nil {
+			// Victims from elsewhere left the department above its bound: try its own
+			// projects' borrowed pods instead.
+			mode.under = x
+			if f2, pol2 := c.victimsWhatIfMode(g, kind, mode); f2.msg == "" {
+				return f2, pol2
+			}
+		}
 		return placeFailure{msg: why}, pol
 	}
 	c.nominate(g, cp, pol)
@@ -381,6 +392,11 @@ func (c *cycle) checkAfter(kind victimKind, a *attempt, pol *victimPolicy) strin
 		}
 		return c.checkAncestors(a, pol)
 	case kindConsolidate:
+		if len(pol.evicted) == 0 {
+			// Nothing moves: the gang would only take capacity other pods' evictions free,
+			// which is not consolidation's to give (reclaim decided whom it is for).
+			return "only capacity being freed for others would take it"
+		}
 		return c.replaceVictims(pol.evicted)
 	}
 	return ""
@@ -405,6 +421,7 @@ func (c *cycle) checkAncestors(a *attempt, pol *victimPolicy) string {
 		}
 		for _, d := range pol.dims {
 			if after := x.Effective(d) - gangHeld(g, d); after > pol.bound(x, d) {
+				pol.overAncestor = x
 				return fmt.Sprintf("department %s would go above its %s of %s with the gang placed (it would hold %s, its %s is %s), so queue %s cannot take capacity from other departments",
 					x.Name, pol.level, c.snap.DimName(d), snapshot.FormatAmount(d, after), pol.level, snapshot.FormatAmount(d, pol.bound(x, d)), g.Queue.Name)
 			}
@@ -578,6 +595,9 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 	// moves, queues at their floor may still move pods.
 	var victimQueues []*snapshot.Queue
 	for _, v := range queues {
+		if mode.under != nil && !mode.under.IsAncestorOf(v) {
+			continue
+		}
 		if len(v.PreemptibleNodes()) > 0 && (queueOK(v) || (mode.moves && v.IsLeaf() && v != q)) {
 			victimQueues = append(victimQueues, v)
 		}

@@ -79,6 +79,8 @@ type victimPolicy struct {
 	// (checkAncestors reads them); nil for other policies.
 	dims  []int
 	bound func(q *snapshot.Queue, d int) int64
+	// overAncestor is the department checkAncestors found above its bound, nil if none.
+	overAncestor *snapshot.Queue
 	// move, when set, lets a unit the policy refuses go anyway if it says yes: the unit moves
 	// (checkAfter places every moved pod again elsewhere, or the what-if fails), so it frees
 	// nothing of its queue's. moveMessage explains such an eviction.

@@ -260,6 +260,9 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 			e.opts.Log.Error(err, "Evicting on a node not reserved for the gang", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
 		}
 	}
+	if r.OverridesBudget != (types.NamespacedName{}) {
+		return e.overrideBudget(ctx, r)
+	}
 	if len(r.Budgets) > 0 {
 		if err := e.evict(ctx, r, true); err != nil {
 			return e.evictionError(err)
@@ -373,6 +376,52 @@ func (e *Evictor) returnLoan(ctx context.Context, r *Request) error {
 // ReasonLoanReturnedPastBudget is the event reason on a pod on loan deleted although a
 // PodDisruptionBudget refused its eviction.
 const ReasonLoanReturnedPastBudget = "LoanReturnedPastBudget"
+
+// ReasonGuaranteePastBudget is the event reason on an over-quota pod deleted although a
+// PodDisruptionBudget refused its eviction: the queue it was reclaimed for waited its
+// reclaim.budgetTimeout (engine.Eviction.OverridesBudget).
+const ReasonGuaranteePastBudget = "GuaranteeReclaimedPastBudget"
+
+// overrideBudget takes back borrowed capacity a PodDisruptionBudget has delayed for longer than
+// the claimant queue's reclaim.budgetTimeout: it asks the Eviction API first (a budget that
+// allows the eviction now is charged as usual), and deletes the pod with its grace period when
+// the budget still refuses. The DisruptionTarget condition (the engine's message names the
+// budget), an event on the pod and a log line say which budget was overridden and why.
+func (e *Evictor) overrideBudget(ctx context.Context, r *Request) error {
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
+		return err
+	}
+	err := e.evict(ctx, r, false)
+	if err != nil {
+		err = e.evictionError(err)
+	}
+	if _, refused := errors.AsType[*BudgetError](err); refused {
+		e.opts.Log.Info("A PodDisruptionBudget delayed a guaranteed reclaim past the claimant's budget timeout; deleting the over-quota pod",
+			"pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "budget", r.OverridesBudget.String(), "err", err.Error())
+		if e.opts.Events != nil {
+			e.opts.Events.Victim(r.Pod, r.UID, ReasonGuaranteePastBudget, fmt.Sprintf(
+				"PodDisruptionBudget %s refused the eviction, but this pod runs on borrowed capacity that %s is owed within its guarantee, and the budget delayed it past the queue's reclaim.budgetTimeout: deleted with its grace period",
+				r.OverridesBudget, claimant(r)))
+		}
+		return e.deleteOnly(ctx, r)
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil && !errors.Is(err, errGone) {
+		e.opts.Log.V(1).Info("Could not restore fairway's DisruptionTarget reason after the eviction", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "err", err.Error())
+	}
+	e.record(r)
+	return nil
+}
+
+// claimant names the beneficiary of an eviction for messages.
+func claimant(r *Request) string {
+	if r.Beneficiary == nil {
+		return "another queue"
+	}
+	return gangName(*r.Beneficiary)
+}
 
 // deletePod deletes a pod whose node is gone, after its condition, guarded by its UID.
 func (e *Evictor) deletePod(ctx context.Context, r *Request) error {

@@ -255,3 +255,34 @@ func TestLoanReturnPastARefusingBudget(t *testing.T) {
 		t.Errorf("victim events %q", ev.victim)
 	}
 }
+
+// An eviction that overrides a budget (the claimant waited its reclaim.budgetTimeout) asks the
+// Eviction API, and deletes the pod with its grace when the budget still refuses; the condition
+// comes first and names the budget, the event says it was overridden.
+func TestGuaranteeReclaimPastARefusingBudget(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, budgetRefusal() })
+	ev := &events{}
+	e := New(cs, func(o cache.Outcome) { t.Errorf("outcome %+v, want none", o) }, Options{Events: ev})
+	r := reclaim()
+	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "train-pdb"}}
+	r.OverridesBudget = r.Budgets[0]
+	r.Message += "; PodDisruptionBudget team-b/train-pdb is overridden"
+	err := e.Evict(context.Background(), r)
+	e.done(r, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(cs); got != "patch/status,create/eviction,delete/" {
+		t.Fatalf("API calls %v, want the condition, the refused eviction, the deletion (no dry run)", got)
+	}
+	if c := condition(t, cs.Actions()[0]); c.Reason != "FairwayReclaim" || !strings.Contains(c.Message, "team-b/train-pdb") {
+		t.Errorf("condition %+v, want FairwayReclaim naming the budget", c)
+	}
+	if o := cs.Actions()[2].(k8stesting.DeleteAction).GetDeleteOptions(); *o.GracePeriodSeconds != 30 || *o.Preconditions.UID != "v-uid" {
+		t.Errorf("delete options %+v", o)
+	}
+	if len(ev.victim) != 2 || !strings.HasPrefix(ev.victim[0], "train-b-1 "+ReasonGuaranteePastBudget+": PodDisruptionBudget team-b/train-pdb") {
+		t.Errorf("victim events %q", ev.victim)
+	}
+}

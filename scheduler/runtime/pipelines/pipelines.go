@@ -38,7 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -173,31 +173,15 @@ func (r *Runs) watch(ctx context.Context) {
 		r.opts.Log.V(1).Info("No pipeline engine wired; no run is held")
 		return
 	}
-	kind := r.opts.Engine.RunKind()
-	logged := false
-	for {
-		m, err := r.mapper.RESTMapping(kind.GroupKind(), kind.Version)
-		if err == nil {
-			r.startInformer(ctx, m.Resource)
-			r.opts.Log.V(1).Info("Watching Argo Workflows for pipeline admission")
-			return
-		}
-		if !logged {
-			r.opts.Log.V(1).Info("Argo Workflows not installed; no run is held until it is", "reason", err.Error())
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(r.opts.KindPollInterval):
-		}
-	}
+	cache.WatchOptional(ctx, r.dyn, r.mapper, r.opts.KindPollInterval, r.opts.Log, []cache.OptionalKind{{
+		GVK: r.opts.Engine.RunKind(), Trim: trim, Setup: r.setupInformer,
+		Missing:  "Argo Workflows not installed; no run is held until it is",
+		Watching: "Watching Argo Workflows for pipeline admission",
+	}})
 }
 
-func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResource) {
-	inf := dynamicinformer.NewFilteredDynamicInformer(r.dyn, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil)
-	si := inf.Informer()
-	_ = si.SetTransform(trim)
+// setupInformer wakes the loop on the runs the webhook marked, and keeps the lister.
+func (r *Runs) setupInformer(gvr schema.GroupVersionResource, inf informers.GenericInformer) error {
 	enqueue := func(obj any, relevant bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -210,7 +194,7 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 		o, ok := obj.(metav1.Object)
 		return ok && o.GetAnnotations()[v1alpha1.RunAdmissionAnnotation] != ""
 	}
-	_, _ = si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if marked(obj) {
 				enqueue(obj, true)
@@ -222,11 +206,13 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 			}
 		},
 		DeleteFunc: func(obj any) { enqueue(obj, true) },
-	})
+	}); err != nil {
+		return fmt.Errorf("watching runs: %w", err)
+	}
 	r.mu.Lock()
 	r.lister, r.gvr = inf.Lister(), gvr
 	r.mu.Unlock()
-	go si.Run(ctx.Done())
+	return nil
 }
 
 // statusOnly reports whether a Workflow update is a Staged run's progress that does not end it:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # verify.sh: the checks `make verify` (and so CI) runs before any test: formatting,
-# generated files up to date, module files tidy, the linter (vet's analyzers among them), and no
-# binary or large file tracked.
+# generated files up to date, module files tidy, the linter (vet's analyzers among them, and
+# depguard's layer fences), no test harness linked into the fairway binary, and no binary or large
+# file tracked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,6 +29,12 @@ fi
 
 step "one build list for fairway and the tools (hack/tools/tools.work)"
 hack/tools-sync.sh --check || fail "a go.mod is off the shared build list (run: make tools-sync)"
+
+# depguard (in golangci-lint) fences direct imports; this catches the same mistake one or more
+# imports away: a product package that pulls in test/ or Go's testing package through another.
+step "the fairway binary links no test harness (go list -deps ./cmd/fairway)"
+harness=$(go list -deps ./cmd/fairway | grep -E '^github.com/fairway-sched/fairway/test/|^testing$' || true)
+[ -z "$harness" ] || fail "cmd/fairway links test code: $(echo $harness) (find the edge: go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/fairway)"
 
 step "generated code (controller-gen)"
 hack/build-tools.sh controller-gen >/dev/null

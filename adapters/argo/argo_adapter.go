@@ -29,9 +29,9 @@ const (
 	InstanceIDLabel  = "workflows.argoproj.io/controller-instanceid"
 	ComponentLabel   = "workflows.argoproj.io/component"
 	NodeIDAnnotation = "workflows.argoproj.io/node-id"
-	// NodeNameAnnotation is the pod's node name in the Workflow's status: the workflow's name,
-	// then ".task" for DAG tasks, "[i].step" for steps, "(i:item)" for loop items and retries.
-	NodeNameAnnotation = "workflows.argoproj.io/node-name"
+	// NodeNameAnnotation is the pod's node name in the Workflow's status (see
+	// fairwayv1.ArgoNodeNameAnnotation, its one owner: the scheduler reads it too).
+	NodeNameAnnotation = fairwayv1.ArgoNodeNameAnnotation
 
 	// MainContainer runs the user's template; WaitContainer is Argo's sidecar at index 0.
 	MainContainer = "main"

@@ -65,6 +65,16 @@ const (
 	KAIQueueLabel               = "kai.scheduler/queue"
 )
 
+// Keys of other projects that a component of fairway reads outside the adapter of that project.
+// They live here, with one owner, so that the scheduler need not import an adapter for a name.
+const (
+	// ArgoNodeNameAnnotation is an Argo step pod's node name in its Workflow's status: the
+	// workflow's name, then ".task" for DAG tasks, "[i].step" for steps, "(i:item)" for loop
+	// items and retries. The scheduler's pod cache keeps it, because pipeline admission's Stages
+	// mode follows a run's steps by it; the Argo adapter names it argo.NodeNameAnnotation.
+	ArgoNodeNameAnnotation = "workflows.argoproj.io/node-name"
+)
+
 // Keys written by fairway's webhook on pods. Users should not set them.
 const (
 	// PodGroupAnnotation names the pod's PodGroup in the pod's namespace.

@@ -24,6 +24,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
 	"github.com/fairway-sched/fairway/adapters/registry"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
@@ -167,6 +168,7 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 
 	f.opts.Log = log.WithName("scheduler")
 	f.opts.GangShapers = registry.GangShapers(registry.All())
+	f.opts.Pipelines = runprofile.Pipelines{}
 	rt, err := schedruntime.New(c, f.opts)
 	if err != nil {
 		return err

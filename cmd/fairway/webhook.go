@@ -51,9 +51,11 @@ func newWebhookCommand() *cobra.Command {
 		Use:   "webhook",
 		Short: "Run the admission webhook that hands framework pods to fairway",
 		Long: `Run fairway's mutating admission webhook. It recognises the pods of Kubeflow Pipelines,
-Argo Workflows, KubeRay, JupyterHub, PyTorchJob and JobSet in namespaces served by a Queue and
-rewrites them for fairway: scheduler name, queue, gang, priority class and GPU share. It keeps its
-own MutatingWebhookConfiguration and serving certificate up to date.
+Argo Workflows, Airflow, MLflow, JupyterHub, Kubeflow Notebooks, KubeRay, PyTorchJob, MPIJob,
+TFJob, XGBoostJob, PaddleJob, JAXJob, JobSet, LeaderWorkerSet, KServe, Knative and the Triton and
+vLLM model servers, gangs users name themselves, and plain pods, in namespaces served by a Queue,
+and rewrites them for fairway: scheduler name, queue, gang, priority class and GPU share. It keeps
+its own MutatingWebhookConfiguration and serving certificate up to date.
 
 Run it in the cluster behind a Service (the Helm chart does), or outside the cluster against a
 local API server with --webhook-url=https://localhost:<port> --write-cert-files.`,

@@ -45,7 +45,7 @@ func Labels(inv *fairwayv1alpha1.GPUInventory, nvlinkDomain string) map[string]s
 	if v := labelValue(strings.ReplaceAll(product, " ", "-")); v != "" {
 		labels[fairwayv1alpha1.GPUProductLabel] = v
 	}
-	if v := labelValue(GPUType(product)); v != "" {
+	if v := labelValue(fairwayv1alpha1.GPUType(product)); v != "" {
 		labels[fairwayv1alpha1.GPUTypeLabel] = v
 	}
 	if memory > 0 {
@@ -55,28 +55,6 @@ func Labels(inv *fairwayv1alpha1.GPUInventory, nvlinkDomain string) map[string]s
 		labels[fairwayv1alpha1.NVLinkDomainLabel] = v
 	}
 	return labels
-}
-
-// GPUType is the short model of an NVML product name, the node-pool name queues quota by:
-// "NVIDIA H100 80GB HBM3" -> "H100", "NVIDIA A100-SXM4-40GB" -> "A100", "Tesla T4" -> "T4",
-// "NVIDIA GeForce RTX 4090" -> "RTX-4090", "NVIDIA RTX A6000" -> "RTX-A6000".
-func GPUType(product string) string {
-	var words []string
-	for _, w := range strings.Fields(product) {
-		switch strings.ToLower(w) {
-		case "mock", "nvidia", "tesla", "geforce", "quadro":
-			continue
-		}
-		words = append(words, w)
-	}
-	if len(words) == 0 {
-		return ""
-	}
-	first := words[0]
-	if (first == "RTX" || first == "GTX") && len(words) > 1 {
-		return first + "-" + strings.SplitN(words[1], "-", 2)[0]
-	}
-	return strings.SplitN(first, "-", 2)[0]
 }
 
 // labelValue trims s to a valid label value: at most 63 of [A-Za-z0-9._-], beginning and

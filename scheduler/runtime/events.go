@@ -76,9 +76,9 @@ func (o *bindObserver) Bound(r *binder.Request, at time.Time) {
 	}
 }
 
-func (o *bindObserver) Failed(r *binder.Request, reason string, err error) {
-	o.m.BindingErrors.WithLabelValues(reason).Inc()
-	if reason == "Conflict" || reason == "NotFound" {
+func (o *bindObserver) Failed(r *binder.Request, reason binder.FailureReason, err error) {
+	o.m.BindingErrors.WithLabelValues(string(reason)).Inc()
+	if reason == binder.ReasonConflict || reason == binder.ReasonNotFound {
 		return // bound by someone else, or gone: nothing for the user to act on
 	}
 	note := "binding to node " + r.Node + " failed; the pod waits for another cycle: " + err.Error()

@@ -10,6 +10,7 @@ import (
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
+	"github.com/fairway-sched/fairway/scheduler/runtime/pipelines"
 )
 
 // Options configure the scheduler runtime. Zero fields take the defaults documented on them.
@@ -73,6 +74,11 @@ type Options struct {
 	// the scheduler binary passes every adapter of adapters/registry that implements
 	// adapters.GangShaper. Nil: gangs keep the size their pods were admitted with.
 	GangShapers []adapters.GangShaper
+
+	// Pipelines is the pipeline engine whose runs pipeline admission holds and stages
+	// (pipelines.Engine); the scheduler binary passes the Argo adapter's runprofile.Pipelines.
+	// Nil: no run is held or staged.
+	Pipelines pipelines.Engine
 
 	// Engine configures the scheduling engine; its Logger defaults to Log, and
 	// SharesNeedInventory is always set (fractional pods go only to nodes with a gpu-agent).

@@ -121,7 +121,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 		return fmt.Errorf("creating the client of framework objects: %w", err)
 	}
 	r.runs = pipelines.New(dyn, mgr.GetRESTMapper(), r.queue, pipelines.Options{
-		Events: r.recorder, Log: r.opts.Log.WithName("pipelines"), StageLead: r.opts.PipelineStageLead,
+		Events: r.recorder, Log: r.opts.Log.WithName("pipelines"), StageLead: r.opts.PipelineStageLead, Engine: r.opts.Pipelines,
 		Priority: func(class string) *int32 {
 			if pc := r.inf.PriorityClass(class); pc != nil {
 				v := pc.Value

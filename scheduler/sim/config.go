@@ -9,9 +9,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fairway-sched/fairway/api/nodepool"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
-	"github.com/fairway-sched/fairway/test/cluster"
 )
 
 // ConfigFile is a simulation config in YAML. Paths are relative to the file.
@@ -27,15 +27,15 @@ import (
 //	seed: 1
 //	fairShare: {usageHalfLife: 24h, usageWeight: 1}
 type ConfigFile struct {
-	Name           string             `json:"name,omitempty"`
-	Nodes          string             `json:"nodes"`
-	ExtraNodePools []cluster.NodePool `json:"extraNodePools,omitempty"`
-	Queues         string             `json:"queues,omitempty"`
-	Trace          string             `json:"trace"`
-	Interval       Duration           `json:"interval,omitempty"`
-	MaxTime        Duration           `json:"maxTime,omitempty"`
-	Placement      string             `json:"placement,omitempty"`
-	Seed           int64              `json:"seed,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	Nodes          string          `json:"nodes"`
+	ExtraNodePools []nodepool.Pool `json:"extraNodePools,omitempty"`
+	Queues         string          `json:"queues,omitempty"`
+	Trace          string          `json:"trace"`
+	Interval       Duration        `json:"interval,omitempty"`
+	MaxTime        Duration        `json:"maxTime,omitempty"`
+	Placement      string          `json:"placement,omitempty"`
+	Seed           int64           `json:"seed,omitempty"`
 	// FairShare turns on fair share over time, as the scheduler's --fair-share-usage-* flags.
 	FairShare *FairShareConfig `json:"fairShare,omitempty"`
 	// OpenB says how a trace that is an openb pod list is replayed (queues by qos, speedup).
@@ -79,7 +79,7 @@ func (f *ConfigFile) Build() (Config, error) {
 	if f.Nodes == "" || f.Trace == "" {
 		return cfg, fmt.Errorf("config %s: nodes and trace are required", f.Name)
 	}
-	var pools []cluster.NodePool
+	var pools []nodepool.Pool
 	var err error
 	switch {
 	case strings.HasSuffix(f.Nodes, ".csv"):
@@ -100,7 +100,7 @@ func (f *ConfigFile) Build() (Config, error) {
 		}
 		if ok {
 			cfg.Nodes = objs
-		} else if pools, err = cluster.LoadNodePools(f.Nodes); err != nil {
+		} else if pools, err = nodepool.Load(f.Nodes); err != nil {
 			return cfg, err
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/gpu-agent/discovery"
 )
 
 // Dynamic Resource Allocation (resource.k8s.io/v1) in the snapshot.
@@ -538,7 +537,7 @@ func (s *Snapshot) overlayDRA(name string, spec *nodeSpec) (devs []DRADevice) {
 	spec.slots = slots
 	if spec.gpuType == "" {
 		for _, d := range devs {
-			if t := discovery.GPUType(d.Product); t != "" {
+			if t := v1alpha1.GPUType(d.Product); t != "" {
 				spec.gpuType = t
 				break
 			}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/fairway-sched/fairway/api/nodepool"
 )
 
 // startEtcd starts a single-member etcd on free loopback ports. fsync is off: the data lives in a
@@ -118,7 +120,7 @@ func (c *Cluster) startKwok() (*Process, error) {
 		"--kubeconfig=" + c.kubeconfig,
 		"--config=" + conf,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
+		"--manage-nodes-with-annotation-selector=" + nodepool.KwokNodeAnnotation + "=fake",
 		"--node-lease-duration-seconds=40",
 		"--cidr=" + PodCIDR,
 		"--node-ip=10.63.0.1",

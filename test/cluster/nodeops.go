@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fairway-sched/fairway/api/nodepool"
 )
 
 // AddNodes creates the nodes of pools and returns their names; kwok makes them Ready shortly
@@ -16,7 +18,7 @@ import (
 func (c *Cluster) AddNodes(ctx context.Context, pools ...NodePool) ([]string, error) {
 	var nodes []*corev1.Node
 	for _, p := range pools {
-		if err := p.validate(); err != nil {
+		if err := p.Validate(); err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
@@ -24,7 +26,7 @@ func (c *Cluster) AddNodes(ctx context.Context, pools ...NodePool) ([]string, er
 		c.poolNext[p.Name] = first + p.Count
 		c.mu.Unlock()
 		for i := first; i < first+p.Count; i++ {
-			n, err := p.node(i)
+			n, err := p.Node(i)
 			if err != nil {
 				return nil, err
 			}
@@ -69,7 +71,7 @@ func (c *Cluster) WaitNodesReady(ctx context.Context) error {
 		pending = pending[:0]
 		for i := range list.Items {
 			n := &list.Items[i]
-			if _, ok := n.Annotations[KwokNodeAnnotation]; ok && !NodeReady(n) {
+			if _, ok := n.Annotations[nodepool.KwokNodeAnnotation]; ok && !NodeReady(n) {
 				pending = append(pending, n.Name)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fairway-sched/fairway/api/nodepool"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
 )
@@ -71,11 +72,11 @@ func testGPUNodes(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("node %s: allocatable %s = %s, want 8", n.Name, fairwayv1.ResourceGPU, gpus.String())
 		}
 		for k, want := range map[string]string{
-			fairwayv1.GPUTypeLabel:        "H100",
-			fairwayv1.GPUCountLabel:       "8",
-			fairwayv1.GPUMemoryLabel:      "81559",
-			cluster.NVIDIAGPUProductLabel: "NVIDIA-H100-80GB-HBM3",
-			fairwayv1.NVLinkDomainLabel:   "nvl-" + strings.TrimPrefix(n.Name, "h100-"),
+			fairwayv1.GPUTypeLabel:         "H100",
+			fairwayv1.GPUCountLabel:        "8",
+			fairwayv1.GPUMemoryLabel:       "81559",
+			nodepool.NVIDIAGPUProductLabel: "NVIDIA-H100-80GB-HBM3",
+			fairwayv1.NVLinkDomainLabel:    "nvl-" + strings.TrimPrefix(n.Name, "h100-"),
 		} {
 			if got := n.Labels[k]; got != want {
 				t.Errorf("node %s: label %s = %q, want %q", n.Name, k, got, want)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fairway-sched/fairway/api/nodepool"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/fairwayproc"
@@ -25,7 +26,7 @@ func h100Labels() map[string]string {
 	return map[string]string{
 		fairwayv1.GPUTypeLabel: "H100", fairwayv1.GPUProductLabel: "NVIDIA-H100-80GB-HBM3",
 		fairwayv1.GPUCountLabel: "8", fairwayv1.GPUMemoryLabel: "81559",
-		cluster.NVIDIAGPUProductLabel: "NVIDIA-H100-80GB-HBM3", cluster.NVIDIAGPUCountLabel: "8", cluster.NVIDIAGPUMemoryLabel: "81559",
+		nodepool.NVIDIAGPUProductLabel: "NVIDIA-H100-80GB-HBM3", nodepool.NVIDIAGPUCountLabel: "8", nodepool.NVIDIAGPUMemoryLabel: "81559",
 	}
 }
 

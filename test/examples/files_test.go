@@ -22,8 +22,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fairway-sched/fairway/api/nodepool"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/examples"
 )
 
@@ -54,7 +54,7 @@ func TestExampleFilesDecode(t *testing.T) {
 			switch ext := filepath.Ext(path); {
 			case ext == ".md" || ext == ".py": // README files; pipeline.py is read by TestKFPPipelineMatchesWorkflow
 			case d.Name() == "nodes.yaml":
-				pools, err := cluster.ParseNodePools(data)
+				pools, err := nodepool.Parse(data)
 				if err != nil || len(pools) == 0 {
 					t.Errorf("node pools: %v (%d pools)", err, len(pools))
 				}

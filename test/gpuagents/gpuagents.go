@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fairway-sched/fairway/api/nodepool"
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -101,7 +102,7 @@ func SystemFor(n *corev1.Node) string {
 	case "T4":
 		return "t4"
 	}
-	product := strings.ToUpper(n.Labels[cluster.NVIDIAGPUProductLabel] + " " + n.Labels[fairwayv1alpha1.GPUTypeLabel] + " " + n.Labels[fairwayv1alpha1.GPUProductLabel])
+	product := strings.ToUpper(n.Labels[nodepool.NVIDIAGPUProductLabel] + " " + n.Labels[fairwayv1alpha1.GPUTypeLabel] + " " + n.Labels[fairwayv1alpha1.GPUProductLabel])
 	for _, s := range []string{"H200", "A100", "B200"} {
 		if strings.Contains(product, s) {
 			return "dgx" + strings.ToLower(s)

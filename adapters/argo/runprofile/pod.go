@@ -76,7 +76,7 @@ func (e *evaluator) pod(t *template, path string) *result {
 	}
 	res.steps = []int{len(e.prof.Steps)}
 	if !step.System {
-		res.peak = step.Demand.dims()
+		res.peak = dims(step.Demand)
 		if step.Demand.GPUMilli > 0 {
 			res.witness = []PodCount{{Step: len(e.prof.Steps), Count: 1}}
 		}

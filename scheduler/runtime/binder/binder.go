@@ -51,10 +51,33 @@ type Request struct {
 type Observer interface {
 	// Bound is called after a successful binding.
 	Bound(r *Request, at time.Time)
-	// Failed is called when a binding is given up; reason is a short code (Conflict, NotFound,
-	// GPUReservation, Error, Retries).
-	Failed(r *Request, reason string, err error)
+	// Failed is called when a binding is given up, with the reason's code (never
+	// ReasonCanceled: a binding abandoned by a former leader is no failure).
+	Failed(r *Request, reason FailureReason, err error)
 }
+
+// FailureReason is the short code of a given-up binding: the label of the binding-errors metric
+// and what decides whether the pod gets a FailedBinding event. Typed, so that the code's readers
+// (metrics, events) compare against the one list below instead of spelling the strings again.
+type FailureReason string
+
+// The reasons a binding is given up. The text is the metric's label value: keep it stable.
+const (
+	// ReasonConflict: the pod has another node already (bound by someone else).
+	ReasonConflict FailureReason = "Conflict"
+	// ReasonNotFound: the pod, or its GPU reservation, is gone.
+	ReasonNotFound FailureReason = "NotFound"
+	// ReasonGPUReservation: the GPU of a fractional pod could not be reserved or prepared.
+	ReasonGPUReservation FailureReason = "GPUReservation"
+	// ReasonResourceClaim: the pod's ResourceClaims could not be allocated.
+	ReasonResourceClaim FailureReason = "ResourceClaim"
+	// ReasonRetries: transient errors outlasted the retries.
+	ReasonRetries FailureReason = "Retries"
+	// ReasonError: any other error of the API server.
+	ReasonError FailureReason = "Error"
+	// ReasonCanceled: the binder stopped (no longer the leader); not reported to the Observer.
+	ReasonCanceled FailureReason = "Canceled"
+)
 
 // Options configure a Binder.
 type Options struct {
@@ -164,11 +187,11 @@ func (b *Binder) work(ctx context.Context) {
 
 // failure is a given-up binding with a reason code.
 type failure struct {
-	reason string
+	reason FailureReason
 	err    error
 }
 
-func (f *failure) Error() string { return f.reason + ": " + f.err.Error() }
+func (f *failure) Error() string { return string(f.reason) + ": " + f.err.Error() }
 func (f *failure) Unwrap() error { return f.err }
 
 func (b *Binder) finish(r *Request, err error) {
@@ -181,17 +204,17 @@ func (b *Binder) finish(r *Request, err error) {
 		}
 		return
 	}
-	reason := "Error"
+	reason := ReasonError
 	var f *failure
 	if errors.As(err, &f) {
 		reason = f.reason
 	}
-	if reason == "Canceled" {
+	if reason == ReasonCanceled {
 		log.V(2).Info("Binding abandoned: no longer the leader")
 	} else {
 		log.Info("Binding failed; the pod goes back to pending", "reason", reason, "err", err.Error())
 	}
-	if b.opts.Observer != nil && reason != "Canceled" {
+	if b.opts.Observer != nil && reason != ReasonCanceled {
 		b.opts.Observer.Failed(r, reason, err)
 	}
 	b.report(cache.Outcome{Kind: cache.BindFailed, Pod: r.Pod, UID: r.UID})
@@ -207,7 +230,7 @@ func (b *Binder) bind(ctx context.Context, r *Request) error {
 	if err == nil {
 		err = b.bindPod(ctx, r)
 	} else {
-		err = &failure{"ResourceClaim", err}
+		err = &failure{ReasonResourceClaim, err}
 	}
 	if err != nil && ctx.Err() == nil {
 		b.releaseClaims(ctx, r, allocated)
@@ -230,9 +253,9 @@ func (b *Binder) bindPod(ctx context.Context, r *Request) error {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return &failure{"Canceled", ctx.Err()}
+		return &failure{ReasonCanceled, ctx.Err()}
 	case apierrors.IsNotFound(err):
-		return &failure{"NotFound", err}
+		return &failure{ReasonNotFound, err}
 	case apierrors.IsConflict(err):
 		// The API server answers a binding of a pod that has a node with a Conflict (whatever
 		// its message says). Maybe an earlier attempt of ours succeeded and its answer was lost.
@@ -240,25 +263,25 @@ func (b *Binder) bindPod(ctx context.Context, r *Request) error {
 			p.UID == r.UID && p.Spec.NodeName == r.Node {
 			return nil
 		}
-		return &failure{"Conflict", err}
+		return &failure{ReasonConflict, err}
 	case Transient(err):
-		return &failure{"Retries", fmt.Errorf("gave up after %d attempts: %w", attempts, err)}
+		return &failure{ReasonRetries, fmt.Errorf("gave up after %d attempts: %w", attempts, err)}
 	}
-	return &failure{"Error", err}
+	return &failure{ReasonError, err}
 }
 
 // bindShared makes the GPU share true on the node, then binds.
 func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 	if b.opts.GPU == nil {
-		return &failure{"GPUReservation", errors.New("fractional GPUs are not configured")}
+		return &failure{ReasonGPUReservation, errors.New("fractional GPUs are not configured")}
 	}
 	slot := gpushare.SlotKey{Node: r.Node, Slot: r.Shared.Index}
 	grant, done, err := b.opts.GPU.Acquire(ctx, slot)
 	if err != nil {
 		if ctx.Err() != nil {
-			return &failure{"Canceled", err}
+			return &failure{ReasonCanceled, err}
 		}
-		return &failure{"GPUReservation", err}
+		return &failure{ReasonGPUReservation, err}
 	}
 	defer done()
 	env := gpushare.Env(grant.UUID, r.MPS, r.Shared.MilliGPU, r.Shared.MemoryMiB)
@@ -267,9 +290,9 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, Loan: r.Shared.Loan}
 	if err := b.retry(ctx, r, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-			return &failure{"NotFound", err}
+			return &failure{ReasonNotFound, err}
 		}
-		return &failure{"GPUReservation", err}
+		return &failure{ReasonGPUReservation, err}
 	}
 	return b.bind(ctx, r)
 }

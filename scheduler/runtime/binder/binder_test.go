@@ -48,9 +48,9 @@ func (r *recorder) Bound(req *Request, _ time.Time) {
 	r.done <- struct{}{}
 }
 
-func (r *recorder) Failed(req *Request, reason string, _ error) {
+func (r *recorder) Failed(req *Request, reason FailureReason, _ error) {
 	r.mu.Lock()
-	r.failed[req.Pod.Name] = reason
+	r.failed[req.Pod.Name] = string(reason) // the text, as the metric label shows it
 	r.mu.Unlock()
 }
 

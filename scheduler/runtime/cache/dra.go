@@ -1,17 +1,12 @@
 package cache
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 )
@@ -20,53 +15,24 @@ import (
 // they use (resolved through the pod's status for claims made from templates).
 const IndexResourceClaim = "resourceclaim"
 
-// newDRAInformers watches DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1),
-// the objects the engine's DRA allocator reads (docs/dra.md). They are stored as they come,
-// less managed fields: the allocator reads their specs whole.
-func (inf *Informers) newDRAInformers(cs kubernetes.Interface) {
+// draKinds are the rows of the DRA objects in the table of watched kinds: DeviceClasses,
+// ResourceSlices and ResourceClaims (resource.k8s.io/v1), the objects the engine's DRA allocator
+// reads (docs/dra.md). They are stored as they come, less managed fields: the allocator reads
+// their specs whole.
+func (inf *Informers) draKinds(cs kubernetes.Interface) []watched {
 	res := cs.ResourceV1()
-	inf.DeviceClasses = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return res.DeviceClasses().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return res.DeviceClasses().Watch(ctx, o)
-		}), &resourceapi.DeviceClass{}, nil)
-	inf.ResourceSlices = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return res.ResourceSlices().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return res.ResourceSlices().Watch(ctx, o)
-		}), &resourceapi.ResourceSlice{}, nil)
-	inf.ResourceClaims = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return res.ResourceClaims("").List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return res.ResourceClaims("").Watch(ctx, o)
-		}), &resourceapi.ResourceClaim{}, nil)
-}
-
-// draHandlers are the DRA informers' event kinds and what makes an update relevant.
-func (inf *Informers) draHandlers() []struct {
-	inf      cache.SharedIndexInformer
-	kind     Kind
-	relevant func(old, cur any) bool
-} {
-	return []struct {
-		inf      cache.SharedIndexInformer
-		kind     Kind
-		relevant func(old, cur any) bool
-	}{
-		{inf.DeviceClasses, KindDeviceClass, generationChanged},
-		{inf.ResourceSlices, KindResourceSlice, func(old, cur any) bool {
-			return !equality.Semantic.DeepEqual(old.(*resourceapi.ResourceSlice).Spec, cur.(*resourceapi.ResourceSlice).Spec)
-		}},
-		{inf.ResourceClaims, KindResourceClaim, func(old, cur any) bool {
-			a, b := old.(*resourceapi.ResourceClaim), cur.(*resourceapi.ResourceClaim)
-			return (a.Status.Allocation == nil) != (b.Status.Allocation == nil) || len(a.Status.ReservedFor) != len(b.Status.ReservedFor)
-		}},
+	return []watched{
+		{&inf.DeviceClasses, clientLW[*resourceapi.DeviceClassList](res.DeviceClasses(), ""), &resourceapi.DeviceClass{}, nil,
+			transform(trimManaged[resourceapi.DeviceClass]), KindDeviceClass, generationChanged},
+		{&inf.ResourceSlices, clientLW[*resourceapi.ResourceSliceList](res.ResourceSlices(), ""), &resourceapi.ResourceSlice{}, nil,
+			transform(trimManaged[resourceapi.ResourceSlice]), KindResourceSlice, func(old, cur any) bool {
+				return !equality.Semantic.DeepEqual(old.(*resourceapi.ResourceSlice).Spec, cur.(*resourceapi.ResourceSlice).Spec)
+			}},
+		{&inf.ResourceClaims, clientLW[*resourceapi.ResourceClaimList](res.ResourceClaims(""), ""), &resourceapi.ResourceClaim{}, nil,
+			transform(trimManaged[resourceapi.ResourceClaim]), KindResourceClaim, func(old, cur any) bool {
+				a, b := old.(*resourceapi.ResourceClaim), cur.(*resourceapi.ResourceClaim)
+				return (a.Status.Allocation == nil) != (b.Status.Allocation == nil) || len(a.Status.ReservedFor) != len(b.Status.ReservedFor)
+			}},
 	}
 }
 

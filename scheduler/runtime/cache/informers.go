@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -74,172 +73,96 @@ type Informers struct {
 	// DRA objects (dra.go).
 	DeviceClasses, ResourceSlices, ResourceClaims cache.SharedIndexInformer
 
-	queue  *Queue
-	log    logr.Logger
-	synced atomic.Bool
+	// informers are all of the above, in the order of watchedKinds.
+	informers []cache.SharedIndexInformer
+	queue     *Queue
+	log       logr.Logger
+	synced    atomic.Bool
 }
 
 // New builds the informers (not started): typed ones on cs, fairway's CRDs through crd.
 // Events go to q.
 func New(cs kubernetes.Interface, crd client.WithWatch, q *Queue, log logr.Logger) (*Informers, error) {
 	inf := &Informers{queue: q, log: log}
-	core := cs.CoreV1()
-	listOpts := func(selector string) func(*metav1.ListOptions) {
-		return func(o *metav1.ListOptions) { o.FieldSelector = selector }
+	for _, w := range inf.watchedKinds(cs, crd) {
+		i := newInformer(w.lw, w.obj, w.indexers)
+		if err := i.SetTransform(w.trim); err != nil {
+			return nil, fmt.Errorf("setting the transform of the %s informer: %w", w.kind, err)
+		}
+		if _, err := i.AddEventHandler(queueHandler(q, w.kind, w.relevant)); err != nil {
+			return nil, fmt.Errorf("adding the event handler of the %s informer: %w", w.kind, err)
+		}
+		*w.into = i
+		inf.informers = append(inf.informers, i)
 	}
+	inf.budgets = policylisters.NewPodDisruptionBudgetLister(inf.Budgets.GetIndexer())
+	return inf, nil
+}
+
+// watched is one informer of the scheduler: where it is kept, how its kind is listed and
+// watched, what is kept of each object, how it is indexed, and which of its events wake the
+// scheduling loop (adds and deletes always do; an update when relevant says so).
+type watched struct {
+	into     *cache.SharedIndexInformer
+	lw       *cache.ListWatch
+	obj      runtime.Object
+	indexers cache.Indexers
+	trim     cache.TransformFunc
+	kind     Kind
+	relevant func(old, cur any) bool
+}
+
+// watchedKinds is the table of what the scheduler watches: one row per informer, the one place
+// a kind is added.
+func (inf *Informers) watchedKinds(cs kubernetes.Interface, crd client.WithWatch) []watched {
+	core, storage, policy, sched := cs.CoreV1(), cs.StorageV1(), cs.PolicyV1(), cs.SchedulingV1()
 	own := fields.OneTermEqualSelector("spec.schedulerName", v1alpha1.SchedulerName).String()
 	foreign := fields.AndSelectors(
 		fields.OneTermNotEqualSelector("spec.schedulerName", v1alpha1.SchedulerName),
 		fields.OneTermNotEqualSelector("spec.nodeName", ""),
 	).String()
-	inf.Pods = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			listOpts(own)(&o)
-			return core.Pods("").List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			listOpts(own)(&o)
-			return core.Pods("").Watch(ctx, o)
-		}), &corev1.Pod{}, cache.Indexers{IndexPodGroup: indexPodGroup, IndexNode: indexNode, IndexClaim: indexClaim,
-		IndexResourceClaim: indexResourceClaim, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	inf.ForeignPods = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			listOpts(foreign)(&o)
-			return core.Pods("").List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			listOpts(foreign)(&o)
-			return core.Pods("").Watch(ctx, o)
-		}), &corev1.Pod{}, nil)
 	pendingForeign := fields.AndSelectors(
 		fields.OneTermNotEqualSelector("spec.schedulerName", v1alpha1.SchedulerName),
 		fields.OneTermEqualSelector("spec.nodeName", ""),
 		fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)),
 	).String()
-	inf.PendingForeignPods = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			listOpts(pendingForeign)(&o)
-			return core.Pods("").List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			listOpts(pendingForeign)(&o)
-			return core.Pods("").Watch(ctx, o)
-		}), &corev1.Pod{}, nil)
-	inf.Nodes = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.Nodes().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return core.Nodes().Watch(ctx, o)
-		},
-	), &corev1.Node{}, nil)
-	inf.Claims = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.PersistentVolumeClaims("").List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return core.PersistentVolumeClaims("").Watch(ctx, o)
-		}), &corev1.PersistentVolumeClaim{}, cache.Indexers{IndexStorageClass: indexClaimClass})
-	inf.Volumes = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.PersistentVolumes().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return core.PersistentVolumes().Watch(ctx, o)
-		}), &corev1.PersistentVolume{}, cache.Indexers{IndexStorageClass: indexVolumeClass})
-	storage := cs.StorageV1()
-	inf.StorageClasses = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return storage.StorageClasses().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return storage.StorageClasses().Watch(ctx, o)
-		}), &storagev1.StorageClass{}, nil)
-	inf.Namespaces = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.Namespaces().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return core.Namespaces().Watch(ctx, o)
-		}), &corev1.Namespace{}, nil)
-	policy := cs.PolicyV1()
-	inf.Budgets = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return policy.PodDisruptionBudgets("").List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return policy.PodDisruptionBudgets("").Watch(ctx, o)
-		}), &policyv1.PodDisruptionBudget{}, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	inf.budgets = policylisters.NewPodDisruptionBudgetLister(inf.Budgets.GetIndexer())
-	sched := cs.SchedulingV1()
-	inf.PriorityClasses = newInformer(typedLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return sched.PriorityClasses().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return sched.PriorityClasses().Watch(ctx, o)
-		}), &schedulingv1.PriorityClass{}, nil)
-	inf.newDRAInformers(cs)
-	inf.Queues = newInformer(crdLW[v1alpha1.QueueList](crd), &v1alpha1.Queue{}, nil)
-	inf.PodGroups = newInformer(crdLW[v1alpha1.PodGroupList](crd), &v1alpha1.PodGroup{},
-		cache.Indexers{IndexPriorityClass: indexPriorityClass})
-
-	for _, t := range []struct {
-		inf cache.SharedIndexInformer
-		fn  cache.TransformFunc
-	}{
-		{inf.Pods, transform(TrimPod)},
-		{inf.ForeignPods, transform(TrimForeignPod)},
-		{inf.PendingForeignPods, transform(TrimPendingForeignPod)},
-		{inf.Nodes, transform(TrimNode)},
-		{inf.Claims, transform(TrimClaim)},
-		{inf.Volumes, transform(TrimVolume)},
-		{inf.StorageClasses, transform(TrimStorageClass)},
-		{inf.PriorityClasses, transform(TrimPriorityClass)},
-		{inf.Queues, transform(TrimQueue)},
-		{inf.Namespaces, transform(TrimNamespace)},
-		{inf.PodGroups, transform(TrimPodGroup)},
-		{inf.Budgets, transform(TrimBudget)},
-		{inf.DeviceClasses, transform(trimManaged[resourceapi.DeviceClass])},
-		{inf.ResourceSlices, transform(trimManaged[resourceapi.ResourceSlice])},
-		{inf.ResourceClaims, transform(trimManaged[resourceapi.ResourceClaim])},
-	} {
-		if err := t.inf.SetTransform(t.fn); err != nil {
-			return nil, fmt.Errorf("setting an informer transform: %w", err)
-		}
+	podIndexers := cache.Indexers{IndexPodGroup: indexPodGroup, IndexNode: indexNode, IndexClaim: indexClaim,
+		IndexResourceClaim: indexResourceClaim, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	kinds := []watched{
+		{&inf.Pods, clientLW[*corev1.PodList](core.Pods(""), own), &corev1.Pod{}, podIndexers,
+			transform(TrimPod), KindPod, podChangeRelevant},
+		{&inf.ForeignPods, clientLW[*corev1.PodList](core.Pods(""), foreign), &corev1.Pod{}, nil,
+			transform(TrimForeignPod), KindPod, podChangeRelevant},
+		{&inf.PendingForeignPods, clientLW[*corev1.PodList](core.Pods(""), pendingForeign), &corev1.Pod{}, nil,
+			transform(TrimPendingForeignPod), KindPod, func(old, cur any) bool { return false }}, // adds and deletes only
+		{&inf.Nodes, clientLW[*corev1.NodeList](core.Nodes(), ""), &corev1.Node{}, nil,
+			transform(TrimNode), KindNode, nodeChangeRelevant},
+		{&inf.Queues, crdLW[v1alpha1.QueueList](crd), &v1alpha1.Queue{}, nil,
+			transform(TrimQueue), KindQueue, generationChanged},
+		{&inf.Namespaces, clientLW[*corev1.NamespaceList](core.Namespaces(), ""), &corev1.Namespace{}, nil,
+			transform(TrimNamespace), KindNamespace, func(old, cur any) bool {
+				return !maps.Equal(old.(*corev1.Namespace).Labels, cur.(*corev1.Namespace).Labels)
+			}},
+		{&inf.PodGroups, crdLW[v1alpha1.PodGroupList](crd), &v1alpha1.PodGroup{}, cache.Indexers{IndexPriorityClass: indexPriorityClass},
+			transform(TrimPodGroup), KindPodGroup, generationChanged},
+		{&inf.PriorityClasses, clientLW[*schedulingv1.PriorityClassList](sched.PriorityClasses(), ""), &schedulingv1.PriorityClass{}, nil,
+			transform(TrimPriorityClass), KindPriorityClass, func(old, cur any) bool {
+				return old.(*schedulingv1.PriorityClass).Value != cur.(*schedulingv1.PriorityClass).Value
+			}},
+		{&inf.Claims, clientLW[*corev1.PersistentVolumeClaimList](core.PersistentVolumeClaims(""), ""), &corev1.PersistentVolumeClaim{},
+			cache.Indexers{IndexStorageClass: indexClaimClass}, transform(TrimClaim), KindClaim, claimChangeRelevant},
+		{&inf.Volumes, clientLW[*corev1.PersistentVolumeList](core.PersistentVolumes(), ""), &corev1.PersistentVolume{},
+			cache.Indexers{IndexStorageClass: indexVolumeClass}, transform(TrimVolume), KindVolume, func(old, cur any) bool {
+				a, b := old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume)
+				return a.Status.Phase != b.Status.Phase || !equality.Semantic.DeepEqual(a.Spec, b.Spec)
+			}},
+		{&inf.StorageClasses, clientLW[*storagev1.StorageClassList](storage.StorageClasses(), ""), &storagev1.StorageClass{}, nil,
+			transform(TrimStorageClass), KindStorageClass, func(old, cur any) bool { return true }},
+		// Budgets are indexed by namespace for their lister.
+		{&inf.Budgets, clientLW[*policyv1.PodDisruptionBudgetList](policy.PodDisruptionBudgets(""), ""), &policyv1.PodDisruptionBudget{},
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, transform(TrimBudget), KindBudget, budgetChangeRelevant},
 	}
-	handlers := []struct {
-		inf      cache.SharedIndexInformer
-		kind     Kind
-		relevant func(old, cur any) bool
-	}{
-		{inf.Pods, KindPod, podChangeRelevant},
-		{inf.ForeignPods, KindPod, podChangeRelevant},
-		{inf.PendingForeignPods, KindPod, func(old, cur any) bool { return false }}, // adds and deletes only
-		{inf.Nodes, KindNode, nodeChangeRelevant},
-		{inf.Queues, KindQueue, generationChanged},
-		{inf.Namespaces, KindNamespace, func(old, cur any) bool {
-			return !maps.Equal(old.(*corev1.Namespace).Labels, cur.(*corev1.Namespace).Labels)
-		}},
-		{inf.PodGroups, KindPodGroup, generationChanged},
-		{inf.PriorityClasses, KindPriorityClass, func(old, cur any) bool {
-			return old.(*schedulingv1.PriorityClass).Value != cur.(*schedulingv1.PriorityClass).Value
-		}},
-		{inf.Claims, KindClaim, claimChangeRelevant},
-		{inf.Volumes, KindVolume, func(old, cur any) bool {
-			a, b := old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume)
-			return a.Status.Phase != b.Status.Phase || !equality.Semantic.DeepEqual(a.Spec, b.Spec)
-		}},
-		{inf.StorageClasses, KindStorageClass, func(old, cur any) bool { return true }},
-		{inf.Budgets, KindBudget, budgetChangeRelevant},
-	}
-	handlers = append(handlers, inf.draHandlers()...)
-	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(queueHandler(q, h.kind, h.relevant)); err != nil {
-			return nil, fmt.Errorf("adding an event handler: %w", err)
-		}
-	}
-	return inf, nil
+	return append(kinds, inf.draKinds(cs)...)
 }
 
 func newInformer(lw cache.ListerWatcher, obj runtime.Object, idx cache.Indexers) cache.SharedIndexInformer {
@@ -248,6 +171,29 @@ func newInformer(lw cache.ListerWatcher, obj runtime.Object, idx cache.Indexers)
 
 func typedLW(list cache.ListWithContextFunc, w cache.WatchFuncWithContext) *cache.ListWatch {
 	return &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: w}
+}
+
+// listWatcher is what a typed client-go client of one kind offers (core.Pods(""), core.Nodes(), ...).
+type listWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// clientLW lists and watches a kind through its typed client, with fieldSelector when not empty.
+func clientLW[L runtime.Object](c listWatcher[L], fieldSelector string) *cache.ListWatch {
+	return typedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if fieldSelector != "" {
+				o.FieldSelector = fieldSelector
+			}
+			return c.List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if fieldSelector != "" {
+				o.FieldSelector = fieldSelector
+			}
+			return c.Watch(ctx, o)
+		})
 }
 
 // crdLW lists and watches one of fairway's custom resources through a controller-runtime client.
@@ -429,10 +375,7 @@ func (inf *Informers) Start(ctx context.Context) error {
 	return nil
 }
 
-func (inf *Informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{inf.Pods, inf.ForeignPods, inf.PendingForeignPods, inf.Nodes, inf.Queues, inf.Namespaces, inf.PodGroups, inf.PriorityClasses, inf.Claims, inf.Volumes, inf.StorageClasses, inf.Budgets,
-		inf.DeviceClasses, inf.ResourceSlices, inf.ResourceClaims}
-}
+func (inf *Informers) all() []cache.SharedIndexInformer { return inf.informers }
 
 // Synced reports whether every informer has synced once.
 func (inf *Informers) Synced() bool { return inf.synced.Load() }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
-	"github.com/fairway-sched/fairway/adapters/argo"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -41,7 +40,7 @@ func keptAnnotation(k string) bool {
 	switch k {
 	case v1alpha1.GPUFractionAliasAnnotation, v1alpha1.GPUMemoryAliasAnnotation, v1alpha1.GPUContainerAliasAnnotation:
 		return true
-	case argo.NodeNameAnnotation:
+	case v1alpha1.ArgoNodeNameAnnotation:
 		// Which step of its run an Argo pod is: pipeline admission's Stages mode follows runs.
 		return true
 	}

@@ -4,7 +4,7 @@
 // The webhook suspends a run at creation, before its first pod, when its peak does not surely
 // fit its queue, and marks it v1alpha1.RunHeld. This package turns every such run into facts of
 // the engine's snapshot: a pending gang of pods that never exist, one for each pod of the run's
-// GPU peak (runprofile.Profile.PeakGPUPods), with their requests, node selectors, tolerations,
+// GPU peak (pipelinerun.Profile.PeakGPUPods), with their requests, node selectors, tolerations,
 // queue and priority. The engine then treats the run like any pending gang: in queue order and
 // fair share, counted in its queue's demand, with reclaim and preemption to make room. When it
 // places the gang, the run fits: the runtime resumes it (clears spec.suspend) instead of binding
@@ -38,14 +38,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/fairway-sched/fairway/adapters/argo"
-	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
-	"github.com/fairway-sched/fairway/adapters/kfp"
+	"github.com/fairway-sched/fairway/api/pipelinerun"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
@@ -67,6 +65,9 @@ type Options struct {
 	// KindPollInterval is how often the Workflow kind is looked up again until Argo is
 	// installed. Default 10s.
 	KindPollInterval time.Duration
+	// Engine is the pipeline engine whose runs are held (Argo; cmd/ wires
+	// runprofile.Pipelines). Nil: no run is watched, held or staged.
+	Engine Engine
 	// Priority resolves a priority class to its value (nil when unknown).
 	Priority func(class string) *int32
 	Events   events.EventRecorder
@@ -104,7 +105,7 @@ type run struct {
 	kfp       bool
 	gang      snapshot.GangKey
 	pods      []types.NamespacedName
-	peak      runprofile.Demand
+	peak      pipelinerun.Demand
 	maxPodGPU int64 // the most whole GPUs one of its peak pods asks for
 	heldSince time.Time
 	// started is when the runtime resumed it; zero while it is held.
@@ -168,30 +169,19 @@ func (r *Runs) Start(ctx context.Context) error {
 }
 
 func (r *Runs) watch(ctx context.Context) {
-	logged := false
-	for {
-		m, err := r.mapper.RESTMapping(argo.WorkflowGVK.GroupKind(), argo.WorkflowGVK.Version)
-		if err == nil {
-			r.startInformer(ctx, m.Resource)
-			r.opts.Log.V(1).Info("Watching Argo Workflows for pipeline admission")
-			return
-		}
-		if !logged {
-			r.opts.Log.V(1).Info("Argo Workflows not installed; no run is held until it is", "reason", err.Error())
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(r.opts.KindPollInterval):
-		}
+	if r.opts.Engine == nil {
+		r.opts.Log.V(1).Info("No pipeline engine wired; no run is held")
+		return
 	}
+	cache.WatchOptional(ctx, r.dyn, r.mapper, r.opts.KindPollInterval, r.opts.Log, []cache.OptionalKind{{
+		GVK: r.opts.Engine.RunKind(), Trim: trim, Setup: r.setupInformer,
+		Missing:  "Argo Workflows not installed; no run is held until it is",
+		Watching: "Watching Argo Workflows for pipeline admission",
+	}})
 }
 
-func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResource) {
-	inf := dynamicinformer.NewFilteredDynamicInformer(r.dyn, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil)
-	si := inf.Informer()
-	_ = si.SetTransform(trim)
+// setupInformer wakes the loop on the runs the webhook marked, and keeps the lister.
+func (r *Runs) setupInformer(gvr schema.GroupVersionResource, inf informers.GenericInformer) error {
 	enqueue := func(obj any, relevant bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -204,7 +194,7 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 		o, ok := obj.(metav1.Object)
 		return ok && o.GetAnnotations()[v1alpha1.RunAdmissionAnnotation] != ""
 	}
-	_, _ = si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if marked(obj) {
 				enqueue(obj, true)
@@ -216,11 +206,13 @@ func (r *Runs) startInformer(ctx context.Context, gvr schema.GroupVersionResourc
 			}
 		},
 		DeleteFunc: func(obj any) { enqueue(obj, true) },
-	})
+	}); err != nil {
+		return fmt.Errorf("watching runs: %w", err)
+	}
 	r.mu.Lock()
 	r.lister, r.gvr = inf.Lister(), gvr
 	r.mu.Unlock()
-	go si.Run(ctx.Done())
+	return nil
 }
 
 // statusOnly reports whether a Workflow update is a Staged run's progress that does not end it:
@@ -339,7 +331,7 @@ func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now 
 	key := types.NamespacedName{Namespace: wf.GetNamespace(), Name: wf.GetName()}
 	log := r.opts.Log.WithValues("workflow", key.String())
 	queue := wf.GetAnnotations()[v1alpha1.RunQueueAnnotation]
-	prof, err := runprofile.Compute(wf, runprofile.Options{})
+	prof, err := r.opts.Engine.Profile(wf)
 	switch {
 	case err != nil:
 		r.perPod(key, v1alpha1.RunProfileUnknown, "fairway cannot profile the run: "+err.Error(), now)
@@ -356,7 +348,7 @@ func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now 
 	if rn.heldSince.IsZero() {
 		rn.heldSince = now
 	}
-	pods := PeakPods(wf, prof, queue, r.opts.Priority)
+	pods := r.peakPods(wf, prof, queue)
 	for _, p := range pods {
 		rn.kfp = rn.kfp || p.Annotations[v1alpha1.WorkloadKindAnnotation] == string(v1alpha1.KindPipelineStep)
 		if q, ok := p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(v1alpha1.ResourceGPU)]; ok {
@@ -381,18 +373,18 @@ func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now 
 		fmt.Sprintf("The run is held until its peak of %s fits queue %s", prof.Peak, queue))
 }
 
-// PeakPods are the pods that stand for a run's GPU peak in the snapshot: copies of the pods of
+// peakPods are the pods that stand for a run's GPU peak in the snapshot: copies of the pods of
 // Profile.PeakGPUPods as the webhook would admit them (queue, gang, kind, priority), named
 // v1alpha1.RunPodName, in one gang (v1alpha1.RunGangName) whose minimum is all of them.
-func PeakPods(wf *unstructured.Unstructured, prof *runprofile.Profile, queue string, priority func(string) *int32) []*corev1.Pod {
-	return standInPods(wf, prof, prof.PeakGPUPods, queue, priority, v1alpha1.RunGangName(wf.GetName()),
+func (r *Runs) peakPods(wf *unstructured.Unstructured, prof *pipelinerun.Profile, queue string) []*corev1.Pod {
+	return r.standInPods(wf, prof, prof.PeakGPUPods, queue, v1alpha1.RunGangName(wf.GetName()),
 		func(i int) string { return v1alpha1.RunPodName(wf.GetName(), i) })
 }
 
 // standInPods are copies of the set's pods as the webhook would admit them, named name(i), in
 // one gang whose minimum is all of them, as old as the run.
-func standInPods(wf *unstructured.Unstructured, prof *runprofile.Profile, set []runprofile.PodCount, queue string,
-	priority func(string) *int32, gang string, name func(int) string) []*corev1.Pod {
+func (r *Runs) standInPods(wf *unstructured.Unstructured, prof *pipelinerun.Profile, set []pipelinerun.PodCount, queue string,
+	gang string, name func(int) string) []*corev1.Pod {
 	var n int64
 	for _, pc := range set {
 		n += pc.Count
@@ -415,16 +407,12 @@ func standInPods(wf *unstructured.Unstructured, prof *runprofile.Profile, set []
 			p.Labels[v1alpha1.QueueLabel] = queue
 			p.Annotations[v1alpha1.PodGroupAnnotation] = gang
 			p.Annotations[v1alpha1.MinMemberAnnotation] = strconv.FormatInt(n, 10)
-			kind := v1alpha1.KindWorkflowStep
-			if kfp.New().Recognize(p) {
-				kind = v1alpha1.KindPipelineStep
-			}
-			p.Annotations[v1alpha1.WorkloadKindAnnotation] = string(kind)
+			p.Annotations[v1alpha1.WorkloadKindAnnotation] = string(r.opts.Engine.StepKind(p))
 			p.Spec.SchedulerName = v1alpha1.SchedulerName
 			if p.Spec.PriorityClassName == "" {
 				p.Spec.PriorityClassName = v1alpha1.PriorityClassTraining
 			}
-			p.Spec.Priority = priority(p.Spec.PriorityClassName)
+			p.Spec.Priority = r.opts.Priority(p.Spec.PriorityClassName)
 			out = append(out, p)
 		}
 	}
@@ -435,10 +423,10 @@ func standInPods(wf *unstructured.Unstructured, prof *runprofile.Profile, set []
 // pod of a resumed run gives back the capacity its peak held; a pod of a Staged run is recorded,
 // and takes the place reserved for its stage.
 func (r *Runs) PodSeen(snap *snapshot.Snapshot, pod *corev1.Pod, now time.Time) {
-	if len(r.runs) == 0 && len(r.staged) == 0 {
+	if len(r.runs) == 0 && len(r.staged) == 0 || r.opts.Engine == nil {
 		return
 	}
-	name := pod.Labels[argo.WorkflowLabel]
+	name := r.opts.Engine.RunOf(pod)
 	if name == "" {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
@@ -62,7 +63,7 @@ func newFixture(t *testing.T, queue *testutil.QueueWrapper) *fixture {
 		t.Fatal(err)
 	}
 	f.indexer = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	f.runs = New(nil, nil, cache.NewQueue(), Options{})
+	f.runs = New(nil, nil, cache.NewQueue(), Options{Engine: runprofile.Pipelines{}})
 	f.runs.lister = toolscache.NewGenericLister(f.indexer, schema.GroupResource{Group: "argoproj.io", Resource: "workflows"})
 	wf := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(heldRun), &wf.Object); err != nil {

@@ -11,8 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fairway-sched/fairway/adapters/argo"
-	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
+	"github.com/fairway-sched/fairway/api/pipelinerun"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
@@ -21,7 +20,7 @@ import (
 // Stages (v1alpha1.PipelineAdmissionStages): the run runs from its creation, and the scheduler
 // reserves each of its GPU stages shortly before it.
 //
-// A run's stages are its profile's (runprofile.Stage: steps that come after the same longest
+// A run's stages are its profile's (pipelinerun.Stage: steps that come after the same longest
 // chain of steps). The next GPU stage is the first one with GPU steps of which no pod exists
 // yet. It is reserved when every step before it (KFP's drivers and importers aside, which take
 // seconds) has finished, or runs and is about to finish: each of its running pods is within
@@ -61,7 +60,7 @@ type staged struct {
 	queue   string
 	family  string
 	created time.Time
-	prof    *runprofile.Profile
+	prof    *pipelinerun.Profile
 	// stepOf maps a step's path (without its entrypoint) to its index in prof.Steps.
 	stepOf map[string]int
 	// pods are the run's pods the loop has seen, by name.
@@ -90,7 +89,7 @@ type stepPod struct {
 }
 
 type stageResv struct {
-	stage   runprofile.Stage
+	stage   pipelinerun.Stage
 	gang    snapshot.GangKey
 	pods    []standIn
 	created time.Time
@@ -150,7 +149,7 @@ func (r *Runs) applyStaged(snap *snapshot.Snapshot, key types.NamespacedName, wf
 func (r *Runs) followStaged(wf *unstructured.Unstructured, now time.Time) *staged {
 	key := types.NamespacedName{Namespace: wf.GetNamespace(), Name: wf.GetName()}
 	queue := wf.GetAnnotations()[v1alpha1.RunQueueAnnotation]
-	prof, err := runprofile.Compute(wf, runprofile.Options{})
+	prof, err := r.opts.Engine.Profile(wf)
 	if err != nil || queue == "" || len(prof.GPUStages()) == 0 {
 		if err != nil {
 			r.opts.Log.V(1).Info("A Staged run cannot be profiled; its stages are not reserved", "workflow", key.String(), "err", err.Error())
@@ -255,7 +254,7 @@ func (sr *staged) readStatus(wf *unstructured.Unstructured) {
 
 // seePod records a pod of the run, and hands a stand-in's place to a pod of the reserved stage.
 func (r *Runs) seePod(snap *snapshot.Snapshot, sr *staged, pod *corev1.Pod, now time.Time) {
-	path, ok := stepPath(sr.key.Name, pod.Annotations[argo.NodeNameAnnotation])
+	path, ok := stepPath(sr.key.Name, r.opts.Engine.NodeOf(pod))
 	if !ok {
 		return
 	}
@@ -560,17 +559,17 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // nextStage is the first GPU stage none of whose steps has started, and not given up.
-func (sr *staged) nextStage() (runprofile.Stage, bool) {
+func (sr *staged) nextStage() (pipelinerun.Stage, bool) {
 	for _, st := range sr.prof.GPUStages() {
 		if sr.givenUp[st.Index] || sr.started(st) {
 			continue
 		}
 		return st, true
 	}
-	return runprofile.Stage{}, false
+	return pipelinerun.Stage{}, false
 }
 
-func (sr *staged) started(st runprofile.Stage) bool {
+func (sr *staged) started(st pipelinerun.Stage) bool {
 	for _, i := range st.Steps {
 		if sr.statusDone[i] > 0 || len(sr.statusRunning[i]) > 0 {
 			return true
@@ -585,11 +584,11 @@ func (sr *staged) started(st runprofile.Stage) bool {
 }
 
 // reserveStage puts the stage's GPU pods into the snapshot as a pending gang, as old as the run.
-func (r *Runs) reserveStage(snap *snapshot.Snapshot, sr *staged, st runprofile.Stage, before beforeStage, now time.Time) {
-	var set []runprofile.PodCount
+func (r *Runs) reserveStage(snap *snapshot.Snapshot, sr *staged, st pipelinerun.Stage, before beforeStage, now time.Time) {
+	var set []pipelinerun.PodCount
 	for _, i := range st.Steps {
 		if s := sr.prof.Steps[i]; !s.System && s.Demand.HasGPU() && s.Pod != nil {
-			set = append(set, runprofile.PodCount{Step: i, Count: s.Count})
+			set = append(set, pipelinerun.PodCount{Step: i, Count: s.Count})
 		}
 	}
 	gang := v1alpha1.RunStageGangName(sr.key.Name, st.Index)
@@ -597,7 +596,7 @@ func (r *Runs) reserveStage(snap *snapshot.Snapshot, sr *staged, st runprofile.S
 	if wf == nil {
 		return
 	}
-	pods := standInPods(wf, sr.prof, set, sr.queue, r.opts.Priority, gang, func(i int) string { return v1alpha1.RunStagePodName(sr.key.Name, st.Index, i) })
+	pods := r.standInPods(wf, sr.prof, set, sr.queue, gang, func(i int) string { return v1alpha1.RunStagePodName(sr.key.Name, st.Index, i) })
 	resv := &stageResv{stage: st, gang: snapshot.GangKey{Namespace: sr.key.Namespace, Name: gang, PodGroup: true}, created: now,
 		gpuMilli: st.Demand.GPUMilli}
 	if !before.done {
@@ -686,7 +685,7 @@ func (r *Runs) forgetStaged(snap *snapshot.Snapshot, sr *staged) {
 }
 
 // stageSteps names a stage's GPU steps for people ("root/train/executor").
-func stageSteps(p *runprofile.Profile, st runprofile.Stage) string {
+func stageSteps(p *pipelinerun.Profile, st pipelinerun.Stage) string {
 	var names []string
 	for _, i := range st.Steps {
 		if s := p.Steps[i]; !s.System && s.Demand.HasGPU() {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fairway-sched/fairway/adapters/argo"
+	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
@@ -70,7 +71,7 @@ func newStagesFixture(t *testing.T, queue *testutil.QueueWrapper) *stagesFixture
 		t.Fatal(err)
 	}
 	f.indexer = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	f.runs = New(nil, nil, cache.NewQueue(), Options{StageLead: time.Minute})
+	f.runs = New(nil, nil, cache.NewQueue(), Options{StageLead: time.Minute, Engine: runprofile.Pipelines{}})
 	f.runs.lister = toolscache.NewGenericLister(f.indexer, schema.GroupResource{Group: "argoproj.io", Resource: "workflows"})
 	return f
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -157,45 +157,21 @@ func (f *Follower) Start(ctx context.Context) error {
 // watchKinds starts the informer of every owner kind the API server serves, and looks again for
 // the others every KindPollInterval until all run.
 func (f *Follower) watchKinds(ctx context.Context) {
-	missing := make([]bool, len(f.kinds))
-	for {
-		left := 0
-		for i, k := range f.kinds {
-			if k.lister != nil {
-				continue
-			}
-			if err := f.startKind(ctx, i); err != nil {
-				if !missing[i] {
-					f.opts.Log.V(1).Info("Owner kind not served; its gangs keep their admission size until it is", "kind", k.gvk.String(), "reason", err.Error())
-				}
-				missing[i] = true
-				left++
-				continue
-			}
-			f.opts.Log.V(1).Info("Following gang owners", "kind", k.gvk.String())
-		}
-		if left == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(f.opts.KindPollInterval):
+	kinds := make([]cache.OptionalKind, len(f.kinds))
+	for i, k := range f.kinds {
+		kinds[i] = cache.OptionalKind{
+			GVK: k.gvk, Trim: trimOwner,
+			Setup:    func(_ schema.GroupVersionResource, inf informers.GenericInformer) error { return f.setupKind(i, inf) },
+			Missing:  "Owner kind not served; its gangs keep their admission size until it is",
+			Watching: "Following gang owners",
 		}
 	}
+	cache.WatchOptional(ctx, f.dyn, f.mapper, f.opts.KindPollInterval, f.opts.Log, kinds)
 }
 
-func (f *Follower) startKind(ctx context.Context, i int) error {
+// setupKind queues the owners of kind i as their specs change, and keeps the kind's lister.
+func (f *Follower) setupKind(i int, inf informers.GenericInformer) error {
 	k := f.kinds[i]
-	m, err := f.mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
-	if err != nil {
-		return err
-	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(f.dyn, m.Resource, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil)
-	si := inf.Informer()
-	if err := si.SetTransform(trimOwner); err != nil {
-		return err
-	}
 	enqueue := func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -204,7 +180,7 @@ func (f *Follower) startKind(ctx context.Context, i int) error {
 			f.queue.Add(ownerKey{kind: i, namespace: o.GetNamespace(), name: o.GetName()})
 		}
 	}
-	if _, err := si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		// Status updates (a RayCluster's, every few seconds) leave the generation alone.
 		UpdateFunc: func(old, cur any) {
@@ -221,7 +197,6 @@ func (f *Follower) startKind(ctx context.Context, i int) error {
 	f.mu.Lock()
 	k.lister = inf.Lister()
 	f.mu.Unlock()
-	go si.Run(ctx.Done())
 	return nil
 }
 

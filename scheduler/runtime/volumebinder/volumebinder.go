@@ -58,7 +58,7 @@ type Options struct {
 }
 
 // ReasonVolumeBinding is the failure reason given to the Observer.
-const ReasonVolumeBinding = "VolumeBinding"
+const ReasonVolumeBinding binder.FailureReason = "VolumeBinding"
 
 // Binder is the volume stage in front of the pod binder. It implements manager.Runnable
 // (leader only).

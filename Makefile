@@ -76,6 +76,10 @@ verify: ## gofmt, generated files up to date, lint (go vet's analyzers included)
 unit: ## Unit tests and engine scenarios (no cluster).
 	$(GO) test $(GOTEST_FLAGS) $(UNIT_VET) ./...
 
+.PHONY: test-liveness
+test-liveness: ## The guarantee liveness property on 20,000 random clusters (make unit runs 500).
+	$(GO) test -run '^TestGuaranteeLiveness$$' -count=1 -timeout 60m ./scheduler/engine/ -liveness.seeds=20000
+
 .PHONY: e2e e2e-run
 e2e: tools build ## End-to-end tests on a local cluster built from Go modules.
 	@$(MAKE) --no-print-directory e2e-run

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -10,6 +13,7 @@ import (
 // report fills the result's reasons (one per gang that still has pods waiting) and queue status.
 func (c *cycle) report() {
 	res := c.res
+	holders := map[*snapshot.Queue]string{}
 	for _, q := range c.snap.Queues() {
 		for _, g := range q.PendingGangs {
 			r, ok := c.reasons[g]
@@ -30,6 +34,9 @@ func (c *cycle) report() {
 			}
 			r.PendingPods = len(g.Pending)
 			r.Message += c.foreignCompetition(g, r.Code)
+			if r.Code == ReasonQueueLimit {
+				r.Message += c.limitHolders(g, holders)
+			}
 			if g.Foreign != "" {
 				// The queue the gang names does not take it: reported under no queue, so that
 				// nothing counted per queue (metrics, dashboards) charges it to that queue.
@@ -131,4 +138,75 @@ func (t *toldSet) said(g *snapshot.Gang, text string) bool {
 		i = t.parts[i].next
 	}
 	return false
+}
+
+// limitHolders says which gangs hold the limit that keeps a gang out: "; the limit is held by 3
+// gangs: ns/a (2 GPU, priority 50), ...", the largest first, at most three named. Computed once
+// per limited queue and cycle (cache); "" when no limit of the gang's queue or its ancestors is
+// full for it.
+func (c *cycle) limitHolders(g *snapshot.Gang, cache map[*snapshot.Queue]string) string {
+	tasks, _, minimal := c.planTasks(g)
+	if len(tasks) == 0 {
+		return ""
+	}
+	set := tasks[:max(minimal, 1)]
+	var x *snapshot.Queue
+	for a := g.Queue; a != nil && x == nil; a = a.Parent {
+		if c.overOwnLimit(a, g, set) {
+			x = a
+		}
+	}
+	if x == nil {
+		return ""
+	}
+	if s, ok := cache[x]; ok {
+		return s
+	}
+	type holder struct {
+		g    *snapshot.Gang
+		gpu  int64
+		pods int
+	}
+	by := map[*snapshot.Gang]*holder{}
+	for _, n := range c.snap.Nodes() {
+		if n == nil {
+			continue
+		}
+		for _, t := range n.Tasks {
+			if t.Gang == nil || t.State != snapshot.TaskBound || !x.IsAncestorOf(t.Gang.Queue) {
+				continue
+			}
+			h := by[t.Gang]
+			if h == nil {
+				h = &holder{g: t.Gang}
+				by[t.Gang] = h
+			}
+			h.gpu += t.GPUs.MilliGPU()
+			h.pods++
+		}
+	}
+	hs := slices.Collect(maps.Values(by))
+	slices.SortFunc(hs, func(a, b *holder) int {
+		if c := cmp.Compare(b.gpu, a.gpu); c != 0 {
+			return c
+		}
+		return a.g.Key.Compare(b.g.Key)
+	})
+	var parts []string
+	for _, h := range hs[:min(3, len(hs))] {
+		parts = append(parts, fmt.Sprintf("%s (%d pods, %s GPU, priority %d)", h.g.Key, h.pods, snapshot.FormatAmount(snapshot.DimGPU, h.gpu), h.g.Priority))
+	}
+	s := ""
+	if len(parts) > 0 {
+		noun := "gangs"
+		if len(hs) == 1 {
+			noun = "gang"
+		}
+		s = fmt.Sprintf("; queue %s's limit is held by %d %s: %s", x.Name, len(hs), noun, strings.Join(parts, ", "))
+		if len(hs) > 3 {
+			s += ", ..."
+		}
+	}
+	cache[x] = s
+	return s
 }

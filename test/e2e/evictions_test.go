@@ -65,6 +65,106 @@ func TestEvictions(t *testing.T) {
 
 	t.Run("OwnGracePeriod", func(t *testing.T) { testOwnGrace(t, c, auditLog) })
 	t.Run("PodDisruptionBudget", func(t *testing.T) { testBudget(t, c) })
+	t.Run("BudgetTimeout", func(t *testing.T) { testBudgetTimeout(t, c, auditLog) })
+}
+
+// testBudgetTimeout: a borrower runs eight training pods on one node with a PodDisruptionBudget
+// of maxUnavailable 0; the owner, guaranteed all eight GPUs (reclaim.budgetTimeout 20s), asks
+// for four. The API server refuses the evictions and the owner waits for the budget, its
+// reason naming it; once it has waited the timeout, fairway deletes four borrowed pods itself
+// (a pod delete, not an eviction, in the audit log), with their own grace period, each with an
+// event naming the budget it overrode; the owner's four pods bind no later than the timeout
+// plus the victims' grace (kwok ends them at once) plus a few cycles.
+func testBudgetTimeout(t *testing.T, c *cluster.Cluster, auditLog string) {
+	ctx := t.Context()
+	const timeout = 20 * time.Second
+	newNamespace(t, c, "pdbt-owner")
+	newNamespace(t, c, "pdbt-borrow")
+	schedQueue(t, c, "pdbt-owner", "8", "pdbt-owner")
+	schedQueue(t, c, "pdbt-borrow", "", "pdbt-borrow")
+	updateQueue(t, c, "pdbt-owner", func(s *fairwayv1.QueueSpec) {
+		s.Reclaim = &fairwayv1.QueueReclaim{BudgetTimeout: &metav1.Duration{Duration: timeout}}
+	})
+	defer deleteNamespace(t, c, "pdbt-owner", "pdbt-owner")
+	defer deleteNamespace(t, c, "pdbt-borrow", "pdbt-borrow")
+	var q fairwayv1.Queue
+	if err := c.Client().Get(ctx, client.ObjectKey{Name: "pdbt-owner"}, &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Spec.Reclaim == nil || q.Spec.Reclaim.BudgetTimeout == nil || q.Spec.Reclaim.BudgetTimeout.Duration != timeout {
+		t.Fatalf("the API server kept spec.reclaim as %+v: the CRD does not serve it", q.Spec.Reclaim)
+	}
+	node := "h100-2"
+	sel := map[string]string{"app": "borrowed"}
+	mustCreate(t, c, replicaSet(schedPod("pdbt-borrow", "borrowed", "pdbt-borrow").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Label("app", "borrowed"), 8))
+	mustCreate(t, c, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "t-pdb", Namespace: "pdbt-borrow"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: sel}},
+	})
+	eventually(t, 2*time.Minute, "the borrower's 8 pods ready, the budget allowing none", func(ctx context.Context) (bool, error) {
+		var pdb policyv1.PodDisruptionBudget
+		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: "pdbt-borrow", Name: "t-pdb"}, &pdb); err != nil {
+			return false, err
+		}
+		n := available(podsIn(t, c, ctx, "pdbt-borrow", sel))
+		return n == 8 && pdb.Status.ExpectedPods == 8, fmt.Errorf("%d available, budget expects %d", n, pdb.Status.ExpectedPods)
+	})
+
+	start := time.Now()
+	for i := range 4 {
+		mustCreate(t, c, schedPod("pdbt-owner", fmt.Sprintf("own-%d", i), "pdbt-owner").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
+	}
+	var reason string
+	eventually(t, timeout, "the owner waiting for the budget, the reason naming it", func(ctx context.Context) (bool, error) {
+		waiting := pendingPods(podsIn(t, c, ctx, "pdbt-owner", nil))
+		if len(waiting) == 0 {
+			return false, fmt.Errorf("no owner pod waits")
+		}
+		reason = reasonOf(&waiting[0])
+		return strings.Contains(reason, "PodDisruptionBudget pdbt-borrow/t-pdb"), fmt.Errorf("reason %q", reason)
+	})
+	t.Logf("before the timeout, the owner's reason: %s", reason)
+	eventually(t, 2*time.Minute, "the owner's 4 pods bound", func(ctx context.Context) (bool, error) {
+		n := len(bound(podsIn(t, c, ctx, "pdbt-owner", nil)))
+		return n == 4, fmt.Errorf("%d bound", n)
+	})
+	took := time.Since(start)
+	// The victims' grace is 0 on kwok; the slack is the cycles around the timeout (the loop
+	// runs every second) and the API round trips on a loaded machine.
+	const slack = 15 * time.Second
+	t.Logf("the owner's guarantee arrived %s after it asked (budget timeout %s)", took.Round(100*time.Millisecond), timeout)
+	if took > timeout+slack {
+		t.Errorf("the owner waited %s; a budget may delay a guarantee by at most the timeout (%s) plus the victims' grace and %s", took, timeout, slack)
+	}
+	if took < timeout-time.Second {
+		t.Errorf("the owner's pods bound after %s, before the budget's timeout (%s): the budget was not honoured", took, timeout)
+	}
+	notes := eventsFor(t, c, ctx, "pdbt-borrow", "GuaranteeReclaimedPastBudget")
+	if len(notes) != 4 {
+		t.Errorf("%d GuaranteeReclaimedPastBudget events in pdbt-borrow, want 4: %q", len(notes), notes)
+	}
+	for _, n := range notes {
+		if !strings.Contains(n, "PodDisruptionBudget pdbt-borrow/t-pdb") {
+			t.Errorf("event %q does not name the budget", n)
+		}
+	}
+	// The overridden pods were deleted, not evicted: their evictions were refused (429).
+	evicted := map[string]bool{}
+	for _, e := range readEvictions(t, auditLog, "pdbt-borrow") {
+		if (e.code == 200 || e.code == 201) && !e.dryRun {
+			evicted[e.pod] = true
+		}
+	}
+	deleted := map[string]bool{}
+	for _, d := range readDeletes(t, auditLog, "pdbt-borrow") {
+		if !evicted[d.pod] {
+			deleted[d.pod] = true
+		}
+	}
+	if len(deleted) != 4 || len(evicted) != 0 {
+		t.Errorf("the audit log shows %d pods of pdbt-borrow deleted without an eviction and %d evicted; want the 4 overridden pods deleted, none evicted past the budget", len(deleted), len(evicted))
+	}
 }
 
 // testOwnGrace: a borrower's pods have terminationGracePeriodSeconds 120; a claimant reclaims
@@ -181,6 +281,10 @@ func testBudget(t *testing.T, c *cluster.Cluster) {
 	newNamespace(t, c, "pdb-b")
 	schedQueue(t, c, "pdb-a", "6", "pdb-a")
 	schedQueue(t, c, "pdb-b", "", "pdb-b")
+	// Within the timeout a budget holds: this test shows that, BudgetTimeout the override.
+	updateQueue(t, c, "pdb-a", func(s *fairwayv1.QueueSpec) {
+		s.Reclaim = &fairwayv1.QueueReclaim{BudgetTimeout: &metav1.Duration{Duration: time.Hour}}
+	})
 	defer deleteNamespace(t, c, "pdb-a", "pdb-a")
 	defer deleteNamespace(t, c, "pdb-b", "pdb-b")
 	node := "h100-1"

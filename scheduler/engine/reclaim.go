@@ -628,13 +628,15 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 			}
 			return over
 		},
-		quiet: []refusalKind{refuseOwnQueue},
+		quiet: []refusalKind{refuseOwnQueue, refuseOtherQueue},
 		verdict: func(vg *snapshot.Gang) refusal {
 			switch {
 			case !vg.Preemptible:
 				return refusal{kind: refuseNonPreemptible}
 			case vg.Queue == q:
 				return refusal{kind: refuseOwnQueue}
+			case mode.under != nil && !mode.under.IsAncestorOf(vg.Queue):
+				return refusal{kind: refuseOtherQueue}
 			case !queueOK(vg.Queue) && !mode.moves:
 				return refusal{kind: refuseQueueNotOver, q: vg.Queue}
 			case vg.LastStart.UnixNano() > cutoffQ[vg.Queue.Index]:

@@ -424,10 +424,16 @@ func (g *livenessGen) check(t *testing.T, last engine.Result, stats *livenessSta
 		if sq == nil {
 			continue
 		}
-		held := g.held(q)
+		// Capacity held for the queue's own waiting gangs is the queue's: a gang of its own waiting
+		// for its evictions uses the guarantee as surely as a running pod.
+		held := g.held(q) + sq.Held.At(snapshot.DimGPU)
 		for _, gang := range sq.PendingGangs {
 			need := gangNeed(gang)
-			if need == 0 || held+need > g.quota[q] {
+			own := int64(0)
+			for _, h := range gang.Holds() {
+				own += h.MilliGPU
+			}
+			if need == 0 || held-own+need > g.quota[q] {
 				continue
 			}
 			stats.claims++

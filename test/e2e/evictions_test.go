@@ -57,7 +57,7 @@ func TestEvictions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cluster.StartT(t, cluster.Config{
-		NodePools:      []cluster.NodePool{cluster.H100Pool(2)},
+		NodePools:      []cluster.NodePool{cluster.H100Pool(3)}, // one node per subtest that fills one
 		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
 	})
 	ensureSchedFixtures(t, c)
@@ -108,7 +108,8 @@ func testBudgetTimeout(t *testing.T, c *cluster.Cluster, auditLog string) {
 			return false, err
 		}
 		n := available(podsIn(t, c, ctx, "pdbt-borrow", sel))
-		return n == 8 && pdb.Status.ExpectedPods == 8, fmt.Errorf("%d available, budget expects %d", n, pdb.Status.ExpectedPods)
+		return n == 8 && pdb.Status.ExpectedPods == 8 && pdb.Status.DisruptionsAllowed == 0,
+			fmt.Errorf("%d available, budget expects %d", n, pdb.Status.ExpectedPods)
 	})
 
 	start := time.Now()

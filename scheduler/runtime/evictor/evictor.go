@@ -347,30 +347,11 @@ func (e *Evictor) setCondition(ctx context.Context, r *Request, status corev1.Co
 // pod goes either way. The override is an event on the pod (LoanReturnedPastBudget) and a log
 // line, so the budget's owner sees why the budget was not honoured.
 func (e *Evictor) returnLoan(ctx context.Context, r *Request) error {
-	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
-		return err
-	}
-	err := e.evict(ctx, r, false)
-	if err != nil {
-		err = e.evictionError(err)
-	}
-	if _, refused := errors.AsType[*BudgetError](err); refused {
-		e.opts.Log.Info("A PodDisruptionBudget refused a loan return; deleting the pod on loan anyway",
-			"pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "budgets", r.Budgets, "err", err.Error())
-		if e.opts.Events != nil {
-			e.opts.Events.Victim(r.Pod, r.UID, ReasonLoanReturnedPastBudget,
-				"A PodDisruptionBudget refused the eviction, but the GPU was only lent while its owner was idle and goes back to it: deleted with the loan's grace period")
-		}
-		return e.deleteOnly(ctx, r)
-	}
-	if err != nil {
-		return err
-	}
-	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil && !errors.Is(err, errGone) {
-		e.opts.Log.V(1).Info("Could not restore fairway's DisruptionTarget reason after the eviction", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "err", err.Error())
-	}
-	e.record(r)
-	return nil
+	return e.evictPastBudget(ctx, r, pastBudget{
+		log:    "A PodDisruptionBudget refused a loan return; deleting the pod on loan anyway",
+		reason: ReasonLoanReturnedPastBudget,
+		note:   "A PodDisruptionBudget refused the eviction, but the GPU was only lent while its owner was idle and goes back to it: deleted with the loan's grace period",
+	})
 }
 
 // ReasonLoanReturnedPastBudget is the event reason on a pod on loan deleted although a
@@ -383,11 +364,27 @@ const ReasonLoanReturnedPastBudget = "LoanReturnedPastBudget"
 const ReasonGuaranteePastBudget = "GuaranteeReclaimedPastBudget"
 
 // overrideBudget takes back borrowed capacity a PodDisruptionBudget has delayed for longer than
-// the claimant queue's reclaim.budgetTimeout: it asks the Eviction API first (a budget that
-// allows the eviction now is charged as usual), and deletes the pod with its grace period when
-// the budget still refuses. The DisruptionTarget condition (the engine's message names the
-// budget), an event on the pod and a log line say which budget was overridden and why.
+// the claimant queue's reclaim.budgetTimeout, as returnLoan takes back a lent GPU: the Eviction
+// API first (a budget that allows the eviction now is charged as usual), the pod deleted with
+// its grace period when the budget still refuses. The DisruptionTarget condition (the engine's
+// message names the budget), an event on the pod and a log line say which budget was
+// overridden and why.
 func (e *Evictor) overrideBudget(ctx context.Context, r *Request) error {
+	return e.evictPastBudget(ctx, r, pastBudget{
+		log:    "A PodDisruptionBudget delayed a guaranteed reclaim past the claimant's budget timeout; deleting the over-quota pod",
+		reason: ReasonGuaranteePastBudget,
+		note: fmt.Sprintf("PodDisruptionBudget %s refused the eviction, but this pod runs on borrowed capacity that %s is owed within its guarantee, and the budget delayed it past the queue's reclaim.budgetTimeout: deleted with its grace period",
+			r.OverridesBudget, claimant(r)),
+	})
+}
+
+// pastBudget says how an eviction that a budget may not stop tells its override.
+type pastBudget struct{ log, reason, note string }
+
+// evictPastBudget sets the DisruptionTarget condition, evicts, and deletes the pod when a
+// PodDisruptionBudget refuses, telling it in a log line and an event (see returnLoan and
+// overrideBudget).
+func (e *Evictor) evictPastBudget(ctx context.Context, r *Request, past pastBudget) error {
 	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
 		return err
 	}
@@ -396,12 +393,9 @@ func (e *Evictor) overrideBudget(ctx context.Context, r *Request) error {
 		err = e.evictionError(err)
 	}
 	if _, refused := errors.AsType[*BudgetError](err); refused {
-		e.opts.Log.Info("A PodDisruptionBudget delayed a guaranteed reclaim past the claimant's budget timeout; deleting the over-quota pod",
-			"pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "budget", r.OverridesBudget.String(), "err", err.Error())
+		e.opts.Log.Info(past.log, "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "budgets", r.Budgets, "err", err.Error())
 		if e.opts.Events != nil {
-			e.opts.Events.Victim(r.Pod, r.UID, ReasonGuaranteePastBudget, fmt.Sprintf(
-				"PodDisruptionBudget %s refused the eviction, but this pod runs on borrowed capacity that %s is owed within its guarantee, and the budget delayed it past the queue's reclaim.budgetTimeout: deleted with its grace period",
-				r.OverridesBudget, claimant(r)))
+			e.opts.Events.Victim(r.Pod, r.UID, past.reason, past.note)
 		}
 		return e.deleteOnly(ctx, r)
 	}

@@ -81,3 +81,38 @@ func TestGPUShareKeysArePodAnnotations(t *testing.T) {
 		}
 	}
 }
+
+func TestPodKeyProblems(t *testing.T) {
+	cases := []struct {
+		labels, annotations map[string]string
+		want                []string // messages
+	}{
+		{labels: map[string]string{QueueLabel: "a", "app": "x"}, annotations: map[string]string{GPUFractionAnnotation: "0.5", "gpu-fraction": "0.5"}},
+		{annotations: map[string]string{"fairway.dev/gpu-fracton": "0.5"}, want: []string{"unknown annotation key fairway.dev/gpu-fracton; did you mean fairway.dev/gpu-fraction?"}},
+		{annotations: map[string]string{"fairway.dev/Queue": "a"}, want: []string{"unknown annotation key fairway.dev/Queue: fairway neither reads nor writes it"}},
+		{labels: map[string]string{"fairway.dev/Queue": "a"}, want: []string{"unknown label key fairway.dev/Queue; did you mean fairway.dev/queue?"}},
+		{annotations: map[string]string{QueueLabel: "a"}, want: []string{"fairway.dev/queue is a label, not an annotation: fairway does not read it here; move it to metadata.labels"}},
+		{annotations: map[string]string{"gpu_memory": "1Gi", "cpu-memory": "1Gi", "": "x"}, want: []string{"unknown annotation key gpu_memory; did you mean gpu-memory?"}},
+		{labels: map[string]string{"kai.scheduler/queues": "a"}, want: []string{"unknown label key kai.scheduler/queues; did you mean kai.scheduler/queue?"}},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, p := range PodKeyProblems(c.labels, c.annotations) {
+			got = append(got, p.Message)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("labels %v, annotations %v:\n got %q\nwant %q", c.labels, c.annotations, got, c.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"abc", "", 3}, {"gpu-fracton", "gpu-fraction", 1}, {"gpu-mmeory", "gpu-memory", 1}, {"kitten", "sitting", 3}} {
+		if got := editDistance(c.a, c.b); got != c.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}

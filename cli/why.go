@@ -43,6 +43,10 @@ type WhyView struct {
 	MinMember int32 `json:"minMember"`
 	// Pods are where the gang's (or the pod's) bound pods run.
 	Pods []PlacementView `json:"pods"`
+	// NoGPU says that the pod asked about asks for no GPU although its queue has GPU quota, and
+	// names the misspelt GPU-share keys it carries: a newcomer whose notebook runs without the
+	// GPU it "asked for" sees only Running otherwise.
+	NoGPU string `json:"noGPU,omitempty"`
 	// Competing are the pending pods of other schedulers that ask for GPUs, per scheduler, while
 	// the gang (or pod) waits for GPUs: fairway does not place them, and capacity it does not
 	// hold for a gang goes to whichever scheduler binds first (docs/coexistence.md).
@@ -136,6 +140,13 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	var pcs schedulingv1.PriorityClassList
 	_ = o.Client.List(ctx, &pcs) // optional, as in `fairway jobs`
 	s := &WhySnapshot{Pod: pod, PodGroup: pg, Pods: pods.Items, PriorityClasses: pcs.Items, Nodes: map[string]*corev1.Node{}, NodePods: map[string][]corev1.Pod{}}
+	if pod != nil && queueOf(pod) != "" {
+		// Optional: only to say that a GPU-less pod's queue has GPUs.
+		q := &fairwayv1.Queue{}
+		if err := o.Client.Get(ctx, client.ObjectKey{Name: queueOf(pod)}, q); err == nil {
+			s.Queue = q
+		}
+	}
 	// Optional too: a user who may not list pods cluster-wide does not see the competition.
 	var foreign corev1.PodList
 	if err := o.Client.List(ctx, &foreign, client.MatchingFieldsSelector{Selector: fields.AndSelectors(
@@ -205,6 +216,8 @@ type WhySnapshot struct {
 	NodePods map[string][]corev1.Pod
 	// ForeignPending are the pending pods of other schedulers (any namespace).
 	ForeignPending []corev1.Pod
+	// Queue is the queue of the pod asked about, nil when it could not be read.
+	Queue *fairwayv1.Queue
 }
 
 // members are the pods explained: the pod asked about, or the PodGroup's pods.
@@ -244,6 +257,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 				v.Reason, v.Message = c.Reason, c.Message
 			}
 		}
+		v.NoGPU = noGPU(s.Pod, s.Queue)
 		if s.Pod.Spec.SchedulerName != fairwayv1.SchedulerName {
 			v.Message = fmt.Sprintf("the pod's schedulerName is %q, not %q: fairway does not schedule it (its webhook did not take it; check the namespace's and the pod's %s label)",
 				s.Pod.Spec.SchedulerName, fairwayv1.SchedulerName, fairwayv1.IgnoreLabel)
@@ -278,6 +292,32 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		v.Competing = competing(s.ForeignPending)
 	}
 	return v
+}
+
+// noGPU explains a pod that asks for no GPU in a queue that has GPU quota: what it would take
+// to ask for one, and the misspelt GPU keys it carries (v1alpha1.PodKeyProblems). "" for a pod
+// that asks for GPUs, or whose queue has none to give (a CPU queue's pods need no note).
+func noGPU(p *corev1.Pod, q *fairwayv1.Queue) string {
+	if g := gpuOf(p); g.Whole > 0 || g.shared() || len(p.Spec.ResourceClaims) > 0 || q == nil || !hasGPUQuota(&q.Spec) {
+		return ""
+	}
+	msg := fmt.Sprintf("the pod asks for no GPU, though queue %s has GPUs: it has no %s limit, no %s or %s annotation and no resource claim",
+		q.Name, fairwayv1.ResourceGPU, fairwayv1.GPUFractionAnnotation, fairwayv1.GPUMemoryAnnotation)
+	for _, k := range fairwayv1.PodKeyProblems(p.Labels, p.Annotations) {
+		if slices.Contains(fairwayv1.GPUShareKeys, k.Meant) {
+			msg += "; " + k.Message
+		}
+	}
+	return msg
+}
+
+// hasGPUQuota reports whether a queue is given GPUs: a GPU quota or limit, or GPU types.
+func hasGPUQuota(spec *fairwayv1.QueueSpec) bool {
+	if len(spec.GPUTypes) > 0 {
+		return true
+	}
+	gpu := spec.Resources.GPU
+	return gpu != nil && ((gpu.Quota != nil && gpu.Quota.Sign() > 0) || (gpu.Limit != nil && gpu.Limit.Sign() > 0))
 }
 
 // competing counts the pending pods of other schedulers that ask for GPUs, per scheduler.
@@ -385,6 +425,9 @@ func PrintWhy(w io.Writer, v WhyView) error {
 		}
 	}
 	line("State", "%s", state)
+	if v.NoGPU != "" {
+		line("GPU", "%s", v.NoGPU)
+	}
 	if v.Waiting {
 		reason := v.Reason
 		if reason == "" {

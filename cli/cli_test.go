@@ -88,6 +88,7 @@ func TestErrors(t *testing.T) {
 		"unknown podgroup": {[]string{"why", "podgroup/nothing", "-n", "team-a"}, "no PodGroup named nothing in namespace team-a"},
 		"bad kind":         {[]string{"why", "deployment/x"}, "name a pod (pod/NAME), a PodGroup (podgroup/NAME) or an Argo Workflow (workflow/NAME)"},
 		"bad output":       {[]string{"jobs", "-o", "wide"}, `unknown output format "wide"`},
+		"bad nodes output": {[]string{"nodes", "-o", "tabl"}, `unknown output format "tabl": use -o wide, -o json or -o yaml`},
 		"bad resource":     {[]string{"queues", "--resources", "gpu,disk"}, `unknown resource "disk"`},
 	}
 	for name, tc := range cases {

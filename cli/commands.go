@@ -64,10 +64,13 @@ shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
 	}
 	nodes := func() *cobra.Command {
 		o := base.clone()
+		o.wide = true
 		cmd := &cobra.Command{
-			Use:   "nodes",
-			Short: "Show GPUs per node (whole, shared, free) and the pods sharing each shared GPU",
-			Args:  cobra.NoArgs,
+			Use:     "nodes",
+			Short:   "Show GPUs per node (whole, shared, free) and the pods sharing each shared GPU",
+			Long:    "Show every GPU node's GPUs: held whole, shared, free and unhealthy, and how shared GPUs are kept apart.\nWith -o wide, every pod holding a GPU of each node, its queue and what it holds.",
+			Example: "  fairway nodes\n  fairway nodes -o wide",
+			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return run(cmd, o, func() error { return RunNodes(cmd.Context(), o) })
 			},

@@ -314,6 +314,7 @@ var Cases = []Case{
 	{"why-nb-dave.txt", []string{"why", "nb-dave", "-n", "team-b"}},
 	{"nodes.txt", []string{"nodes"}},
 	{"nodes.json", []string{"nodes", "-o", "json"}},
+	{"nodes-wide.txt", []string{"nodes", "-o", "wide"}},
 }
 
 var waitSecondsRE = regexp.MustCompile(`("waitSeconds": |waitSeconds: )\d+`)

@@ -109,7 +109,10 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	if kind != "pod" {
 		pg = &fairwayv1.PodGroup{}
 		if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pg); err != nil {
-			if !apierrors.IsNotFound(err) || kind == "podgroup" {
+			if apierrors.IsNotFound(err) && kind == "podgroup" {
+				return fmt.Errorf("no PodGroup named %s in namespace %s (%w); %s", name, ns, errNotFound, o.elsewhereHint(ctx, name, arg, "PodGroup"))
+			}
+			if !apierrors.IsNotFound(err) {
 				return getError(err, "PodGroup", ns, name)
 			}
 			pg = nil
@@ -118,8 +121,12 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	if pg == nil {
 		pod = &corev1.Pod{}
 		if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-			if apierrors.IsNotFound(err) && kind == "" {
-				return fmt.Errorf("no PodGroup or pod named %s in namespace %s (%w); `fairway jobs -n %s` lists them", name, ns, errNotFound, ns)
+			if apierrors.IsNotFound(err) {
+				what, kinds := "pod", []string{"pod"}
+				if kind == "" {
+					what, kinds = "PodGroup or pod", []string{"PodGroup", "pod"}
+				}
+				return fmt.Errorf("no %s named %s in namespace %s (%w); %s", what, name, ns, errNotFound, o.elsewhereHint(ctx, name, arg, kinds...))
 			}
 			return getError(err, "pod", ns, name)
 		}

@@ -304,6 +304,7 @@ var Cases = []Case{
 	{"jobs-all.txt", []string{"jobs", "-A"}},
 	{"jobs-team-a.txt", []string{"jobs", "-n", "team-a"}},
 	{"jobs-team-b.yaml", []string{"jobs", "-n", "team-b", "-o", "yaml"}},
+	{"jobs-default.txt", []string{"jobs", "-n", "default"}},
 	{"why-train-big.txt", []string{"why", "train-big", "-n", "team-a"}},
 	{"why-train-llama.txt", []string{"why", "podgroup/train-llama", "-n", "team-a"}},
 	{"why-nb-alice.txt", []string{"why", "pod/nb-alice", "-n", "team-b"}},

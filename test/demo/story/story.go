@@ -59,6 +59,10 @@ type Env struct {
 	mu        sync.Mutex
 	narration narration
 	viewing   bool // the live view owns the terminal
+
+	// slots are the grid's columns of each whole-GPU pod, kept from frame to frame (gpuRows).
+	slotsMu sync.Mutex
+	slots   map[string][]int
 }
 
 // narration is what the view shows of the story: the act, its actions, its outcomes.

@@ -356,6 +356,9 @@ func renderScreen(s *state, width, height int, color bool) string {
 			fmt.Fprintf(&b, "  … %s: %s\n", o.What, o.Seen)
 		}
 	}
+	if n.prompt != "" && !n.done {
+		b.WriteString(n.prompt + "\n")
+	}
 	if n.done {
 		b.WriteString("The story is over; the cluster keeps running. Ctrl-C stops everything.\n")
 		b.WriteString("  export KUBECONFIG=" + s.kubeconfig + "; bin/kubectl-fairway queues\n")

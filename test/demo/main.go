@@ -38,7 +38,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	nodesFile := flag.String("nodes", "", "YAML file of node pools (see test/demo/nodes.yaml); default: 4 nodes of 8 H100 GPUs. The story expects 32 GPUs.")
 	check := flag.Bool("check", false, "Play the story without a terminal view and exit 0 only when every outcome was observed (make demo-check).")
 	pace := flag.Duration("pace", 20*time.Second, "How long each act's outcome stays on screen before the next act (make demo DEMO_PACE=40s).")
@@ -91,8 +91,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("Component logs: %s (removed on exit, kept when the demo fails)\n", c.LogDir())
 	defer func() {
 		quiet.Store(false)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			if kept, kerr := keepLogs(c.LogDir()); kerr != nil {
+				fmt.Fprintln(os.Stderr, "demo: keeping the component logs:", kerr)
+			} else {
+				fmt.Fprintf(os.Stderr, "demo: the component logs are kept in %s\n", kept)
+			}
+		}
 		fmt.Println("\nStopping fairway, the operators and the cluster...")
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
@@ -149,6 +157,19 @@ func run() error {
 	quiet.Store(live)
 	env.Watch(ctx)
 	return nil
+}
+
+// keepLogs copies the cluster's component logs out of its work directory, which Stop removes,
+// into a new temporary directory, so that a failed demo can be looked into afterwards.
+func keepLogs(dir string) (string, error) {
+	kept, err := os.MkdirTemp("", "fairway-demo-logs-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.CopyFS(kept, os.DirFS(dir)); err != nil {
+		return "", fmt.Errorf("copying %s to %s: %w", dir, kept, err)
+	}
+	return kept, nil
 }
 
 // readEnters sends a value on next for every line read from stdin: step mode's Enter. An Enter

@@ -91,7 +91,7 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		"unknown name":     {[]string{"why", "nothing", "-n", "team-a"}, "no PodGroup or pod named nothing in namespace team-a (not found); nor in any namespace you may read; `fairway jobs -A`"},
-		"pod elsewhere":    {[]string{"why", "nb-dave"}, "no PodGroup or pod named nb-dave in namespace default (not found); found pod in namespace team-b: `fairway why nb-dave -n team-b`"},
+		"pod elsewhere":    {[]string{"why", "debug"}, "no PodGroup or pod named debug in namespace default (not found); found pod in namespace team-b: `fairway why debug -n team-b`"},
 		"gang elsewhere":   {[]string{"why", "train-big"}, "found PodGroup in namespace team-a: `fairway why train-big -n team-a`"},
 		"pod/ elsewhere":   {[]string{"why", "pod/nb-alice", "-n", "team-a"}, "no pod named nb-alice in namespace team-a (not found); found pod in namespace team-b: `fairway why pod/nb-alice -n team-b`"},
 		"unknown podgroup": {[]string{"why", "podgroup/nothing", "-n", "team-a"}, "no PodGroup named nothing in namespace team-a"},
@@ -137,7 +137,7 @@ func TestWhyElsewhereByNamespace(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(cli.Scheme()).WithObjects(objs...).Build()
 	base := cli.Options{Client: c, Now: func() time.Time { return clitest.Now }}
 	_, err := execute(t, base, "why", "nb-bob")
-	want := "no PodGroup or pod named nb-bob in namespace default (not found); found PodGroup in namespace team-b, pod in namespace team-b: `fairway why nb-bob -n team-b`"
+	want := "no PodGroup or pod named nb-bob in namespace default (not found); found PodGroup and pod in namespace team-b: `fairway why nb-bob -n team-b`"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %q", err, want)
 	}

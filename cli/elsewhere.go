@@ -86,12 +86,19 @@ func (o *Options) elsewhereHint(ctx context.Context, name, arg string, kinds ...
 	case len(matches) == 0:
 		return "nor in any namespace you may read; `fairway jobs -A` lists the jobs of every namespace"
 	}
-	where := make([]string, len(matches))
-	for i, m := range matches {
-		where[i] = m.kind + " in namespace " + m.namespace
+	var namespaces []string
+	found := map[string][]string{} // namespace -> kinds
+	for _, m := range matches {
+		if found[m.namespace] == nil {
+			namespaces = append(namespaces, m.namespace)
+		}
+		found[m.namespace] = append(found[m.namespace], m.kind)
 	}
-	where = slices.Compact(where)
-	return fmt.Sprintf("found %s: `fairway why %s -n %s`", strings.Join(where, ", "), arg, matches[0].namespace)
+	where := make([]string, len(namespaces))
+	for i, ns := range namespaces {
+		where[i] = strings.Join(found[ns], " and ") + " in namespace " + ns
+	}
+	return fmt.Sprintf("found %s: `fairway why %s -n %s`", strings.Join(where, ", "), arg, namespaces[0])
 }
 
 // jobsElsewhere counts the fairway jobs of the namespaces other than ns, by namespace ("team-a

@@ -147,10 +147,17 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	var pcs schedulingv1.PriorityClassList
 	_ = o.Client.List(ctx, &pcs) // optional, as in `fairway jobs`
 	s := &WhySnapshot{Pod: pod, PodGroup: pg, Pods: pods.Items, PriorityClasses: pcs.Items, Nodes: map[string]*corev1.Node{}, NodePods: map[string][]corev1.Pod{}}
-	if pod != nil && queueOf(pod) != "" {
-		// Optional: only to say that a GPU-less pod's queue has GPUs.
+	queue := ""
+	switch {
+	case pod != nil:
+		queue = queueOf(pod)
+	case pg != nil:
+		queue = pg.Spec.Queue
+	}
+	if queue != "" {
+		// Optional: only to say that GPU-less pods' queue has GPUs.
 		q := &fairwayv1.Queue{}
-		if err := o.Client.Get(ctx, client.ObjectKey{Name: queueOf(pod)}, q); err == nil {
+		if err := o.Client.Get(ctx, client.ObjectKey{Name: queue}, q); err == nil {
 			s.Queue = q
 		}
 	}
@@ -264,7 +271,6 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 				v.Reason, v.Message = c.Reason, c.Message
 			}
 		}
-		v.NoGPU = noGPU(s.Pod, s.Queue)
 		if s.Pod.Spec.SchedulerName != fairwayv1.SchedulerName {
 			v.Message = fmt.Sprintf("the pod's schedulerName is %q, not %q: fairway does not schedule it (its webhook did not take it; check the namespace's and the pod's %s label)",
 				s.Pod.Spec.SchedulerName, fairwayv1.SchedulerName, fairwayv1.IgnoreLabel)
@@ -281,6 +287,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		}
 	}
 	v.Kind = "Why"
+	v.NoGPU = noGPU(s.members(), s.Queue)
 	if v.Waiting {
 		v.Hint = hintFor(v.Reason)
 		if slices.ContainsFunc(s.members(), asksToBorrow) {
@@ -301,19 +308,33 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 	return v
 }
 
-// noGPU explains a pod that asks for no GPU in a queue that has GPU quota: what it would take
-// to ask for one, and the misspelt GPU keys it carries (v1alpha1.PodKeyProblems). "" for a pod
-// that asks for GPUs, or whose queue has none to give (a CPU queue's pods need no note).
-func noGPU(p *corev1.Pod, q *fairwayv1.Queue) string {
-	if g := gpuOf(p); g.Whole > 0 || g.shared() || len(p.Spec.ResourceClaims) > 0 || q == nil || !hasGPUQuota(&q.Spec) {
+// noGPU explains pods (the pod asked about, or a gang's) that ask for no GPU in a queue that has
+// GPU quota: what it would take to ask for one, and the misspelt GPU keys they carry
+// (v1alpha1.PodKeyProblems). "" when a pod asks for GPUs, or when the queue has none to give (a
+// CPU queue's pods need no note).
+func noGPU(pods []*corev1.Pod, q *fairwayv1.Queue) string {
+	if len(pods) == 0 || q == nil || !hasGPUQuota(&q.Spec) {
 		return ""
 	}
-	msg := fmt.Sprintf("the pod asks for no GPU, though queue %s has GPUs: it has no %s limit, no %s or %s annotation and no resource claim",
-		q.Name, fairwayv1.ResourceGPU, fairwayv1.GPUFractionAnnotation, fairwayv1.GPUMemoryAnnotation)
-	for _, k := range fairwayv1.PodKeyProblems(p.Labels, p.Annotations) {
-		if slices.Contains(fairwayv1.GPUShareKeys, k.Meant) {
-			msg += "; " + k.Message
+	var typos []string
+	for _, p := range pods {
+		if g := gpuOf(p); g.Whole > 0 || g.shared() || len(p.Spec.ResourceClaims) > 0 {
+			return ""
 		}
+		for _, k := range fairwayv1.PodKeyProblems(p.Labels, p.Annotations) {
+			if slices.Contains(fairwayv1.GPUShareKeys, k.Meant) && !slices.Contains(typos, k.Message) {
+				typos = append(typos, k.Message)
+			}
+		}
+	}
+	who, has := "the pod asks", "it has"
+	if len(pods) > 1 {
+		who, has = fmt.Sprintf("the gang's %d pods ask", len(pods)), "they have"
+	}
+	msg := fmt.Sprintf("%s for no GPU, though queue %s has GPUs: %s no %s limit, no %s or %s annotation and no resource claim",
+		who, q.Name, has, fairwayv1.ResourceGPU, fairwayv1.GPUFractionAnnotation, fairwayv1.GPUMemoryAnnotation)
+	for _, t := range typos {
+		msg += "; " + t
 	}
 	return msg
 }

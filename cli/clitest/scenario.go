@@ -153,6 +153,7 @@ func PodGroups() []client.Object {
 		podGroup("team-b", "nb-alice", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 3*time.Second)),
 		podGroup("team-b", "nb-bob", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 4*time.Second)),
 		podGroup("team-a", "train-lora", "team-a", fairwayv1.PriorityClassTraining, 1, running(1, 2*time.Second)),
+		podGroup("team-b", "nb-dave", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 6*time.Second)),
 	}
 }
 
@@ -267,7 +268,7 @@ func Pods() []client.Object {
 			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): 3 no GPU with enough free share or memory; idle GPU lending: 1 lendable GPUs, none takes pod team-b/sweep: 1 at their loan cap"}),
 		// A notebook whose author misspelt the fraction key (admitted before the webhook checked
 		// keys, or while it was down): it runs, without a GPU.
-		Pod(PodSpec{Namespace: "team-b", Name: "nb-dave", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "a100-0",
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-dave", Group: "nb-dave", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "a100-0",
 			Annotations: map[string]string{"fairway.dev/gpu-fracton": "0.25"}}),
 		Reservation("h100-1", 0, 3),
 		Reservation("h100-1", 1, 5),

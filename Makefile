@@ -121,8 +121,9 @@ demo: ## Build what is missing, start a local cluster (4 fake nodes x 8 H100), i
 	$(GO) run ./test/demo $(if $(DEMO_PACE),-pace $(DEMO_PACE)) $(if $(DEMO_STEP),-step)
 
 .PHONY: demo-check
-demo-check: tools build ## Play the demo's story without a terminal; exit 0 only when every act's outcome was observed.
+demo-check: tools build ## Play the demo's story without a terminal; exit 0 only when every act's outcome was observed, then as a newcomer's `make demo | less`.
 	$(GO) run ./test/demo -check
+	$(GO) test -tags e2e $(GOTEST_FLAGS) -run '^TestDemoPiped$$' ./test/e2e
 
 ##@ Measure
 

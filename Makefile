@@ -110,18 +110,24 @@ test: verify chart-test tools build ## Everything CI runs.
 
 ##@ Run
 
+# DEMO_PACE is how long each act's outcome stays on screen (a Go duration; the demo's default
+# is 20s); DEMO_STEP=1 waits for Enter before each act instead. Both only for `make demo`.
+DEMO_PACE ?=
+DEMO_STEP ?=
+
 .PHONY: demo
-demo: ## Build what is missing, start a local cluster (4 fake nodes x 8 H100), install fairway from its chart and play the product story. Ctrl-C stops it.
+demo: ## Build what is missing, start a local cluster (4 fake nodes x 8 H100), install fairway from its chart and play the product story (DEMO_PACE=40s, DEMO_STEP=1). Ctrl-C stops it.
 	@echo "demo: 1/3 building the local cluster's tools into bin/ (skipped when up to date; 15-20 min the first time)"
 	@$(MAKE) --no-print-directory tools
 	@echo "demo: 2/3 building fairway"
 	@$(MAKE) --no-print-directory build
 	@echo "demo: 3/3 starting the demo"
-	$(GO) run ./test/demo
+	$(GO) run ./test/demo $(if $(DEMO_PACE),-pace $(DEMO_PACE)) $(if $(DEMO_STEP),-step)
 
 .PHONY: demo-check
-demo-check: tools build ## Play the demo's story without a terminal; exit 0 only when every act's outcome was observed.
+demo-check: tools build ## Play the demo's story without a terminal; exit 0 only when every act's outcome was observed, then as a newcomer's `make demo | less`.
 	$(GO) run ./test/demo -check
+	$(GO) test -tags e2e $(GOTEST_FLAGS) -run '^TestDemoPiped$$' ./test/e2e
 
 ##@ Measure
 

@@ -33,8 +33,11 @@ what they borrow above the guarantee, and what waiting pods ask for.`,
 	jobs := func() *cobra.Command {
 		o := base.clone()
 		cmd := &cobra.Command{
-			Use:     "jobs",
-			Short:   "List gangs (PodGroups) with queue, priority, state, GPUs or shares, and wait time",
+			Use:   "jobs",
+			Short: "List gangs (PodGroups) with queue, priority, state, GPUs or shares, and wait time",
+			Long: `List the gangs (PodGroups) and the fairway pods outside any gang of the namespace (-n, else the
+kubeconfig's), or of every namespace (-A). An empty namespace is answered with the namespaces
+that have jobs.`,
 			Example: "  fairway jobs -n team-a\n  fairway jobs -A -o json",
 			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,7 +54,8 @@ what they borrow above the guarantee, and what waiting pods ask for.`,
 			Short: "Explain why a pod, gang or pipeline run waits, and what would unblock it; or where it runs",
 			Long: `Explain one PodGroup or pod: while it waits, the scheduler's reason code and message and what
 would unblock it; once placed, the nodes its pods run on and, for a GPU share, which GPU and who
-shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
+shares it. A bare NAME is looked up as a PodGroup first, then as a pod. When the namespace has
+neither, the other namespaces you may read are searched and the -n to add is printed.`,
 			Example: "  fairway why train-llama -n team-a\n  fairway why pod/notebook-0 -n team-b\n  fairway why workflow/vision-training-x7k2p -n kubeflow-user-alice",
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,10 +68,13 @@ shares it. A bare NAME is looked up as a PodGroup first, then as a pod.`,
 	}
 	nodes := func() *cobra.Command {
 		o := base.clone()
+		o.wide = true
 		cmd := &cobra.Command{
-			Use:   "nodes",
-			Short: "Show GPUs per node (whole, shared, free) and the pods sharing each shared GPU",
-			Args:  cobra.NoArgs,
+			Use:     "nodes",
+			Short:   "Show GPUs per node (whole, shared, free) and the pods sharing each shared GPU",
+			Long:    "Show every GPU node's GPUs: held whole, shared, free and unhealthy, and how shared GPUs are kept apart.\nWith -o wide, every pod holding a GPU of each node, its queue and what it holds.",
+			Example: "  fairway nodes\n  fairway nodes -o wide",
+			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return run(cmd, o, func() error { return RunNodes(cmd.Context(), o) })
 			},

@@ -104,11 +104,17 @@ func RunJobs(ctx context.Context, o *Options) error {
 		return err
 	}
 	if len(view.Items) == 0 {
-		where := "in namespace " + o.ListNamespace()
 		if o.AllNamespaces {
-			where = "in any namespace"
+			_, err := fmt.Fprintln(o.Out, "No fairway jobs in any namespace.")
+			return err
 		}
-		_, err := fmt.Fprintf(o.Out, "No fairway jobs %s.\n", where)
+		msg := fmt.Sprintf("No fairway jobs in namespace %s.", o.ListNamespace())
+		if others, first := o.jobsElsewhere(ctx, o.ListNamespace()); others != "" {
+			msg += fmt.Sprintf(" Jobs by namespace: %s. `fairway jobs -A` lists them all, `fairway jobs -n %s` one namespace's.", others, first)
+		} else {
+			msg += " `fairway jobs -A` lists every namespace's."
+		}
+		_, err := fmt.Fprintln(o.Out, msg)
 		return err
 	}
 	return PrintJobs(o.Out, view, o.AllNamespaces)

@@ -39,6 +39,17 @@ type NodeView struct {
 	Sharing map[fairwayv1.GPUSharingMode]int `json:"sharing,omitempty"`
 	// SharedGPUs lists the shared GPUs and the pods on each.
 	SharedGPUs []SharedGPUView `json:"sharedGPUs"`
+	// WholeGPUPods are the pods that hold GPUs of the node whole. Which devices they got is the
+	// kubelet's choice, which the API does not show.
+	WholeGPUPods []WholeGPUPodView `json:"wholeGPUPods,omitempty"`
+}
+
+// WholeGPUPodView is a pod holding whole GPUs.
+type WholeGPUPodView struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Queue     string `json:"queue,omitempty"`
+	GPUs      int64  `json:"gpus"`
 }
 
 // SharedGPUView is one GPU shared by fractional pods.
@@ -63,6 +74,7 @@ type SharedGPUView struct {
 type SharePodView struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	Queue     string `json:"queue,omitempty"`
 	// Share is "0.25" or "20000MiB".
 	Share string `json:"share"`
 	// OnLoan is true for a pod on loan on the GPU while its notebooks are idle.
@@ -92,6 +104,9 @@ func RunNodes(ctx context.Context, o *Options) error {
 	if len(view.Items) == 0 {
 		_, err := fmt.Fprintln(o.Out, "No GPU nodes: no node has nvidia.com/gpu capacity or a gpu-agent inventory.")
 		return err
+	}
+	if o.Output == OutputWide {
+		return PrintNodesWide(o.Out, view)
 	}
 	return PrintNodes(o.Out, view)
 }
@@ -167,7 +182,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 				sg.Slot = &slot
 			}
 			loan := isLoan(p)
-			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Share: g.share(), OnLoan: loan})
+			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p), Share: g.share(), OnLoan: loan})
 			switch {
 			case loan:
 			case g.Milli > 0:
@@ -177,10 +192,14 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 					sg.Allocated += float64(g.MemoryMiB) / float64(mib)
 				}
 			}
-		default:
+		case g.Whole > 0:
 			v.Whole += g.Whole
+			v.WholeGPUPods = append(v.WholeGPUPods, WholeGPUPodView{Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p), GPUs: g.Whole})
 		}
 	}
+	slices.SortFunc(v.WholeGPUPods, func(a, b WholeGPUPodView) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
 	for _, key := range order {
 		sg := groups[key]
 		if d, ok := byUUID[sg.UUID]; ok && sg.UUID != "" {
@@ -260,8 +279,16 @@ func PrintNodes(w io.Writer, v NodeList) error {
 			strconv.FormatInt(n.Free, 10), strconv.Itoa(n.Unhealthy), sharingColumn(n.Sharing))
 		shared = shared || len(n.SharedGPUs) > 0
 	}
-	if err := t.flush(); err != nil || !shared {
+	if err := t.flush(); err != nil {
 		return err
+	}
+	if slices.ContainsFunc(v.Items, func(n NodeView) bool { return len(n.Sharing) > 0 }) {
+		if _, err := fmt.Fprintln(w, sharingLegend); err != nil {
+			return err
+		}
+	}
+	if !shared {
+		return nil
 	}
 	if _, err := fmt.Fprintln(w); err != nil {
 		return err
@@ -292,6 +319,71 @@ func PrintNodes(w io.Writer, v NodeList) error {
 		}
 	}
 	return t.flush()
+}
+
+// sharingLegend explains the SHARING column, which a newcomer cannot read otherwise.
+const sharingLegend = "SHARING: how pods on one GPU are kept apart: soft (time-sliced, each pod keeps to its share), mps (an MPS server per pod enforces its memory), mig (MIG mode: no shares)"
+
+// PrintNodesWide writes the node table and, below it, every pod holding a GPU of each node:
+// the GPU (its index for a shared GPU; "-" for GPUs held whole, whose devices the kubelet
+// chooses), the pod, its queue and what it holds.
+func PrintNodesWide(w io.Writer, v NodeList) error {
+	if err := PrintNodes(w, NodeList{Kind: v.Kind, Items: stripShared(v.Items)}); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	t := newTable(w, "NODE", "GPU", "MODE", "POD", "QUEUE", "HOLDS")
+	for _, n := range v.Items {
+		for _, p := range n.WholeGPUPods {
+			t.row(n.Name, "", "", p.Namespace+"/"+p.Name, p.Queue, plural(p.GPUs, "whole GPU", "whole GPUs"))
+		}
+		for _, g := range n.SharedGPUs {
+			gpu := "slot ?"
+			switch {
+			case g.Index != nil:
+				gpu = strconv.Itoa(int(*g.Index))
+			case g.Slot != nil:
+				gpu = "slot " + strconv.Itoa(*g.Slot)
+			}
+			for _, p := range g.Pods {
+				holds := p.Share + " of the GPU"
+				if p.OnLoan {
+					holds += ", on loan"
+				}
+				t.row(n.Name, gpu, string(g.Mode), p.Namespace+"/"+p.Name, p.Queue, holds)
+			}
+		}
+		if n.Free > 0 {
+			t.row(n.Name, "", "", "", "", plural(n.Free, "GPU free", "GPUs free"))
+		}
+		if n.Unhealthy > 0 {
+			t.row(n.Name, "", "", "", "", plural(int64(n.Unhealthy), "GPU unhealthy", "GPUs unhealthy"))
+		}
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "GPU: the device index of a shared GPU (\"slot N\" until the gpu-agent reports it); \"-\" for GPUs held whole, whose devices the kubelet chooses.")
+	return err
+}
+
+// stripShared drops the shared GPUs from a copy of the nodes, so that the wide view prints them
+// once, in its holders table.
+func stripShared(items []NodeView) []NodeView {
+	out := slices.Clone(items)
+	for i := range out {
+		out[i].SharedGPUs = nil
+	}
+	return out
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatInt(n, 10) + " " + many
 }
 
 // sharingColumn is the node's sharing modes: the mode when every GPU has it, else each mode with

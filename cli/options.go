@@ -26,7 +26,7 @@ type Options struct {
 	Context       string
 	Namespace     string
 	AllNamespaces bool
-	// Output is "" (a table), "json" or "yaml".
+	// Output is "" (a table), "json" or "yaml"; OutputWide for commands that have a wide table.
 	Output string
 
 	// Client, when set, is used instead of one built from the kubeconfig (tests).
@@ -36,7 +36,11 @@ type Options struct {
 	Out io.Writer
 
 	namespace string // resolved by Complete
+	wide      bool   // the command has a wide table (-o wide)
 }
+
+// OutputWide is -o wide: the table with more columns, as kubectl's.
+const OutputWide = "wide"
 
 // AddFlags registers the shared flags; -n and -A only for commands that read namespaced
 // objects (queues and nodes are cluster-wide).
@@ -47,13 +51,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, namespaced bool) {
 		fs.StringVarP(&o.Namespace, "namespace", "n", "", "Namespace (the context's namespace when empty).")
 		fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List across all namespaces.")
 	}
-	fs.StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (a table when empty).")
+	formats := "json or yaml"
+	if o.wide {
+		formats = "wide, json or yaml"
+	}
+	fs.StringVarP(&o.Output, "output", "o", "", "Output format: "+formats+" (a table when empty).")
 }
 
 // Complete validates the flags and builds the client from the kubeconfig.
 func (o *Options) Complete() error {
-	switch o.Output {
-	case "", "json", "yaml":
+	switch {
+	case o.Output == "", o.Output == "json", o.Output == "yaml", o.Output == OutputWide && o.wide:
+	case o.wide:
+		return fmt.Errorf("unknown output format %q: use -o wide, -o json or -o yaml, or leave -o out for a table", o.Output)
 	default:
 		return fmt.Errorf("unknown output format %q: use -o json or -o yaml, or leave -o out for a table", o.Output)
 	}

@@ -113,8 +113,8 @@ func newSimRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Replay a trace on node pools with queues; print a summary, write a CSV time series and PNG plots",
-		Example: `  fairway sim run --nodes examples/queues/nodes.yaml --queues examples/queues/queues.yaml --trace trace.yaml --out sim-out
-  fairway sim run --config a.yaml --compare b.yaml --out what-if`,
+		Example: `  fairway sim run --nodes examples/queues/nodes.yaml --queues examples/queues/queues.yaml --trace examples/sim/trace.yaml --out sim-out
+  fairway sim run --config examples/sim/baseline.yaml --compare examples/sim/more-a100.yaml --out what-if`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSim(cmd, &o)
@@ -208,11 +208,13 @@ func runSim(cmd *cobra.Command, o *simRunFlags) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	var written []string
 	for i, rep := range reports {
 		name := "timeseries.csv"
 		if len(reports) > 1 {
 			name = fmt.Sprintf("timeseries-%d-%s.csv", i+1, strings.TrimSuffix(filepath.Base(rep.Name), filepath.Ext(rep.Name)))
 		}
+		written = append(written, name)
 		fh, err := os.Create(filepath.Join(o.out, name))
 		if err != nil {
 			return err
@@ -228,7 +230,9 @@ func runSim(cmd *cobra.Command, o *simRunFlags) error {
 	if err := sim.WritePlots(o.out, reports...); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s: timeseries CSV, allocation.png, queues.png, waits.png\n", o.out)
+	// The names as written: with --compare the per-config files carry a number.
+	written = append(written, sim.PlotFiles("png", len(reports))...)
+	fmt.Fprintf(stderr, "wrote %s: %s\n", o.out, strings.Join(written, ", "))
 	return nil
 }
 

@@ -31,9 +31,9 @@ func TestSimExport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sim export: %v\n%s", err, out)
 	}
-	// 3 nodes, 5 queues; 6 running pods (the loan included) and 6 pending; the 2 GPU
-	// reservations left out.
-	if want := "3 nodes, 5 queues, 12 pods (6 running, 6 pending; 2 not fairway's, reservations or finished, left out)"; !strings.Contains(out, want) {
+	// 3 nodes, 5 queues; 7 running pods (the loan and the GPU-less nb-dave included) and 6
+	// pending; the 2 GPU reservations left out.
+	if want := "3 nodes, 5 queues, 13 pods (7 running, 6 pending; 2 not fairway's, reservations or finished, left out)"; !strings.Contains(out, want) {
 		t.Errorf("sim export says %q, want %q", out, want)
 	}
 	trace, err := os.ReadFile(filepath.Join(dir, "trace.yaml"))

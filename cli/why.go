@@ -43,6 +43,10 @@ type WhyView struct {
 	MinMember int32 `json:"minMember"`
 	// Pods are where the gang's (or the pod's) bound pods run.
 	Pods []PlacementView `json:"pods"`
+	// NoGPU says that the pod asked about asks for no GPU although its queue has GPU quota, and
+	// names the misspelt GPU-share keys it carries: a newcomer whose notebook runs without the
+	// GPU it "asked for" sees only Running otherwise.
+	NoGPU string `json:"noGPU,omitempty"`
 	// Competing are the pending pods of other schedulers that ask for GPUs, per scheduler, while
 	// the gang (or pod) waits for GPUs: fairway does not place them, and capacity it does not
 	// hold for a gang goes to whichever scheduler binds first (docs/coexistence.md).
@@ -105,7 +109,10 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	if kind != "pod" {
 		pg = &fairwayv1.PodGroup{}
 		if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pg); err != nil {
-			if !apierrors.IsNotFound(err) || kind == "podgroup" {
+			if apierrors.IsNotFound(err) && kind == "podgroup" {
+				return fmt.Errorf("no PodGroup named %s in namespace %s (%w); %s", name, ns, errNotFound, o.elsewhereHint(ctx, name, arg, "PodGroup"))
+			}
+			if !apierrors.IsNotFound(err) {
 				return getError(err, "PodGroup", ns, name)
 			}
 			pg = nil
@@ -114,8 +121,12 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	if pg == nil {
 		pod = &corev1.Pod{}
 		if err := o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-			if apierrors.IsNotFound(err) && kind == "" {
-				return fmt.Errorf("no PodGroup or pod named %s in namespace %s (%w); `fairway jobs -n %s` lists them", name, ns, errNotFound, ns)
+			if apierrors.IsNotFound(err) {
+				what, kinds := "pod", []string{"pod"}
+				if kind == "" {
+					what, kinds = "PodGroup or pod", []string{"PodGroup", "pod"}
+				}
+				return fmt.Errorf("no %s named %s in namespace %s (%w); %s", what, name, ns, errNotFound, o.elsewhereHint(ctx, name, arg, kinds...))
 			}
 			return getError(err, "pod", ns, name)
 		}
@@ -136,6 +147,20 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 	var pcs schedulingv1.PriorityClassList
 	_ = o.Client.List(ctx, &pcs) // optional, as in `fairway jobs`
 	s := &WhySnapshot{Pod: pod, PodGroup: pg, Pods: pods.Items, PriorityClasses: pcs.Items, Nodes: map[string]*corev1.Node{}, NodePods: map[string][]corev1.Pod{}}
+	queue := ""
+	switch {
+	case pod != nil:
+		queue = queueOf(pod)
+	case pg != nil:
+		queue = pg.Spec.Queue
+	}
+	if queue != "" {
+		// Optional: only to say that GPU-less pods' queue has GPUs.
+		q := &fairwayv1.Queue{}
+		if err := o.Client.Get(ctx, client.ObjectKey{Name: queue}, q); err == nil {
+			s.Queue = q
+		}
+	}
 	// Optional too: a user who may not list pods cluster-wide does not see the competition.
 	var foreign corev1.PodList
 	if err := o.Client.List(ctx, &foreign, client.MatchingFieldsSelector{Selector: fields.AndSelectors(
@@ -205,6 +230,8 @@ type WhySnapshot struct {
 	NodePods map[string][]corev1.Pod
 	// ForeignPending are the pending pods of other schedulers (any namespace).
 	ForeignPending []corev1.Pod
+	// Queue is the queue of the pod asked about, nil when it could not be read.
+	Queue *fairwayv1.Queue
 }
 
 // members are the pods explained: the pod asked about, or the PodGroup's pods.
@@ -260,6 +287,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		}
 	}
 	v.Kind = "Why"
+	v.NoGPU = noGPU(s.members(), s.Queue)
 	if v.Waiting {
 		v.Hint = hintFor(v.Reason)
 		if slices.ContainsFunc(s.members(), asksToBorrow) {
@@ -278,6 +306,46 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		v.Competing = competing(s.ForeignPending)
 	}
 	return v
+}
+
+// noGPU explains pods (the pod asked about, or a gang's) that ask for no GPU in a queue that has
+// GPU quota: what it would take to ask for one, and the misspelt GPU keys they carry
+// (v1alpha1.PodKeyProblems). "" when a pod asks for GPUs, or when the queue has none to give (a
+// CPU queue's pods need no note).
+func noGPU(pods []*corev1.Pod, q *fairwayv1.Queue) string {
+	if len(pods) == 0 || q == nil || !hasGPUQuota(&q.Spec) {
+		return ""
+	}
+	var typos []string
+	for _, p := range pods {
+		if g := gpuOf(p); g.Whole > 0 || g.shared() || len(p.Spec.ResourceClaims) > 0 {
+			return ""
+		}
+		for _, k := range fairwayv1.PodKeyProblems(p.Labels, p.Annotations) {
+			if slices.Contains(fairwayv1.GPUShareKeys, k.Meant) && !slices.Contains(typos, k.Message) {
+				typos = append(typos, k.Message)
+			}
+		}
+	}
+	who, has := "the pod asks", "it has"
+	if len(pods) > 1 {
+		who, has = fmt.Sprintf("the gang's %d pods ask", len(pods)), "they have"
+	}
+	msg := fmt.Sprintf("%s for no GPU, though queue %s has GPUs: %s no %s limit, no %s or %s annotation and no resource claim",
+		who, q.Name, has, fairwayv1.ResourceGPU, fairwayv1.GPUFractionAnnotation, fairwayv1.GPUMemoryAnnotation)
+	for _, t := range typos {
+		msg += "; " + t
+	}
+	return msg
+}
+
+// hasGPUQuota reports whether a queue is given GPUs: a GPU quota or limit, or GPU types.
+func hasGPUQuota(spec *fairwayv1.QueueSpec) bool {
+	if len(spec.GPUTypes) > 0 {
+		return true
+	}
+	gpu := spec.Resources.GPU
+	return gpu != nil && ((gpu.Quota != nil && gpu.Quota.Sign() > 0) || (gpu.Limit != nil && gpu.Limit.Sign() > 0))
 }
 
 // competing counts the pending pods of other schedulers that ask for GPUs, per scheduler.
@@ -385,6 +453,9 @@ func PrintWhy(w io.Writer, v WhyView) error {
 		}
 	}
 	line("State", "%s", state)
+	if v.NoGPU != "" {
+		line("GPU", "%s", v.NoGPU)
+	}
 	if v.Waiting {
 		reason := v.Reason
 		if reason == "" {

@@ -148,6 +148,14 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		}
 	}
 
+	// 2d. Keys that look like fairway's but are not (fairway.dev/gpu-fracton): a warning, or a
+	// refusal when the pod asks for a GPU share.
+	warn, err := unknownKeys(pod)
+	warnings = append(warnings, warn...)
+	if err != nil {
+		return warnings, err
+	}
+
 	// 3. The queue.
 	queue, err := d.resolveQueue(ctx, pod, ns, w.QueueHint, serving)
 	if err != nil {
@@ -176,7 +184,7 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	if _, byQueue := pol.From[fairwayv1.RulePriorityClass]; frameworkClass != "" && !byQueue {
 		class = frameworkClass
 	}
-	warn, err := d.defaultPriority(ctx, pod, class)
+	warn, err = d.defaultPriority(ctx, pod, class)
 	if err != nil {
 		return warnings, err
 	}

@@ -153,6 +153,7 @@ func PodGroups() []client.Object {
 		podGroup("team-b", "nb-alice", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 3*time.Second)),
 		podGroup("team-b", "nb-bob", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 4*time.Second)),
 		podGroup("team-a", "train-lora", "team-a", fairwayv1.PriorityClassTraining, 1, running(1, 2*time.Second)),
+		podGroup("team-b", "nb-dave", "team-b", fairwayv1.PriorityClassInteractive, 1, running(1, 6*time.Second)),
 	}
 }
 
@@ -170,6 +171,8 @@ type PodSpec struct {
 	// Loan marks a pod bound on loan on an idle notebook's GPU (fairway.dev/loan); Borrow a pod
 	// that opted in to borrowing (fairway.dev/borrow-idle-gpu).
 	Loan, Borrow bool
+	// Annotations are further annotations of the pod's author.
+	Annotations map[string]string
 }
 
 // Pod builds a pod shaped as fairway's webhook and scheduler leave it.
@@ -182,6 +185,9 @@ func Pod(s PodSpec) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+	}
+	for k, v := range s.Annotations {
+		p.Annotations[k] = v
 	}
 	if s.Framework != "" {
 		p.Labels[fairwayv1.FrameworkLabel] = s.Framework
@@ -260,6 +266,10 @@ func Pods() []client.Object {
 		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Group: "train-lora", Queue: "team-a", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
 		Pod(PodSpec{Namespace: "team-b", Name: "sweep", Queue: "team-b", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassTraining, Fraction: "0.5", Borrow: true,
 			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): 3 no GPU with enough free share or memory; idle GPU lending: 1 lendable GPUs, none takes pod team-b/sweep: 1 at their loan cap"}),
+		// A notebook whose author misspelt the fraction key (admitted before the webhook checked
+		// keys, or while it was down): it runs, without a GPU.
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-dave", Group: "nb-dave", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "a100-0",
+			Annotations: map[string]string{"fairway.dev/gpu-fracton": "0.25"}}),
 		Reservation("h100-1", 0, 3),
 		Reservation("h100-1", 1, 5),
 	}
@@ -295,6 +305,7 @@ var Cases = []Case{
 	{"jobs-all.txt", []string{"jobs", "-A"}},
 	{"jobs-team-a.txt", []string{"jobs", "-n", "team-a"}},
 	{"jobs-team-b.yaml", []string{"jobs", "-n", "team-b", "-o", "yaml"}},
+	{"jobs-default.txt", []string{"jobs", "-n", "default"}},
 	{"why-train-big.txt", []string{"why", "train-big", "-n", "team-a"}},
 	{"why-train-llama.txt", []string{"why", "podgroup/train-llama", "-n", "team-a"}},
 	{"why-nb-alice.txt", []string{"why", "pod/nb-alice", "-n", "team-b"}},
@@ -302,8 +313,10 @@ var Cases = []Case{
 	{"why-nb-carol.json", []string{"why", "nb-carol", "-n", "team-a", "-o", "json"}},
 	{"why-train-lora.txt", []string{"why", "pod/train-lora", "-n", "team-a"}},
 	{"why-sweep.txt", []string{"why", "pod/sweep", "-n", "team-b"}},
+	{"why-nb-dave.txt", []string{"why", "nb-dave", "-n", "team-b"}},
 	{"nodes.txt", []string{"nodes"}},
 	{"nodes.json", []string{"nodes", "-o", "json"}},
+	{"nodes-wide.txt", []string{"nodes", "-o", "wide"}},
 }
 
 var waitSecondsRE = regexp.MustCompile(`("waitSeconds": |waitSeconds: )\d+`)

@@ -58,7 +58,7 @@ func LoadConfigFile(path string) (*ConfigFile, error) {
 	}
 	var f ConfigFile
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, decodeError(path, b, err, "extraNodePools", nil)
 	}
 	dir := filepath.Dir(path)
 	for _, p := range []*string{&f.Nodes, &f.Queues, &f.Trace} {

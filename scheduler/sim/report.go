@@ -251,6 +251,25 @@ func (r *Report) gpuHours(queue string) []float64 {
 // dir; several reports share allocation.png and waits.png, each in its own colours.
 func WritePlots(dir string, reports ...*Report) error { return WritePlotsAs(dir, "png", reports...) }
 
+// PlotFiles are the names of the files WritePlotsAs writes for n reports in format, in the
+// order it writes them, so that what is printed is what is on disk (queues-1.png, not
+// queues.png, when there are several reports).
+func PlotFiles(format string, n int) []string {
+	out := []string{"allocation." + format}
+	for i := range n {
+		out = append(out, plotName("queues", format, i, n), plotName("gpu-hours", format, i, n))
+	}
+	return append(out, "waits."+format)
+}
+
+// plotName names the plot of report i of n: base.format alone, base-N.format among several.
+func plotName(base, format string, i, n int) string {
+	if n > 1 {
+		return fmt.Sprintf("%s-%d.%s", base, i+1, format)
+	}
+	return base + "." + format
+}
+
 // WritePlotsAs is WritePlots in another image format: "svg" (text, as the docs keep them) or
 // "png".
 func WritePlotsAs(dir, format string, reports ...*Report) error {
@@ -258,13 +277,7 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 		return err
 	}
 	hours := func(d time.Duration) float64 { return d.Hours() }
-	// perReport names the plot of report i: base.format alone, base-N.format among several.
-	perReport := func(base string, i int) string {
-		if len(reports) > 1 {
-			return fmt.Sprintf("%s-%d.%s", base, i+1, format)
-		}
-		return base + "." + format
-	}
+	perReport := func(base string, i int) string { return plotName(base, format, i, len(reports)) }
 	line := func(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.XYs) error {
 		l, err := plotter.NewLine(pts)
 		if err != nil {

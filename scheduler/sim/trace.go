@@ -106,9 +106,9 @@ func LoadTrace(path string, openb OpenBTimed) ([]Pod, error) {
 		}
 		var f traceFile
 		if err := yaml.UnmarshalStrict(b, &f); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, decodeError(path, b, err, "pods", func() any { return &TraceEntry{} })
 		}
-		return expand(path, f.Pods)
+		return expand(path, f.Pods, entryLines(b, "pods"))
 	case strings.HasSuffix(path, ".csv") || strings.HasSuffix(path, ".csv.gz"):
 		rc, err := openReader(path)
 		if err != nil {
@@ -125,7 +125,9 @@ func LoadTrace(path string, openb OpenBTimed) ([]Pod, error) {
 			return nil, err
 		}
 		var entries []TraceEntry
+		var lines []int
 		for _, r := range rows {
+			lines = append(lines, atoiOr0(r["#line"]))
 			e := TraceEntry{Name: r["name"], Queue: r["queue"], Kind: r["kind"], GPUShare: r["gpu_share"], GPUMemory: r["gpu_memory"], CPU: r["cpu"], Memory: r["memory"]}
 			for _, f := range []struct {
 				col string
@@ -163,16 +165,20 @@ func LoadTrace(path string, openb OpenBTimed) ([]Pod, error) {
 			}
 			entries = append(entries, e)
 		}
-		return expand(path, entries)
+		return expand(path, entries, lines)
 	}
 	return nil, fmt.Errorf("trace %s: the name must end in .yaml, .yml, .csv or .csv.gz", path)
 }
 
-// expand checks the entries and turns each into its pods.
-func expand(path string, entries []TraceEntry) ([]Pod, error) {
+// expand checks the entries and turns each into its pods. lines[i], when known (not 0), is the
+// line of the file where entry i begins, for the errors.
+func expand(path string, entries []TraceEntry, lines []int) ([]Pod, error) {
 	var out []Pod
 	for i, e := range entries {
 		where := fmt.Sprintf("%s: pod %d (%s)", path, i+1, e.Name)
+		if i < len(lines) && lines[i] > 0 {
+			where = fmt.Sprintf("%s line %d: pod %d (%s)", path, lines[i], i+1, e.Name)
+		}
 		if e.Name == "" || e.Queue == "" {
 			return nil, fmt.Errorf("%s: name and queue are required", where)
 		}

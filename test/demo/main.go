@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -37,12 +38,27 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	nodesFile := flag.String("nodes", "", "YAML file of node pools (see test/demo/nodes.yaml); default: 4 nodes of 8 H100 GPUs. The story expects 32 GPUs.")
 	check := flag.Bool("check", false, "Play the story without a terminal view and exit 0 only when every outcome was observed (make demo-check).")
-	pace := flag.Duration("pace", 8*time.Second, "How long each act's outcome stays on screen before the next act.")
+	pace := flag.Duration("pace", 20*time.Second, "How long each act's outcome stays on screen before the next act (make demo DEMO_PACE=40s).")
+	step := flag.Bool("step", false, "Wait for Enter before each next act instead of -pace (make demo DEMO_STEP=1).")
 	plain := flag.Bool("plain", false, "Print plain lines even on a terminal.")
 	flag.Parse()
+	if *pace < 0 {
+		return fmt.Errorf("-pace %v: must not be negative", *pace)
+	}
+	var next chan struct{}
+	if *step && !*check {
+		if !term.IsTerminal(int(os.Stdin.Fd())) {
+			return errors.New("-step reads Enter from a terminal, but stdin is not one: run make demo DEMO_STEP=1 from a terminal, or use -pace")
+		}
+		next = make(chan struct{})
+		go readEnters(next)
+	}
+	// Writes to a closed pipe return an error instead of killing the demo: with `make demo | less`,
+	// Ctrl-C ends the reader first, and the demo must still stop the cluster and remove its files.
+	signal.Ignore(syscall.SIGPIPE)
 	pools := []cluster.NodePool{cluster.H100Pool(4)}
 	if *nodesFile != "" {
 		var err error
@@ -51,7 +67,7 @@ func run() error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// Component messages go to stderr, except while the live view owns the terminal.
 	var quiet atomic.Bool
@@ -75,8 +91,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("Component logs: %s (removed on exit, kept when the demo fails)\n", c.LogDir())
 	defer func() {
 		quiet.Store(false)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			if kept, kerr := keepLogs(c.LogDir()); kerr != nil {
+				fmt.Fprintln(os.Stderr, "demo: keeping the component logs:", kerr)
+			} else {
+				fmt.Fprintf(os.Stderr, "demo: the component logs are kept in %s\n", kept)
+			}
+		}
 		fmt.Println("\nStopping fairway, the operators and the cluster...")
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
@@ -90,7 +114,10 @@ func run() error {
 	if w, h, err := term.GetSize(fd); err == nil && live {
 		width, height = max(w, 80), max(h, 30)
 	}
-	opts := story.Options{Check: *check, Live: live, Width: width, Height: height, Pace: *pace, Out: os.Stdout, Binary: bin, Log: log}
+	opts := story.Options{Check: *check, Live: live, Width: width, Height: height, Pace: *pace, Next: next, Out: os.Stdout, Binary: bin, Log: log}
+	if !*check && !live {
+		fmt.Println("No live view (stdout is not a terminal, or -plain): the story prints plain lines and the state after each act.")
+	}
 	env, err := story.Setup(ctx, c, opts)
 	if err != nil {
 		return err
@@ -122,9 +149,40 @@ func run() error {
 		}
 		return err
 	}
+	if !live {
+		// The live view says it on screen; plain output must too, or a piped demo just stops talking.
+		fmt.Printf("The story is over. The cluster keeps running until Ctrl-C, which stops fairway and the cluster and removes their files:\n  export KUBECONFIG=%s\n  %s queues\n  %s jobs -A\n",
+			c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl-fairway"), filepath.Join(c.BinDir(), "kubectl-fairway"))
+	}
 	quiet.Store(live)
 	env.Watch(ctx)
 	return nil
+}
+
+// keepLogs copies the cluster's component logs out of its work directory, which Stop removes,
+// into a new temporary directory, so that a failed demo can be looked into afterwards.
+func keepLogs(dir string) (string, error) {
+	kept, err := os.MkdirTemp("", "fairway-demo-logs-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.CopyFS(kept, os.DirFS(dir)); err != nil {
+		return "", fmt.Errorf("copying %s to %s: %w", dir, kept, err)
+	}
+	return kept, nil
+}
+
+// readEnters sends a value on next for every line read from stdin: step mode's Enter. An Enter
+// pressed while an act plays, when nothing waits for one, is dropped rather than kept for later:
+// it would skip the next pause unseen.
+func readEnters(next chan<- struct{}) {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		select {
+		case next <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // ensureBinaries builds what is missing from bin/ with hack/build-tools.sh, showing its progress.

@@ -127,6 +127,8 @@ func testDenials(t *testing.T, c *cluster.Cluster) {
 		"memory above the largest GPU": {ann: map[string]string{fairwayv1.GPUMemoryAnnotation: "100000"}, want: "must be at most 81559 MiB"},
 		"unknown queue":                {labels: map[string]string{fairwayv1.QueueLabel: "nope"}, want: `fairway.dev/queue "nope": no such queue; pods in namespace "team-a" may use queue "team-a"`},
 		"another team's queue":         {labels: map[string]string{fairwayv1.KAIQueueLabel: "team-b"}, want: `kai.scheduler/queue "team-b": queue "team-b" does not serve namespace "team-a"`},
+		"misspelt share key": {ann: map[string]string{"fairway.dev/gpu-fracton": "0.25"},
+			want: "unknown annotation key fairway.dev/gpu-fracton; did you mean fairway.dev/gpu-fraction?"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

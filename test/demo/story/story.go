@@ -41,6 +41,9 @@ type Options struct {
 	// Pace is how long each act's outcome stays on screen before the next act begins (not in
 	// check mode).
 	Pace time.Duration
+	// Next, when set, replaces Pace: the next act begins when a value arrives (the demo's step
+	// mode sends one per Enter).
+	Next <-chan struct{}
 	// Out receives the view or the lines.
 	Out io.Writer
 	// Binary is the fairway binary; fairwayproc.Build's choice when empty.
@@ -59,6 +62,10 @@ type Env struct {
 	mu        sync.Mutex
 	narration narration
 	viewing   bool // the live view owns the terminal
+
+	// slots are the grid's columns of each whole-GPU pod, kept from frame to frame (gpuRows).
+	slotsMu sync.Mutex
+	slots   map[string][]int
 }
 
 // narration is what the view shows of the story: the act, its actions, its outcomes.
@@ -68,7 +75,9 @@ type narration struct {
 	caption   string
 	actions   []string
 	outcomes  []Outcome
-	done      bool
+	// prompt asks for Enter in step mode.
+	prompt string
+	done   bool
 }
 
 // Setup installs fairway into c from the chart, starts the Argo workflow-controller and the
@@ -171,18 +180,42 @@ func Play(ctx context.Context, e *Env) ([]Result, error) {
 		if err != nil {
 			return results, err
 		}
-		if !o.Check && o.Pace > 0 && i < len(acts)-1 {
-			select {
-			case <-ctx.Done():
-				return results, ctx.Err()
-			case <-time.After(o.Pace):
-			}
+		if o.Check || i == len(acts)-1 {
+			continue
+		}
+		if err := e.pause(ctx, acts[i+1], i+2); err != nil {
+			return results, err
 		}
 	}
 	e.mu.Lock()
 	e.narration.done = true
 	e.mu.Unlock()
 	return results, nil
+}
+
+// pause keeps an act's outcome on screen before act number n (next): Pace long, or, in step
+// mode, until Enter.
+func (e *Env) pause(ctx context.Context, next act, n int) error {
+	var wait <-chan time.Time
+	switch {
+	case e.opts.Next != nil:
+		prompt := fmt.Sprintf("Press Enter for act %d/%d: %s", n, len(acts), next.title)
+		e.mu.Lock()
+		e.narration.prompt = prompt
+		e.mu.Unlock()
+		e.say("%s", prompt)
+	case e.opts.Pace > 0:
+		wait = time.After(e.opts.Pace)
+	default:
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wait:
+	case <-e.opts.Next:
+	}
+	return nil
 }
 
 // play runs one act: its actions, then a wait for each outcome.

@@ -87,7 +87,12 @@ func (e *Env) snapshot(ctx context.Context) (*state, error) {
 	if err := cl.List(ctx, &events); err != nil {
 		return nil, err
 	}
-	s.nodes = gpuRows(nodes.Items, pods.Items)
+	e.slotsMu.Lock()
+	if e.slots == nil {
+		e.slots = map[string][]int{}
+	}
+	s.nodes = gpuRows(nodes.Items, pods.Items, e.slots)
+	e.slotsMu.Unlock()
 	s.waiting = waitRows(pods.Items)
 	s.events = eventRows(events.Items, 5)
 	return s, nil
@@ -95,18 +100,25 @@ func (e *Env) snapshot(ctx context.Context) (*state, error) {
 
 // gpuRows places every pod on the GPUs it holds. Shared GPUs come from `fairway nodes`
 // (cli.BuildNodes): the physical GPU the kubelet gave the reservation, as the gpu-agent reported it,
-// and the fractional pods on it. Whole-GPU pods carry no index, so they are drawn on the node's
-// other GPUs in name order.
-func gpuRows(nodes []corev1.Node, pods []corev1.Pod) []nodeRow {
+// and the fractional pods on it. Whole-GPU pods carry no index (the kubelet picks their devices
+// and the API does not say which), so they are drawn in slots: the node's other columns. slots
+// remembers each pod's columns from one frame to the next ("node/namespace/name"), so that a
+// pod keeps its place while others come and go; new pods fill the lowest free columns in order
+// of creation. gpuRows updates it; nil draws without memory.
+func gpuRows(nodes []corev1.Node, pods []corev1.Pod, slots map[string][]int) []nodeRow {
 	byName := map[string]*corev1.Pod{}
 	byNode := map[string][]*corev1.Pod{}
+	var drawn []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
 		byName[p.Namespace+"/"+p.Name] = p
 		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+			drawn = append(drawn, p)
 		}
 	}
+	names := shortNames(drawn)
+	seen := map[string]bool{}
 	var rows []nodeRow
 	for _, n := range cli.BuildNodes(&cli.NodesSnapshot{Nodes: nodes, Pods: pods}).Items {
 		row := nodeRow{name: n.Name, gpus: make([]gpuCell, n.GPUs)}
@@ -129,58 +141,129 @@ func gpuRows(nodes []corev1.Node, pods []corev1.Pod) []nodeRow {
 			}
 			for _, sp := range g.Pods {
 				if p := byName[sp.Namespace+"/"+sp.Name]; p != nil {
-					c.sharers = append(c.sharers, shortName(p))
+					c.sharers = append(c.sharers, names[p])
 					c.queue = p.Labels[fairwayv1.QueueLabel]
 				}
 				c.share = sp.Share
 			}
 		}
-		np := byNode[n.Name]
-		slices.SortFunc(np, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-		for _, p := range np {
+		type holder struct {
+			p     *corev1.Pod
+			whole int
+			key   string
+		}
+		var holders []holder
+		for _, p := range byNode[n.Name] {
 			whole := int64(0)
 			for _, c := range p.Spec.Containers {
 				q := c.Resources.Limits[fairwayv1.ResourceGPU]
 				whole += q.Value()
 			}
-			if whole == 0 || p.Labels[fairwayv1.ReservationLabel] == "true" {
+			if whole > 0 && p.Labels[fairwayv1.ReservationLabel] != "true" {
+				holders = append(holders, holder{p: p, whole: int(whole), key: n.Name + "/" + p.Namespace + "/" + p.Name})
+			}
+		}
+		slices.SortFunc(holders, func(a, b holder) int {
+			if c := a.p.CreationTimestamp.Compare(b.p.CreationTimestamp.Time); c != 0 {
+				return c
+			}
+			return strings.Compare(a.key, b.key)
+		})
+		place := func(h holder, cells []int) {
+			for _, i := range cells {
+				taken[i] = true
+				row.gpus[i] = gpuCell{holder: names[h.p], queue: h.p.Labels[fairwayv1.QueueLabel]}
+			}
+			seen[h.key] = true
+			if slots != nil {
+				slots[h.key] = cells
+			}
+		}
+		// Pods drawn before keep their columns while those are free; then the others.
+		var fresh []holder
+		for _, h := range holders {
+			prev := slots[h.key]
+			if len(prev) == h.whole && !slices.ContainsFunc(prev, func(i int) bool { return i >= len(taken) || taken[i] }) {
+				place(h, prev)
 				continue
 			}
-			for range whole {
+			fresh = append(fresh, h)
+		}
+		for _, h := range fresh {
+			var cells []int
+			for range h.whole {
 				i := cell(nil)
 				if i < 0 {
 					break
 				}
 				taken[i] = true
-				row.gpus[i] = gpuCell{holder: shortName(p), queue: p.Labels[fairwayv1.QueueLabel]}
+				cells = append(cells, i)
 			}
+			place(h, cells)
 		}
 		rows = append(rows, row)
+	}
+	for k := range slots {
+		if !seen[k] {
+			delete(slots, k)
+		}
 	}
 	return rows
 }
 
-// shortName names a pod in a few characters: the notebook's user, or the workload (Argo
-// workflow, Ray cluster, app) and the tail of the pod's name.
-func shortName(p *corev1.Pod) string {
-	if u := p.Labels["hub.jupyter.org/username"]; u != "" {
-		return u
-	}
-	base := ""
-	for _, k := range []string{workflowLabel, rayClusterLabel, "app"} {
-		if v := p.Labels[k]; v != "" {
-			base = v
-			break
+// shortNames names each pod in a few characters, uniquely among pods: the notebook's user, or
+// the workload (Argo workflow, Ray cluster, app) and the tail of the pod's name, three
+// characters long, longer where two pods would otherwise share a name (two trials of a sweep
+// whose names end alike), and the whole name where no tail tells them apart.
+func shortNames(pods []*corev1.Pod) map[*corev1.Pod]string {
+	out := make(map[*corev1.Pod]string, len(pods))
+	tails := map[*corev1.Pod]string{}
+	for _, p := range pods {
+		base := ""
+		for _, k := range []string{workflowLabel, rayClusterLabel, "app"} {
+			if v := p.Labels[k]; v != "" {
+				base = v
+				break
+			}
+		}
+		switch u := p.Labels["hub.jupyter.org/username"]; {
+		case u != "":
+			out[p] = u
+		case base == "":
+			out[p] = p.Name
+		default:
+			tails[p] = p.Name[strings.LastIndex(p.Name, "-")+1:]
+			out[p] = base + "-" + lastN(tails[p], 3)
 		}
 	}
-	if base == "" {
-		return p.Name
+	for n := 4; ; n++ {
+		count := map[string]int{}
+		for _, name := range out {
+			count[name]++
+		}
+		grown := false
+		for p, tail := range tails {
+			if count[out[p]] < 2 {
+				continue
+			}
+			if n <= len(tail) {
+				out[p] = out[p][:strings.LastIndex(out[p], "-")+1] + lastN(tail, n)
+				grown = true
+			} else {
+				out[p] = p.Name
+			}
+		}
+		if !grown {
+			return out
+		}
 	}
-	tail := p.Name[strings.LastIndex(p.Name, "-")+1:]
-	if len(tail) > 3 {
-		tail = tail[len(tail)-3:]
+}
+
+func lastN(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
 	}
-	return base + "-" + tail
+	return s
 }
 
 // waitRows counts fairway's waiting pods per queue, with one pod's reason.
@@ -241,6 +324,10 @@ func eventRows(events []eventsv1.Event, n int) []eventRow {
 	return out
 }
 
+// slotLegend says what the grid's columns are: not device indexes for whole GPUs, which the
+// kubelet picks without saying.
+const slotLegend = "Slots: shared GPUs at their device index; whole-GPU pods keep theirs (the kubelet picks devices)"
+
 // ANSI colours of the queues in the GPU grid, in order of appearance.
 var palette = []string{"36", "32", "33", "35", "34", "31"}
 
@@ -268,6 +355,9 @@ func renderScreen(s *state, width, height int, color bool) string {
 		default:
 			fmt.Fprintf(&b, "  … %s: %s\n", o.What, o.Seen)
 		}
+	}
+	if n.prompt != "" && !n.done {
+		b.WriteString(n.prompt + "\n")
 	}
 	if n.done {
 		b.WriteString("The story is over; the cluster keeps running. Ctrl-C stops everything.\n")
@@ -316,7 +406,11 @@ func renderState(s *state, width int, color bool) string {
 	}
 	b.WriteString(pad("NODE", nameW))
 	for i := range cols {
-		b.WriteString(pad("GPU "+strconv.Itoa(i), cellW))
+		label := "slot " + strconv.Itoa(i)
+		if cellW < len(label)+1 {
+			label = "s" + strconv.Itoa(i)
+		}
+		b.WriteString(pad(label, cellW))
 	}
 	b.WriteString("\n")
 	var shared []string
@@ -335,8 +429,11 @@ func renderState(s *state, width int, color bool) string {
 		}
 		b.WriteString("\n")
 	}
+	if cols > 0 {
+		b.WriteString(truncate(slotLegend, width) + "\n")
+	}
 	if len(shared) > 0 {
-		b.WriteString("SHARED GPUS (pods on each)\n")
+		b.WriteString("SHARED GPUS (pods on each, by node/slot)\n")
 		for i := 0; i < len(shared); i += 2 {
 			line := "  " + shared[i]
 			if i+1 < len(shared) {

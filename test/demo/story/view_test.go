@@ -79,7 +79,7 @@ func dayState() *state {
 			actions:  []string{"kubectl apply -f test/demo/story/manifests/2-team-a.yaml  # RayCluster tune: a head and 16 one-GPU workers, one gang"},
 			outcomes: []Outcome{{What: acts[1].expect[0].what, OK: true, After: 4200 * time.Millisecond, Seen: "17 of 17 pods of RayCluster tune running"}, {What: acts[1].expect[1].what, Seen: "3 reclaimed, 21 running, 0 waiting"}}},
 		queues:  cli.BuildQueues([]fairwayv1.Queue{q("notebooks", "4", 4, 0), q("team-a", "16", 16, 0), q("team-b", "4", 12, 8)}, []string{"gpu"}),
-		nodes:   gpuRows(nodes, pods),
+		nodes:   gpuRows(nodes, pods, nil),
 		waiting: waitRows(pods),
 		events: []eventRow{{at: time.Date(2026, 1, 1, 9, 30, 0, 0, time.Local), reason: "Reclaim", pod: "team-b/sweep-train-1234567890",
 			note: "Reclaimed by team-a/tune-gpu-worker-abcde because queue team-b is above its fair share"}},
@@ -103,6 +103,53 @@ func TestGPURows(t *testing.T) {
 	}
 }
 
+// TestShortNamesUnique: two trials whose names end alike get names that tell them apart (the
+// grid drew two different pods as sweep-163), and the rest keep three characters.
+func TestShortNamesUnique(t *testing.T) {
+	mk := func(name string) *corev1.Pod {
+		p := pod("team-b", name, "h100-1", "team-b", map[string]string{workflowLabel: "sweep"}, nil, 1)
+		return &p
+	}
+	a, b, c, d := mk("sweep-train-1234567163"), mk("sweep-train-9876543163"), mk("sweep-train-1111111500"), mk("sweep-x-163")
+	got := shortNames([]*corev1.Pod{a, b, c, d})
+	want := map[*corev1.Pod]string{a: "sweep-7163", b: "sweep-3163", c: "sweep-500", d: "sweep-x-163"}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: %q, want %q", p.Name, got[p], w)
+		}
+	}
+}
+
+// TestSlotsStick: a whole-GPU pod keeps its columns when a pod drawn before it leaves, and a
+// new pod takes the freed ones.
+func TestSlotsStick(t *testing.T) {
+	nodes := []corev1.Node{node("h100-0")}
+	at := func(p corev1.Pod, sec int) corev1.Pod {
+		p.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 9, 0, sec, 0, time.UTC))
+		return p
+	}
+	a := at(pod("team-a", "a-0", "h100-0", "team-a", nil, nil, 4), 1)
+	b := at(pod("team-a", "b-0", "h100-0", "team-a", nil, nil, 2), 2)
+	c := at(pod("team-a", "c-0", "h100-0", "team-a", nil, nil, 4), 3)
+	slots := map[string][]int{}
+	holders := func(rows []nodeRow) string {
+		var h []string
+		for _, g := range rows[0].gpus {
+			h = append(h, g.holder)
+		}
+		return strings.Join(h, ",")
+	}
+	if got := holders(gpuRows(nodes, []corev1.Pod{a, b}, slots)); got != "a-0,a-0,a-0,a-0,b-0,b-0,," {
+		t.Errorf("first frame: %s", got)
+	}
+	if got := holders(gpuRows(nodes, []corev1.Pod{b, c}, slots)); got != "c-0,c-0,c-0,c-0,b-0,b-0,," {
+		t.Errorf("after a left and c came: %s (b must keep slots 4-5)", got)
+	}
+	if _, ok := slots["h100-0/team-a/a-0"]; ok {
+		t.Error("the slots of a pod that left are kept")
+	}
+}
+
 // TestRenderFits checks the live view fits a 100×40 terminal and shows what the story is about.
 func TestRenderFits(t *testing.T) {
 	screen := renderScreen(dayState(), 100, 40, true)
@@ -116,7 +163,7 @@ func TestRenderFits(t *testing.T) {
 		}
 	}
 	plain := renderScreen(dayState(), 100, 40, false)
-	for _, want := range []string{"act 2/4", "FAIR SHARE", "BORROWED", "team-b", "4×0.25", "alice bob carol dave",
+	for _, want := range []string{"act 2/4", "FAIR SHARE", "BORROWED", "team-b", "4×0.25", "alice bob carol dave", "slot 0", slotLegend,
 		"sweep-500", "WAITING", "NoNodeFits: 4 not enough free GPUs", "EVICTIONS", "Reclaim", "✓ team A's Ray cluster starts whole", "… 12 trials"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("the view lacks %q:\n%s", want, plain)

@@ -336,8 +336,25 @@ func (c *cycle) reclaimGuarantee(g *snapshot.Gang) placeFailure {
 		if i == 0 {
 			first = f
 		}
+		// Moves only where they can help, so that many waiting one-GPU gangs do not pay for a
+		// third what-if each: a pod that needs several GPUs of one node, or a share of one
+		// (scattered victims free capacity that only moves can gather).
+		if i == 1 && !c.wantsGathering(g) {
+			break
+		}
 	}
 	return first
+}
+
+// wantsGathering reports whether a pod the gang needs asks for more than one GPU, or a share of
+// one: only such a pod may need moves to gather free capacity on one node or GPU.
+func (c *cycle) wantsGathering(g *snapshot.Gang) bool {
+	for _, t := range g.Pending {
+		if t.Req.WholeGPUs > 1 || t.Req.Shared() {
+			return true
+		}
+	}
+	return false
 }
 
 // budgetOverdue reports whether the gang has waited its queue's reclaim budget timeout since a

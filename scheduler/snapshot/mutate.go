@@ -154,6 +154,7 @@ func (s *Snapshot) AddHold(g *Gang, h Hold) {
 	n.Held.Memory += h.Memory
 	n.Held.Pods += h.Pods
 	n.HeldWhole += h.WholeGPUs
+	n.pin(&h, 1)
 	if !slices.Contains(n.holds, g) {
 		n.holds = append(n.holds, g)
 	}
@@ -245,6 +246,7 @@ func (s *Snapshot) unhold(g *Gang, h *Hold) {
 	n.Held.Memory -= h.Memory
 	n.Held.Pods -= h.Pods
 	n.HeldWhole -= h.WholeGPUs
+	n.pin(h, -1)
 	still := false
 	for i := range g.holds {
 		if g.holds[i].Node == n {

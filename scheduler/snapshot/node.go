@@ -199,6 +199,11 @@ type Node struct {
 	Held      NodeResources
 	HeldWhole int64
 	holds     []*Gang
+	// pins counts, per GPU slot position, the holds that pin it (Hold.Slots), and pinned sums
+	// them: PinnedByOthers runs for every node tried while holds exist, so it reads counts kept
+	// by AddHold and unhold rather than walking the gangs' holds.
+	pins   []int32
+	pinned int32
 
 	// Unmanaged is what pods fairway does not account (other schedulers', daemons) take.
 	Unmanaged         NodeResources
@@ -284,22 +289,60 @@ func (n *Node) HeldFor(g *Gang) (res NodeResources, whole int64) {
 // holds of gangs other than g pin (Hold.Slots): the GPUs evictions free for a nominated gang,
 // which no other gang's pod may join or take until that gang binds or lets go.
 func (n *Node) PinnedByOthers(g *Gang) uint64 {
+	if n.pinned == 0 {
+		return 0
+	}
 	var m uint64
-	for _, o := range n.holds {
-		if o == g {
+	for i, c := range n.pins[:min(len(n.pins), 64)] {
+		if c > 0 {
+			m |= 1 << uint(i)
+		}
+	}
+	if g == nil || len(g.holds) == 0 {
+		return m
+	}
+	// Slots only g's own holds pin are g's to use.
+	for i := range g.holds {
+		h := &g.holds[i]
+		if h.Node != n {
 			continue
 		}
-		for i := range o.holds {
-			if h := &o.holds[i]; h.Node == n {
-				for _, s := range h.Slots {
-					if s >= 0 && s < 64 {
-						m |= 1 << uint(s)
-					}
-				}
+		for _, s := range h.Slots {
+			if s >= 0 && s < 64 && int(s) < len(n.pins) && n.pins[s] <= n.ownPins(g, s) {
+				m &^= 1 << uint(s)
 			}
 		}
 	}
 	return m
+}
+
+// ownPins counts the holds of g on this node that pin slot s.
+func (n *Node) ownPins(g *Gang, s int32) int32 {
+	var c int32
+	for i := range g.holds {
+		if h := &g.holds[i]; h.Node == n {
+			for _, p := range h.Slots {
+				if p == s {
+					c++ // a slot shared by several of the gang's pods is pinned once for each
+				}
+			}
+		}
+	}
+	return c
+}
+
+// pin adds (by 1) or removes (by -1) a hold's pins.
+func (n *Node) pin(h *Hold, by int32) {
+	for _, s := range h.Slots {
+		if s < 0 {
+			continue
+		}
+		for int(s) >= len(n.pins) {
+			n.pins = append(n.pins, 0)
+		}
+		n.pins[s] += by
+		n.pinned += by
+	}
 }
 
 // PortFree reports whether no pod on the node binds a host port that conflicts with p.

@@ -161,6 +161,23 @@ func (s *Snapshot) Verify() error {
 		if held.MilliCPU != n.Held.MilliCPU || held.Memory != n.Held.Memory || held.Pods != n.Held.Pods || heldWhole != n.HeldWhole {
 			errs = append(errs, fmt.Errorf("node %s: held %+v/%d, recomputed %+v/%d", n.Name, n.Held, n.HeldWhole, held, heldWhole))
 		}
+		pins := make([]int32, len(n.pins))
+		var pinned int32
+		for _, g := range n.holds {
+			for i := range g.holds {
+				if h := &g.holds[i]; h.Node == n {
+					for _, p := range h.Slots {
+						if p >= 0 && int(p) < len(pins) {
+							pins[p]++
+							pinned++
+						}
+					}
+				}
+			}
+		}
+		if !slices.Equal(pins, n.pins) || pinned != n.pinned {
+			errs = append(errs, fmt.Errorf("node %s: pinned slots %v (%d), recomputed %v (%d)", n.Name, n.pins, n.pinned, pins, pinned))
+		}
 		if want := int(n.FreeWholeSlots()); n.bucket != want || !s.byFree[want].Has(n.ID) {
 			errs = append(errs, fmt.Errorf("node %s: indexed with %d free GPUs, has %d", n.Name, n.bucket, want))
 		}

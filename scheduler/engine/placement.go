@@ -342,10 +342,15 @@ func (c *cycle) placeTasks(g *snapshot.Gang, tasks []*snapshot.Task, need int, r
 	// leave capacity already being freed for it, which a victim's recreated pod would take back.
 	var held bitset.Set
 	if m.afterRelease && len(g.Holds()) > 0 {
+		held = c.scratch.heldNodes
+		held.Clear()
 		for _, h := range g.Holds() {
 			held.Add(h.Node.ID)
 		}
-		held = and(held, restrict)
+		c.scratch.heldNodes = held
+		if restrict != nil {
+			held = and(held, restrict)
+		}
 	}
 	for i, t := range tasks {
 		if placed+len(tasks)-i < need {

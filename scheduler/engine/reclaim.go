@@ -138,16 +138,25 @@ func (c *cycle) reclaim() {
 			c.appendReason(g, "reclaim", f.msg, f.nodes)
 			continue
 		}
-		a := c.newAttempt(g)
-		within := a != nil && c.withinGuarantee(a)
-		f, pol := c.victimsWhatIfMode(g, kindReclaimFair, reclaimMode{overrideBudgets: within && c.budgetOverdue(g)})
-		if within {
+		// Whether the gang keeps its queue within its guarantee is asked only when it matters
+		// (planning its pods costs): for a budget's timeout, or once fair share failed.
+		withinKnown, within := false, false
+		isWithin := func() bool {
+			if !withinKnown {
+				a := c.newAttempt(g)
+				within, withinKnown = a != nil && c.withinGuarantee(a), true
+			}
+			return within
+		}
+		override := c.budgetOverdue(g) && isWithin()
+		f, pol := c.victimsWhatIfMode(g, kindReclaimFair, reclaimMode{overrideBudgets: override})
+		if pol != nil && (pol.violations > 0 || whyCode(pol) == ReasonWaitingForBudget) && isWithin() {
 			c.noteBudget(g, pol)
 		}
 		if f.msg == "" {
 			continue
 		}
-		if within {
+		if isWithin() {
 			if f2 := c.reclaimGuarantee(g); f2.msg == "" {
 				continue
 			} else {

@@ -358,6 +358,8 @@ type scratch struct {
 	// best node's.
 	moving     []*snapshot.Task
 	bestMoving []*snapshot.Task
+	// heldNodes is the set of the nodes a gang holds, for placement to look there first.
+	heldNodes bitset.Set
 	acc        freedAcc
 	room       nodeRoom
 	visited    bitset.Set

@@ -303,11 +303,6 @@ func (j livenessJob) need() int64 {
 	return milli * int64(j.minMember)
 }
 
-// job draws and submits one job to queue q.
-func (g *livenessGen) job(t *testing.T, q string) snapshot.GangKey {
-	return g.submit(t, q, g.draw(false))
-}
-
 func (g *livenessGen) submit(t *testing.T, q string, j livenessJob) snapshot.GangKey {
 	g.jobs++
 	name := fmt.Sprintf("j%03d", g.jobs)
@@ -464,11 +459,7 @@ func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 	for _, name := range slices.Sorted(maps.Keys(g.s.nodes)) {
 		mustNoErr(t, p.addNode(g.s.nodes[name].DeepCopy()))
 	}
-	var namespaces []string
-	for _, q := range g.leaves {
-		namespaces = append(namespaces, q)
-	}
-	mustNoErr(t, p.addQueue(testutil.MakeQueue("probe").Namespaces(namespaces...).Obj()))
+	mustNoErr(t, p.addQueue(testutil.MakeQueue("probe").Namespaces(g.leaves...).Obj()))
 	// What other queues run within their guarantee must find room too: their recreatable pods,
 	// up to the guarantee, go first (placed again, as moves would), largest first.
 	inGuarantee := map[types.NamespacedName]bool{}

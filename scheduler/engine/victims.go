@@ -360,10 +360,10 @@ type scratch struct {
 	bestMoving []*snapshot.Task
 	// heldNodes is the set of the nodes a gang holds, for placement to look there first.
 	heldNodes bitset.Set
-	acc        freedAcc
-	room       nodeRoom
-	visited    bitset.Set
-	budgets    []budgetUse
+	acc       freedAcc
+	room      nodeRoom
+	visited   bitset.Set
+	budgets   []budgetUse
 }
 
 func satAdd(a, b int64) int64 {

@@ -207,7 +207,17 @@ func replicaSet(p *podB, n int32) client.Object {
 func podsIn(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace string, labels map[string]string) []corev1.Pod {
 	t.Helper()
 	var list corev1.PodList
-	if err := c.Client().List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+	// A list of hundreds of pods can outlast the client's timeout when the suite's clusters and
+	// the unit tests share two cores (CI once failed TestSchedulerCrashSafety so): a read is tried
+	// three times before the test gives up.
+	var err error
+	for try := range 3 {
+		if err = c.Client().List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(labels)); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * time.Second)
+	}
+	if err != nil {
 		t.Fatalf("listing pods: %v", err)
 	}
 	slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })

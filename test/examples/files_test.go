@@ -24,6 +24,7 @@ import (
 
 	"github.com/fairway-sched/fairway/api/nodepool"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/sim"
 	"github.com/fairway-sched/fairway/test/examples"
 )
 
@@ -61,6 +62,15 @@ func TestExampleFilesDecode(t *testing.T) {
 			case d.Name() == "values.yaml":
 				if _, err := examples.ParseZ2JHValues(data); err != nil {
 					t.Error(err)
+				}
+			case strings.HasPrefix(filepath.ToSlash(rel), "sim/") && d.Name() == "trace.yaml":
+				// The simulator's inputs (docs/simulator.md) are read by the simulator, strictly.
+				if pods, err := sim.LoadTrace(path, sim.OpenBTimed{}); err != nil || len(pods) == 0 {
+					t.Errorf("simulator trace: %v (%d pods)", err, len(pods))
+				}
+			case strings.HasPrefix(filepath.ToSlash(rel), "sim/"):
+				if _, err := sim.LoadConfigFile(path); err != nil {
+					t.Errorf("simulator config: %v", err)
 				}
 			case ext == ".yaml":
 				docs, err := splitYAML(data)

@@ -150,7 +150,7 @@ func (c *cycle) reclaim() {
 		}
 		override := c.budgetOverdue(g) && isWithin()
 		f, pol := c.victimsWhatIfMode(g, kindReclaimFair, reclaimMode{overrideBudgets: override})
-		if pol != nil && (pol.violations > 0 || whyCode(pol) == ReasonWaitingForBudget) && isWithin() {
+		if budgetHeldUp(pol) && isWithin() {
 			c.noteBudget(g, pol)
 		}
 		if f.msg == "" {
@@ -376,26 +376,27 @@ func (c *cycle) budgetOverdue(g *snapshot.Gang) bool {
 // a blocked budget alone, or chose victims whose eviction violates a budget (which the API
 // server will refuse).
 func (c *cycle) noteBudget(g *snapshot.Gang, pol *victimPolicy) {
-	if pol == nil || !g.BudgetWaitSince.IsZero() {
-		return
-	}
-	if pol.violations > 0 || whyCode(pol) == ReasonWaitingForBudget {
+	if g.BudgetWaitSince.IsZero() && budgetHeldUp(pol) {
 		g.BudgetWaitSince = c.now
 	}
+}
+
+// budgetHeldUp reports whether a what-if had to leave pods of a blocked budget alone, or chose
+// victims whose eviction violates a budget.
+func budgetHeldUp(pol *victimPolicy) bool {
+	return pol != nil && (pol.violations > 0 || whyCode(pol) == ReasonWaitingForBudget)
 }
 
 // tellBudgetTimeout adds to the reason of a gang that waits for a PodDisruptionBudget when the
 // budget stops holding the over-quota pods it protects.
 func (c *cycle) tellBudgetTimeout(g *snapshot.Gang, f *placeFailure) {
-	if g.BudgetWaitSince.IsZero() || whyCodeOf(c.reasons[g]) != ReasonWaitingForBudget {
+	if g.BudgetWaitSince.IsZero() || c.reasons[g].Code != ReasonWaitingForBudget {
 		return
 	}
 	until := g.BudgetWaitSince.Add(g.Queue.ReclaimBudgetTimeout)
 	f.msg += "; queue " + g.Queue.Name + "'s guarantee overrides the budgets of over-quota pods at " + until.UTC().Format(time.RFC3339) +
 		" (reclaim.budgetTimeout " + g.Queue.ReclaimBudgetTimeout.String() + ")"
 }
-
-func whyCodeOf(r GangReason) ReasonCode { return r.Code }
 
 // checkAfter verifies what must hold once the what-if placed the gang.
 func (c *cycle) checkAfter(kind victimKind, a *attempt, pol *victimPolicy) string {
@@ -859,20 +860,9 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 			}
 			acc.add(unit)
 			for _, v := range unit {
-				if v.State != snapshot.TaskBound {
-					continue
+				if v.State == snapshot.TaskBound {
+					c.evictVictim(v, pol)
 				}
-				b := violatedBudget(v, c.now)
-				if b != nil {
-					pol.violations++
-				}
-				if b != nil && pol.overrideBudgets {
-					c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+b.Key.String()+
-						" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout", &g.Key, b.Key)
-				} else {
-					c.stmt.Evict(v, pol.reason, pol.message(v), &g.Key)
-				}
-				pol.evicted = append(pol.evicted, v)
 			}
 			cands[i].t = nil
 			took = true

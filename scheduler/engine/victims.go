@@ -787,25 +787,10 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 		if slices.Contains(c.scratch.bestMoving, v) {
 			c.stmt.Evict(v, EvictConsolidate, pol.moveMessage(v), &pol.beneficiary.Key)
 			pol.moved = append(pol.moved, v)
+			pol.evicted = append(pol.evicted, v)
 		} else {
-			var over *snapshot.Budget
-			if len(v.Budgets) > 0 {
-				if b := violatedBudget(v, c.now); b != nil {
-					pol.violations++
-					if pol.overrideBudgets {
-						over = b
-					}
-				}
-			}
-			if over != nil {
-				c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+over.Key.String()+
-					" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout",
-					&pol.beneficiary.Key, over.Key)
-			} else {
-				c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
-			}
+			c.evictVictim(v, pol)
 		}
-		pol.evicted = append(pol.evicted, v)
 	}
 	a, f := c.tryNode(best, t, g, true)
 	if f != Fits {
@@ -826,3 +811,24 @@ func lostFormat(v *snapshot.Task, format, lost string) string {
 
 // notRecreatedSuffix is NotRecreatedNote as a message ending; it holds no formatting verb.
 const notRecreatedSuffix = "; " + NotRecreatedNote
+
+// evictVictim evicts a victim the policy chose (not a move), counting it when its eviction
+// violates a PodDisruptionBudget; when the policy overrides budgets, the eviction carries the
+// budget it goes ahead against and its message names it.
+func (c *cycle) evictVictim(v *snapshot.Task, pol *victimPolicy) {
+	var b *snapshot.Budget
+	if len(v.Budgets) > 0 {
+		b = violatedBudget(v, c.now)
+	}
+	if b != nil {
+		pol.violations++
+	}
+	if b != nil && pol.overrideBudgets {
+		c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+b.Key.String()+
+			" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout",
+			&pol.beneficiary.Key, b.Key)
+	} else {
+		c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
+	}
+	pol.evicted = append(pol.evicted, v)
+}

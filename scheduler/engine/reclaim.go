@@ -119,8 +119,17 @@ func (c *cycle) waitingOrder() []*snapshot.Gang {
 	return gangs
 }
 
+// reclaimFailure is a failed reclaim kept for the gangs of the same shape later in the cycle,
+// with the what-if that failed when a PodDisruptionBudget held it up: those gangs wait for the
+// budget too, and each starts its own budget wait (a gang that only ever met the cache would
+// otherwise wait one timeout after another).
+type reclaimFailure struct {
+	f      placeFailure
+	budget *victimPolicy
+}
+
 func (c *cycle) reclaim() {
-	failures := map[failKey]placeFailure{}
+	failures := map[failKey]reclaimFailure{}
 	gangs := c.waitingOrder()
 	// Gangs an ancestor's limit keeps out while their queue is below its guarantee: the
 	// department's other projects may be borrowing the limit.
@@ -132,12 +141,6 @@ func (c *cycle) reclaim() {
 		}
 	}
 	for _, g := range gangs {
-		key, cacheable := c.failKeyOf(g)
-		cacheable = cacheable && !c.limited[g]
-		if f, ok := failures[key]; cacheable && ok {
-			c.appendReason(g, "reclaim", f.msg, f.nodes)
-			continue
-		}
 		// Whether the gang keeps its queue within its guarantee is asked only when it matters
 		// (planning its pods costs): for a budget's timeout, or once fair share failed.
 		withinKnown, within := false, false
@@ -148,6 +151,19 @@ func (c *cycle) reclaim() {
 			}
 			return within
 		}
+		key, cacheable := c.failKeyOf(g)
+		// A gang past its budget timeout fails differently from one that is not.
+		cacheable = cacheable && !c.limited[g] && !c.budgetOverdue(g)
+		if cf, ok := failures[key]; cacheable && ok {
+			f := cf.f
+			if cf.budget != nil && isWithin() {
+				c.waitForBudget(g, cf.budget)
+				c.noteBudget(g, cf.budget)
+				c.tellBudgetTimeout(g, &f)
+			}
+			c.appendReason(g, "reclaim", f.msg, f.nodes)
+			continue
+		}
 		override := c.budgetOverdue(g) && isWithin()
 		f, pol := c.victimsWhatIfMode(g, kindReclaimFair, reclaimMode{overrideBudgets: override})
 		if budgetHeldUp(pol) && isWithin() {
@@ -156,16 +172,24 @@ func (c *cycle) reclaim() {
 		if f.msg == "" {
 			continue
 		}
+		cf := reclaimFailure{f: f}
+		if budgetHeldUp(pol) {
+			cf.budget = pol
+		}
 		if isWithin() {
-			if f2 := c.reclaimGuarantee(g); f2.msg == "" {
+			f2, pol2 := c.reclaimGuarantee(g)
+			if f2.msg == "" {
 				continue
-			} else {
-				f = f2
 			}
+			cf.f = f2
+			if pol2 != nil {
+				cf.budget = pol2
+			}
+			f = f2
 			c.tellBudgetTimeout(g, &f)
 		}
 		if cacheable {
-			failures[key] = f
+			failures[key] = cf
 		}
 		c.appendReason(g, "reclaim", f.msg, f.nodes)
 	}
@@ -331,16 +355,21 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 // guarantee, relaxing it step by step until one delivers: strict floors first; then over-quota
 // units taken whole; then moves of recreatable pods. Once the gang has waited its queue's
 // reclaim budget timeout for PodDisruptionBudgets of over-quota pods, the budgets no longer hold
-// those pods. The first failure is the one reported: the later ones only relax it.
-func (c *cycle) reclaimGuarantee(g *snapshot.Gang) placeFailure {
+// those pods. The first failure is the one reported: the later ones only relax it. The what-if a
+// PodDisruptionBudget held up, if one did, comes with it.
+func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (placeFailure, *victimPolicy) {
 	override := c.budgetOverdue(g)
 	var first placeFailure
+	var heldUp *victimPolicy
 	for i, mode := range []reclaimMode{{}, {overQuota: true}, {overQuota: true, moves: true}} {
 		mode.overrideBudgets = override
 		f, pol := c.victimsWhatIfMode(g, kindReclaimGuarantee, mode)
 		c.noteBudget(g, pol)
 		if f.msg == "" {
-			return f
+			return f, nil
+		}
+		if heldUp == nil && budgetHeldUp(pol) {
+			heldUp = pol
 		}
 		if i == 0 {
 			first = f
@@ -352,7 +381,7 @@ func (c *cycle) reclaimGuarantee(g *snapshot.Gang) placeFailure {
 			break
 		}
 	}
-	return first
+	return first, heldUp
 }
 
 // wantsGathering reports whether a pod the gang needs asks for more than one GPU, or a share of

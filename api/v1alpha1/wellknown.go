@@ -3,6 +3,10 @@ package v1alpha1
 // SchedulerName is the spec.schedulerName of every pod fairway schedules.
 const SchedulerName = "fairway"
 
+// DefaultNamespace is fairway's own namespace when none is configured (the chart's usual
+// release namespace): the scheduler's reservation pods live there.
+const DefaultNamespace = "fairway-system"
+
 // Prefix of every fairway label and annotation.
 const Prefix = "fairway.dev/"
 

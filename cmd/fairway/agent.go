@@ -29,6 +29,9 @@ import (
 func newAgentCommand() *cobra.Command {
 	opts := agent.DefaultOptions()
 	opts.NodeName = os.Getenv("NODE_NAME")
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		opts.Namespace = ns
+	}
 	var kubeconfig string
 	// GPU and API failures are operating conditions, not bugs: no stack traces below panic.
 	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
@@ -54,6 +57,7 @@ metrics.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.NodeName, "node-name", opts.NodeName, "Node the agent runs on (default $NODE_NAME).")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; in-cluster configuration when empty (and $KUBECONFIG unset).")
+	f.StringVar(&opts.Namespace, "namespace", opts.Namespace, "fairway's namespace (default $POD_NAMESPACE, else "+opts.Namespace+"): only pods there can be the scheduler's GPU reservations.")
 	addNVMLFlag(cmd, &opts)
 	f.StringVar(&opts.PodResourcesSocket, "pod-resources-socket", opts.PodResourcesSocket, "The kubelet's PodResources API socket.")
 	f.BoolVar(&opts.MPS, "mps", opts.MPS, "Run an MPS control daemon for each fractional pod, with the pod's memory limit and thread percentage set on the server side; without it (or without the binary) the node runs in soft mode. Needs --csi-endpoint.")

@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		return err
 	}
 	defer lister.Close()
-	assigner := assign.New(lister, c, assign.Options{Pods: pods, Inventory: a.Inventory, Log: log.WithName("assign")})
+	assigner := assign.New(lister, c, assign.Options{Pods: pods, Inventory: a.Inventory, Namespace: opts.Namespace, Log: log.WithName("assign")})
 	writer := usage.NewConditionWriter(c, log.WithName("idleness"))
 	monitor := usage.NewMonitor(usage.NewSampler(lib, lib.Resolver), usage.MonitorOptions{
 		Interval: opts.UsageInterval,
@@ -406,7 +406,7 @@ func (a *Agent) onSample(s *usage.Sample) {
 // the shared GPU the scheduler's runtime annotated it with. Reservation pods are placeholders
 // and hold nothing for usage purposes.
 func (a *Agent) podGPUs(assigner *assign.Assigner, pod *corev1.Pod) []int {
-	if pod.Labels[fairwayv1alpha1.ReservationLabel] == "true" {
+	if fairwayv1alpha1.IsReservationPod(pod, a.opts.Namespace) {
 		return nil
 	}
 	out := assigner.PodGPUs(pod)

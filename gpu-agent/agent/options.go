@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/assign"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
 )
@@ -49,6 +50,9 @@ type Options struct {
 	MockControlAddress string
 	// ProcRoot is the host's /proc (the agent runs with hostPID), for process -> pod.
 	ProcRoot string
+	// Namespace is fairway's own namespace: only pods there can be the scheduler's reservation
+	// pods (v1alpha1.IsReservationPod). Default v1alpha1.DefaultNamespace.
+	Namespace string
 }
 
 // DefaultOptions are the flag defaults.
@@ -65,6 +69,7 @@ func DefaultOptions() Options {
 		IdleAfter:              5 * time.Minute,
 		RefreshInterval:        30 * time.Second,
 		ProcRoot:               "/proc",
+		Namespace:              fairwayv1alpha1.DefaultNamespace,
 	}
 }
 

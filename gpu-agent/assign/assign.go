@@ -30,6 +30,9 @@ type Options struct {
 	// kubelet admits pods a moment after they are bound); 500ms when zero.
 	Retry time.Duration
 	Log   logr.Logger
+	// Namespace is fairway's own namespace, the only one whose pods can be reservations
+	// (v1alpha1.IsReservationPod); v1alpha1.DefaultNamespace when empty.
+	Namespace string
 }
 
 // Assigner keeps reservation pods' GPU annotations and the pod -> GPU map in step with the
@@ -51,6 +54,9 @@ func New(lister Lister, c client.Client, opts Options) *Assigner {
 	}
 	if opts.Retry == 0 {
 		opts.Retry = 500 * time.Millisecond
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = fairwayv1alpha1.DefaultNamespace
 	}
 	return &Assigner{lister: lister, client: c, opts: opts, kick: make(chan struct{}, 1), podGPUs: map[types.NamespacedName][]int{}}
 }
@@ -130,7 +136,7 @@ func (a *Assigner) Sync(ctx context.Context) (pending int, err error) {
 	var errs []error
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Labels[fairwayv1alpha1.ReservationLabel] != "true" {
+		if !fairwayv1alpha1.IsReservationPod(pod, a.opts.Namespace) {
 			continue
 		}
 		ids := assigned[client.ObjectKeyFromObject(pod)]

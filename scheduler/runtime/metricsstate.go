@@ -97,7 +97,7 @@ func (r *Runtime) podInfos() []metrics.PodInfo {
 	for _, o := range objs {
 		p, ok := o.(*corev1.Pod)
 		if !ok || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
-			p.Labels[v1alpha1.ReservationLabel] != "" {
+			v1alpha1.IsReservationPod(p, r.opts.Namespace) {
 			continue
 		}
 		if q := queueOf(p); q != "" {

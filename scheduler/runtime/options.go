@@ -99,7 +99,7 @@ func DefaultOptions() Options { return Options{}.withDefaults() }
 
 func (o Options) withDefaults() Options {
 	if o.Namespace == "" {
-		o.Namespace = "fairway-system"
+		o.Namespace = v1alpha1.DefaultNamespace
 	}
 	if o.CyclePeriod <= 0 {
 		o.CyclePeriod = time.Second

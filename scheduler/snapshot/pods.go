@@ -104,9 +104,14 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 	}
 }
 
-// PodInfoFromPod reads a pod. Malformed fairway annotations do not fail the conversion: they set
-// Problem, so the pod's gang is reported unschedulable with the reason instead of being dropped.
-func PodInfoFromPod(pod *corev1.Pod) PodInfo {
+// PodInfoFromPod reads a pod as the snapshot of an install in v1alpha1.DefaultNamespace does.
+// Malformed fairway annotations do not fail the conversion: they set Problem, so the pod's gang
+// is reported unschedulable with the reason instead of being dropped.
+func PodInfoFromPod(pod *corev1.Pod) PodInfo { return podInfo(pod, v1alpha1.DefaultNamespace) }
+
+// podInfo reads a pod; fairwayNamespace is fairway's own namespace, the only one whose pods
+// can be reservations (v1alpha1.IsReservationPod).
+func podInfo(pod *corev1.Pod, fairwayNamespace string) PodInfo {
 	info := PodInfo{
 		Key:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
 		UID:      pod.UID,
@@ -155,7 +160,7 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 	}
 
 	readIdle(pod, &info)
-	problems := readRequest(pod, &info.Req)
+	problems := readRequest(pod, v1alpha1.IsReservationPod(pod, fairwayNamespace), &info.Req)
 	if queueErr != nil {
 		problems = append(problems, queueErr.Error())
 	}
@@ -203,10 +208,11 @@ func PodInfoFromPod(pod *corev1.Pod) PodInfo {
 
 // readRequest fills r from the pod's effective requests (resource.PodRequests: containers, init
 // containers, overhead, pod-level resources) and GPU-share annotations, returning what is wrong.
-func readRequest(pod *corev1.Pod, r *Request) []string {
+// reservation says the pod is one of the scheduler's reservation pods.
+func readRequest(pod *corev1.Pod, reservation bool, r *Request) []string {
 	var problems []string
 	r.readAmounts(pod)
-	if pod.Labels[v1alpha1.ReservationLabel] == "true" {
+	if reservation {
 		// A reservation's nvidia.com/gpu is the GPU its slot's fractional pods share.
 		r.Reservation = true
 		r.WholeGPUs = 0
@@ -363,7 +369,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 	if pod == nil || pod.Name == "" {
 		return fmt.Errorf("upsert pod: %w", ErrInvalidObject)
 	}
-	info := PodInfoFromPod(pod)
+	info := podInfo(pod, s.ownNamespace)
 	var claims []string
 	if info.Queue != "" && len(pod.Spec.ResourceClaims) > 0 {
 		claims = s.readClaims(pod, &info)

@@ -74,7 +74,17 @@ type Snapshot struct {
 	demand       map[Demand]int32
 	demandGen    uint64
 	shareDemands int32
+
+	// ownNamespace is fairway's namespace, where the scheduler's reservation pods live
+	// (SetOwnNamespace).
+	ownNamespace string
 }
+
+// SetOwnNamespace tells the snapshot fairway's own namespace (v1alpha1.DefaultNamespace unless
+// set): a pod labelled as a reservation anywhere else is an ordinary pod, charged for what it
+// asks, so that a tenant cannot pass eight GPUs off as a reservation. Set it before the first
+// pod.
+func (s *Snapshot) SetOwnNamespace(ns string) { s.ownNamespace = ns }
 
 // New returns an empty snapshot.
 func New() *Snapshot { return NewSized(0, 0) }
@@ -94,6 +104,8 @@ func NewSized(nodes, pods int) *Snapshot {
 		classes:    make(map[string]*FilterClass),
 		typeIdx:    make(map[string]int),
 		topo:       make(map[string]*Domains),
+
+		ownNamespace: v1alpha1.DefaultNamespace,
 	}
 }
 

@@ -689,3 +689,45 @@ func TestForeignQueue(t *testing.T) {
 	upsert(testutil.MakeQueue("team-b").Obj())
 	check("queue re-created", true, 1000)
 }
+
+// A tenant's pod that carries the reservation label outside fairway's namespace is an ordinary
+// pod: its eight GPUs are taken and charged to its queue, not passed off as a reservation that
+// holds one slot and is charged nothing. In fairway's own namespace (SetOwnNamespace) the same
+// label marks a reservation.
+func TestReservationLabelOutsideFairwaysNamespace(t *testing.T) {
+	for _, own := range []string{"", "fairway-prod"} {
+		s := snapshot.New()
+		if own != "" {
+			s.SetOwnNamespace(own)
+		}
+		if err := s.UpsertNode(testutil.MakeNode("n1").GPUs(8, "H100").Obj()); err != nil {
+			t.Fatal(err)
+		}
+		forged := testutil.MakePod("a", "forged").Queue("a").Reservation("n1", 0, -1).GPU(8).Obj()
+		if err := s.UpsertPod(forged); err != nil {
+			t.Fatal(err)
+		}
+		mustVerify(t, s)
+		n := s.Node("n1")
+		if got := n.FreeWholeSlots(); got != 0 {
+			t.Errorf("own namespace %q: %d GPUs free after a forged reservation asking for 8, want 0", own, got)
+		}
+		if got := s.Queue("a").Allocated.At(snapshot.DimGPU); got != 8000 {
+			t.Errorf("own namespace %q: queue a charged %d milli-GPU for the forged reservation, want 8000", own, got)
+		}
+		if own != "" {
+			real := testutil.MakePod(own, "fairway-gpu-n1-0").Reservation("n1", 0, 0).Obj()
+			s2 := snapshot.New()
+			s2.SetOwnNamespace(own)
+			if err := s2.UpsertNode(testutil.MakeNode("n1").GPUs(8, "H100").Obj()); err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.UpsertPod(real); err != nil {
+				t.Fatal(err)
+			}
+			if got := s2.Node("n1").Slot(0).Reserved; got != 1 {
+				t.Errorf("a reservation in the configured namespace %q holds slot 0 %d times, want 1", own, got)
+			}
+		}
+	}
+}

@@ -239,10 +239,12 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		// A copy from another pod's metadata says nothing about this one: the owner kind decides.
 		delete(pod.Annotations, fairwayv1.RecreatableAnnotation)
 	}
-	// Keys only the scheduler writes, at bind time: a new pod carrying them copied them from an
-	// old one, and they would point the runtime at a GPU the pod was never given.
-	delete(pod.Annotations, fairwayv1.GPUIndexAnnotation)
-	delete(pod.Annotations, fairwayv1.GPUUUIDAnnotation)
+	// Keys only the scheduler and the gpu-agent write, at and after binding (the pod contract's
+	// binding keys): a new pod carrying them copied them from an old one, or forged them, and
+	// they would point the runtime at a GPU the pod was never given or take the pod out of its
+	// queue's usage. They go, with a warning; the chart's admission policy refuses them on pods
+	// no webhook rewrites.
+	warnings = append(warnings, dropBindingKeys(pod)...)
 	pod.Spec.SchedulerName = schedulerName
 
 	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
@@ -469,4 +471,25 @@ func setAnnotation(pod *corev1.Pod, key, value string) {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[key] = value
+}
+
+// dropBindingKeys removes the pod contract's binding keys from a pod being created, saying which.
+func dropBindingKeys(pod *corev1.Pod) []string {
+	var dropped []string
+	for _, k := range fairwayv1.BindingPodLabels {
+		if _, ok := pod.Labels[k]; ok {
+			delete(pod.Labels, k)
+			dropped = append(dropped, "label "+k)
+		}
+	}
+	for _, k := range fairwayv1.BindingPodAnnotations {
+		if _, ok := pod.Annotations[k]; ok {
+			delete(pod.Annotations, k)
+			dropped = append(dropped, "annotation "+k)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	return []string{"fairway: removed " + strings.Join(dropped, ", ") + ": only fairway's scheduler and gpu-agent write these keys, once the pod is placed"}
 }

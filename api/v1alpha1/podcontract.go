@@ -26,11 +26,12 @@ var (
 	AdmissionPodAnnotations = []string{
 		PodGroupAnnotation, MinMemberAnnotation, SubGroupAnnotation, SubGroupsAnnotation,
 		WorkloadKindAnnotation, RecreatableAnnotation,
+		// The webhook names the ConfigMap a fractional pod's container reads its GPU from.
+		GPUConfigMapAnnotation,
 	}
 	BindingPodLabels      = []string{ReservationLabel, GPUGroupLabel}
 	BindingPodAnnotations = []string{
-		GPUIndexAnnotation, GPUUUIDAnnotation, ReservationSlotAnnotation, GPUConfigMapAnnotation,
-		LoanAnnotation, IdleGPUMemoryAnnotation, GPUIdleObservedAnnotation,
+		GPUIndexAnnotation, GPUUUIDAnnotation, ReservationSlotAnnotation, LoanAnnotation, IdleGPUMemoryAnnotation, GPUIdleObservedAnnotation,
 	}
 )
 

@@ -213,6 +213,10 @@ func chartWorkload(t *testing.T, c *cluster.Cluster) {
 	})
 	done()
 
+	done = step("a tenant's attacks on the keys fairway trusts, all refused")
+	checkTenantAttacks(t, c, client.ObjectKeyFromObject(nb))
+	done()
+
 	// Team B borrows a whole node; team A asks for its guarantee and two of B's pods are reclaimed;
 	// their ReplicaSet re-creates them and they wait with a reason.
 	done = step("team B borrows a node, team A reclaims its guarantee")

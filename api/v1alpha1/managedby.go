@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // Objects fairway's components create for themselves carry ManagedByLabel=ManagedByValue: the
 // GPU ConfigMaps of fractional pods and the PodGroups the runtime derives. The chart's
 // ValidatingAdmissionPolicy lets the scheduler's ServiceAccount create and change ConfigMaps only
@@ -15,3 +17,15 @@ const (
 // gpu-agent's identity change only its own Node and the pods bound to it, as NodeRestriction does
 // for kubelets.
 const NodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// IsFairwayIdentity reports whether an API request's user (request.userInfo.username) is one of
+// fairway's components: a ServiceAccount of fairway's own namespace. Tenants hold no
+// ServiceAccount there (creating one, or a pod that runs as one, needs rights in fairway's
+// namespace), so keys that only fairway may write (RunAdmissionKeys) are refused to every other
+// user.
+func IsFairwayIdentity(username, fairwayNamespace string) bool {
+	return fairwayNamespace != "" && strings.HasPrefix(username, ServiceAccountUserPrefix(fairwayNamespace))
+}
+
+// ServiceAccountUserPrefix is how the API server names every ServiceAccount of namespace ns.
+func ServiceAccountUserPrefix(ns string) string { return "system:serviceaccount:" + ns + ":" }

@@ -689,3 +689,40 @@ func TestForeignQueue(t *testing.T) {
 	upsert(testutil.MakeQueue("team-b").Obj())
 	check("queue re-created", true, 1000)
 }
+
+// A queue admits pipelines as its own spec says, else as its nearest ancestor's does, else per
+// pod; a change of the mode alone reaches the snapshot, and a deleted queue admits per pod.
+func TestQueuePipelineAdmission(t *testing.T) {
+	s := snapshot.New()
+	for _, q := range []*v1alpha1.Queue{
+		testutil.MakeQueue("dept").PipelineAdmission(v1alpha1.PipelineAdmissionPeak).Obj(),
+		testutil.MakeQueue("team").Parent("dept").Obj(),
+		testutil.MakeQueue("staged").Parent("dept").PipelineAdmission(v1alpha1.PipelineAdmissionStages).Obj(),
+		testutil.MakeQueue("alone").Obj(),
+	} {
+		if err := s.UpsertQueue(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]v1alpha1.PipelineAdmission{
+		"dept": v1alpha1.PipelineAdmissionPeak, "team": v1alpha1.PipelineAdmissionPeak,
+		"staged": v1alpha1.PipelineAdmissionStages, "alone": v1alpha1.PipelineAdmissionPerPod,
+	} {
+		if got := s.Queue(name).PipelineAdmission(); got != want {
+			t.Errorf("queue %s admits pipelines %q, want %q", name, got, want)
+		}
+	}
+	if err := s.UpsertQueue(testutil.MakeQueue("dept").PipelineAdmission(v1alpha1.PipelineAdmissionPerPod).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Queue("team").PipelineAdmission(); got != v1alpha1.PipelineAdmissionPerPod {
+		t.Errorf("after its parent turned Peak off, team admits pipelines %q", got)
+	}
+	if err := s.UpsertPod(testutil.MakePod("staged", "p").Queue("staged").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	s.DeleteQueue("staged")
+	if q := s.Queue("staged"); q == nil || q.Defined || q.PipelineAdmission() != v1alpha1.PipelineAdmissionPerPod {
+		t.Errorf("deleted queue (placeholder %+v) still admits pipelines", q)
+	}
+}

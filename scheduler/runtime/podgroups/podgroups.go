@@ -39,7 +39,8 @@ import (
 // topology and sub-groups (fairway.dev/sub-groups) from the oldest pod, and its owners (see the package documentation). pods must be
 // non-empty and share the annotation and the namespace. The queue is not checked against the
 // namespaces it serves: the scheduler refuses a gang whose queue does not serve it
-// (engine.ReasonForeignQueue), whoever wrote the PodGroup.
+// (engine.ReasonForeignQueue), whoever wrote the PodGroup. When the namespace later moves to
+// another queue, Follow moves the PodGroup with it.
 func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 	pods = slices.Clone(pods)
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {

@@ -186,12 +186,14 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 		Name:       "changes-run-keys",
 		Expression: keysChanged("annotations", fairwayv1.RunAdmissionKeys),
 	}}
+	// Who fairwayv1.IsFairwayIdentity lets write the keys never waits for the webhook.
+	notFairway := fmt.Sprintf("!(has(request.userInfo.groups) && %q in request.userInfo.groups)", fairwayv1.MastersGroup)
 	if o.ServiceNamespace != "" {
-		workflowKeys.MatchConditions = append(workflowKeys.MatchConditions, admissionregistrationv1.MatchCondition{
-			Name:       "not-fairway",
-			Expression: fmt.Sprintf("!request.userInfo.username.startsWith(%q)", fairwayv1.ServiceAccountUserPrefix(o.ServiceNamespace)),
-		})
+		notFairway = fmt.Sprintf("!request.userInfo.username.startsWith(%q) && ", fairwayv1.ServiceAccountUserPrefix(o.ServiceNamespace)) + notFairway
 	}
+	workflowKeys.MatchConditions = append(workflowKeys.MatchConditions, admissionregistrationv1.MatchCondition{
+		Name: "not-fairway", Expression: notFairway,
+	})
 
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},

@@ -198,7 +198,7 @@ func TestDesiredConfigurationWorkflowKeysWebhook(t *testing.T) {
 			t.Errorf("the match condition does not compare %s: %s", k, expr)
 		}
 	}
-	if got, want := w.MatchConditions[1].Expression, `!request.userInfo.username.startsWith("system:serviceaccount:fairway-system:")`; got != want {
+	if got, want := w.MatchConditions[1].Expression, `!request.userInfo.username.startsWith("system:serviceaccount:fairway-system:") && !(has(request.userInfo.groups) && "system:masters" in request.userInfo.groups)`; got != want {
 		t.Errorf("identity condition %s, want %s", got, want)
 	}
 }

@@ -149,7 +149,7 @@ func patched(ops []jsonpatch.JsonPatchOperation) admission.Response {
 }
 
 func isFairway(req admission.Request, fairwayNamespace string) bool {
-	return fairwayv1.IsFairwayIdentity(req.UserInfo.Username, fairwayNamespace)
+	return fairwayv1.IsFairwayIdentity(req.UserInfo.Username, req.UserInfo.Groups, fairwayNamespace)
 }
 
 // dropRunKeys removes the run keys from wf's annotations and returns them, sorted.

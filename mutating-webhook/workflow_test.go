@@ -316,6 +316,16 @@ func TestWorkflowKeysRefusedOnUpdate(t *testing.T) {
 	if resp := update("system:serviceaccount:fairway-system:fairway-scheduler", setState); !resp.Allowed {
 		t.Errorf("fairway's own write refused: %v", resp.Result)
 	}
+	admin := func(user string, change func(*unstructured.Unstructured)) admission.Response {
+		old := workflowRequest(t, trainRun, held)
+		req := workflowRequest(t, trainRun, func(wf *unstructured.Unstructured) { held(wf); change(wf) })
+		req.Operation, req.OldObject, req.UserInfo.Username = admissionv1.Update, old.Object, user
+		req.UserInfo.Groups = []string{"system:authenticated", fairwayv1.MastersGroup}
+		return h.Handle(context.Background(), req)
+	}
+	if resp := admin("cluster-admin", setState); !resp.Allowed {
+		t.Errorf("a cluster admin's write refused: %v", resp.Result)
+	}
 	if resp := update("alice", func(wf *unstructured.Unstructured) {
 		wf.SetLabels(map[string]string{"x": "y"})
 		_ = unstructured.SetNestedField(wf.Object, "Running", "status", "phase")

@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Objects fairway's components create for themselves carry ManagedByLabel=ManagedByValue: the
 // GPU ConfigMaps of fractional pods and the PodGroups the runtime derives. The chart's
@@ -18,14 +21,19 @@ const (
 // for kubelets.
 const NodeNameExtra = "authentication.kubernetes.io/node-name"
 
-// IsFairwayIdentity reports whether an API request's user (request.userInfo.username) is one of
-// fairway's components: a ServiceAccount of fairway's own namespace. Tenants hold no
-// ServiceAccount there (creating one, or a pod that runs as one, needs rights in fairway's
-// namespace), so keys that only fairway may write (RunAdmissionKeys) are refused to every other
-// user.
-func IsFairwayIdentity(username, fairwayNamespace string) bool {
-	return fairwayNamespace != "" && strings.HasPrefix(username, ServiceAccountUserPrefix(fairwayNamespace))
+// IsFairwayIdentity reports whether an API request's user (request.userInfo) may write keys that
+// only fairway writes (RunAdmissionKeys): one of fairway's components, a ServiceAccount of
+// fairway's own namespace, or a cluster admin (group MastersGroup, which bypasses RBAC and could
+// remove the webhook anyway; local and test clusters run fairway with such credentials). Tenants
+// hold neither: a ServiceAccount of fairway's namespace, or a pod running as one, needs rights in
+// that namespace.
+func IsFairwayIdentity(username string, groups []string, fairwayNamespace string) bool {
+	return (fairwayNamespace != "" && strings.HasPrefix(username, ServiceAccountUserPrefix(fairwayNamespace))) ||
+		slices.Contains(groups, MastersGroup)
 }
+
+// MastersGroup is the Kubernetes group whose members bypass authorization.
+const MastersGroup = "system:masters"
 
 // ServiceAccountUserPrefix is how the API server names every ServiceAccount of namespace ns.
 func ServiceAccountUserPrefix(ns string) string { return "system:serviceaccount:" + ns + ":" }

@@ -61,11 +61,14 @@ func TestIsFairwayIdentity(t *testing.T) {
 		"alice": false,
 		"":      false,
 	} {
-		if got := v1alpha1.IsFairwayIdentity(user, "fairway-system"); got != want {
+		if got := v1alpha1.IsFairwayIdentity(user, []string{"system:authenticated"}, "fairway-system"); got != want {
 			t.Errorf("IsFairwayIdentity(%q) = %v, want %v", user, got, want)
 		}
 	}
-	if v1alpha1.IsFairwayIdentity("system:serviceaccount::x", "") {
+	if v1alpha1.IsFairwayIdentity("system:serviceaccount::x", nil, "") {
 		t.Error("no fairway namespace: nobody is fairway")
+	}
+	if !v1alpha1.IsFairwayIdentity("admin", []string{"system:authenticated", v1alpha1.MastersGroup}, "fairway-system") {
+		t.Error("a cluster admin may write fairway's keys")
 	}
 }

@@ -39,6 +39,9 @@ const (
 	// WorkflowsWebhookName admits Argo Workflows (and Kubeflow Pipelines runs) as a whole in the
 	// namespaces of queues with pipelineAdmission Peak or Stages (WorkflowHandler).
 	WorkflowsWebhookName = "workflows.fairway.dev"
+	// WorkflowKeysWebhookName refuses updates of Argo Workflows that change the run admission
+	// keys (v1alpha1.RunAdmissionKeys) by any identity but fairway's.
+	WorkflowKeysWebhookName = "immutable.workflows.fairway.dev"
 )
 
 // NamespaceNameLabel is set by the API server on every namespace to the namespace's name and
@@ -166,13 +169,39 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 	workflows.NamespaceSelector = pods.NamespaceSelector
 	workflows.ObjectSelector = pods.ObjectSelector
 
+	// Changes of a run's admission keys on Argo Workflows, in every unprotected namespace (the
+	// scheduler reads Workflows wherever they are): only fairway writes them. As for pods, the
+	// API server compares the keys and the identity itself (match conditions), so neither Argo's
+	// constant status updates nor the scheduler's own writes wait for the webhook, and
+	// failurePolicy Fail refuses a forged change while the webhook is down.
+	workflowKeys := common(WorkflowKeysWebhookName, WorkflowPath)
+	workflowKeys.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       workflows.Rules[0].Rule,
+	}}
+	workflowKeys.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+	workflowKeys.ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+	workflowKeys.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notProtected}}
+	workflowKeys.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name:       "changes-run-keys",
+		Expression: keysChanged("annotations", fairwayv1.RunAdmissionKeys),
+	}}
+	// Who fairwayv1.IsFairwayIdentity lets write the keys never waits for the webhook.
+	notFairway := fmt.Sprintf("!(has(request.userInfo.groups) && %q in request.userInfo.groups)", fairwayv1.MastersGroup)
+	if o.ServiceNamespace != "" {
+		notFairway = fmt.Sprintf("!request.userInfo.username.startsWith(%q) && ", fairwayv1.ServiceAccountUserPrefix(o.ServiceNamespace)) + notFairway
+	}
+	workflowKeys.MatchConditions = append(workflowKeys.MatchConditions, admissionregistrationv1.MatchCondition{
+		Name: "not-fairway", Expression: notFairway,
+	})
+
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   o.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"},
 		},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, immutable, workflows},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, immutable, workflows, workflowKeys},
 	}
 }
 
@@ -181,17 +210,18 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 // changed. It compares booleans and strings only, so it type-checks whatever type the API server
 // gives the objects.
 func ImmutableKeysChanged() string {
-	var terms []string
-	for _, f := range []struct {
-		field string
-		keys  []string
-	}{{"labels", fairwayv1.ImmutablePodLabels}, {"annotations", fairwayv1.ImmutablePodAnnotations}} {
-		for _, k := range f.keys {
-			was, is := "oldObject.metadata."+f.field, "object.metadata."+f.field
-			had := fmt.Sprintf("(has(%s) && %q in %s)", was, k, was)
-			has := fmt.Sprintf("(has(%s) && %q in %s)", is, k, is)
-			terms = append(terms, fmt.Sprintf("%s != %s || (%s && %s && %s[%q] != %s[%q])", had, has, had, has, was, k, is, k))
-		}
+	return keysChanged("labels", fairwayv1.ImmutablePodLabels) + " || " + keysChanged("annotations", fairwayv1.ImmutablePodAnnotations)
+}
+
+// keysChanged is the CEL expression that is true when one of keys of metadata.<field> is added,
+// removed or changed between oldObject and object.
+func keysChanged(field string, keys []string) string {
+	terms := make([]string, 0, len(keys))
+	for _, k := range keys {
+		was, is := "oldObject.metadata."+field, "object.metadata."+field
+		had := fmt.Sprintf("(has(%s) && %q in %s)", was, k, was)
+		has := fmt.Sprintf("(has(%s) && %q in %s)", is, k, is)
+		terms = append(terms, fmt.Sprintf("%s != %s || (%s && %s && %s[%q] != %s[%q])", had, has, had, has, was, k, is, k))
 	}
 	return strings.Join(terms, " || ")
 }

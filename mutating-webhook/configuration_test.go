@@ -39,8 +39,8 @@ func TestDesiredConfigurationSelectsServedNamespaces(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			mwc := DesiredConfiguration(testConfigurationOptions, tc.served)
-			if len(mwc.Webhooks) != 4 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName || mwc.Webhooks[2].Name != ImmutableWebhookName || mwc.Webhooks[3].Name != WorkflowsWebhookName {
-				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook, the immutable one and the workflows one", mwc.Webhooks)
+			if len(mwc.Webhooks) != 5 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName || mwc.Webhooks[2].Name != ImmutableWebhookName || mwc.Webhooks[3].Name != WorkflowsWebhookName || mwc.Webhooks[4].Name != WorkflowKeysWebhookName {
+				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook, the immutable one, the workflows one and the workflows' keys one", mwc.Webhooks)
 			}
 			// Runs are admitted where pods are, and a webhook outage leaves them to run pod by pod.
 			if wf := mwc.Webhooks[3]; !equality.Semantic.DeepEqual(wf.NamespaceSelector, mwc.Webhooks[1].NamespaceSelector) ||
@@ -169,5 +169,36 @@ func TestDesiredConfigurationImmutableWebhook(t *testing.T) {
 		if !strings.Contains(expr, `"`+k+`" in oldObject.metadata.`) || !strings.Contains(expr, `"`+k+`" in object.metadata.`) {
 			t.Errorf("the match condition does not compare %s: %s", k, expr)
 		}
+	}
+}
+
+// TestDesiredConfigurationWorkflowKeysWebhook: updates of Argo Workflows in every unprotected
+// namespace, filtered in the API server to those that change a run admission key and are not
+// made by one of fairway's ServiceAccounts, refused when the webhook is down.
+func TestDesiredConfigurationWorkflowKeysWebhook(t *testing.T) {
+	w := DesiredConfiguration(testConfigurationOptions, []string{"team-a"}).Webhooks[4]
+	if w.Name != WorkflowKeysWebhookName || *w.ClientConfig.Service.Path != WorkflowPath || *w.FailurePolicy != admissionregistrationv1.Fail {
+		t.Fatalf("webhook %s path %s failurePolicy %s", w.Name, *w.ClientConfig.Service.Path, *w.FailurePolicy)
+	}
+	if len(w.Rules) != 1 || !cmp.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
+		!cmp.Equal(w.Rules[0].Resources, []string{"workflows"}) || !cmp.Equal(w.Rules[0].APIGroups, []string{"argoproj.io"}) {
+		t.Errorf("rules %+v: want UPDATE of Argo Workflows only", w.Rules)
+	}
+	if ns := w.NamespaceSelector.MatchExpressions; len(ns) != 1 || ns[0].Operator != metav1.LabelSelectorOpNotIn {
+		t.Errorf("namespace selector %+v: want every unprotected namespace", w.NamespaceSelector)
+	}
+	if len(w.ObjectSelector.MatchLabels)+len(w.ObjectSelector.MatchExpressions) != 0 {
+		t.Errorf("object selector %+v: opting a run out of fairway must not let it forge the keys", w.ObjectSelector)
+	}
+	if len(w.MatchConditions) != 2 {
+		t.Fatalf("match conditions %+v", w.MatchConditions)
+	}
+	for _, k := range fairwayv1.RunAdmissionKeys {
+		if expr := w.MatchConditions[0].Expression; !strings.Contains(expr, `"`+k+`" in oldObject.metadata.annotations`) {
+			t.Errorf("the match condition does not compare %s: %s", k, expr)
+		}
+	}
+	if got, want := w.MatchConditions[1].Expression, `!request.userInfo.username.startsWith("system:serviceaccount:fairway-system:") && !(has(request.userInfo.groups) && "system:masters" in request.userInfo.groups)`; got != want {
+		t.Errorf("identity condition %s, want %s", got, want)
 	}
 }

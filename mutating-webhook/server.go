@@ -164,7 +164,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	srv.Register(MutatePath, NewHandler(defaulter).HTTPHandler(log.WithName("admission")))
 	srv.Register(GuardPath, NewGuardHandler(state, cfg.Options).HTTPHandler(log.WithName("guard")))
 	srv.Register(ImmutablePath, ImmutableHandler{}.HTTPHandler(log.WithName("immutable")))
-	srv.Register(WorkflowPath, NewWorkflowHandler(state, state).HTTPHandler(log.WithName("workflows")))
+	srv.Register(WorkflowPath, NewWorkflowHandler(state, state, cfg.Configuration.ServiceNamespace).HTTPHandler(log.WithName("workflows")))
 	gated := &gatedServer{server: srv, ready: ready, cache: mgr.GetCache(), log: log}
 	if err := mgr.Add(gated); err != nil {
 		return err

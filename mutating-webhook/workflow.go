@@ -3,6 +3,7 @@ package mutatingwebhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
@@ -46,17 +48,28 @@ type QueueReader interface {
 //
 // In a queue whose pipelineAdmission is Stages, a run that asks for GPUs is never held: it is
 // marked v1alpha1.RunStaged, which tells the scheduler to reserve its GPU stages ahead.
+//
+// Only fairway writes a run's admission (v1alpha1.RunAdmissionKeys): a Held or Staged state is
+// capacity held for the run. At creation the handler drops the keys whoever wrote them, with a
+// warning naming them, and writes its own decision: a refusal would break `argo resubmit` and
+// every copy of a run, which carry the original's annotations, while dropping gives a forger
+// nothing. On update it refuses a change of the keys by any identity but fairway's
+// (v1alpha1.IsFairwayIdentity), naming each key: the user did write that change, and a silent
+// drop would hide it. The scheduler checks the queue again itself (scheduler/runtime/pipelines).
 type WorkflowHandler struct {
 	state  ClusterState
 	queues QueueReader
 	now    func() time.Time
+	// fairwayNamespace is fairway's namespace: its ServiceAccounts may write the run keys.
+	fairwayNamespace string
 }
 
 var _ admission.Handler = (*WorkflowHandler)(nil)
 
-// NewWorkflowHandler returns the handler.
-func NewWorkflowHandler(state ClusterState, queues QueueReader) *WorkflowHandler {
-	return &WorkflowHandler{state: state, queues: queues, now: time.Now}
+// NewWorkflowHandler returns the handler; fairwayNamespace is fairway's own namespace, whose
+// ServiceAccounts (the scheduler's) may change a run's admission keys.
+func NewWorkflowHandler(state ClusterState, queues QueueReader, fairwayNamespace string) *WorkflowHandler {
+	return &WorkflowHandler{state: state, queues: queues, now: time.Now, fairwayNamespace: fairwayNamespace}
 }
 
 // HTTPHandler serves h over HTTP for a webhook server, with panic recovery on.
@@ -75,7 +88,14 @@ type RunDecision struct {
 
 // Handle implements admission.Handler.
 func (h *WorkflowHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create || req.Kind.Group != "argoproj.io" || req.Kind.Kind != "Workflow" || req.SubResource != "" {
+	if req.Kind.Group != "argoproj.io" || req.Kind.Kind != "Workflow" || req.SubResource != "" {
+		return admission.Allowed("")
+	}
+	switch req.Operation {
+	case admissionv1.Create:
+	case admissionv1.Update:
+		return h.guardUpdate(req)
+	default:
 		return admission.Allowed("")
 	}
 	wf := &unstructured.Unstructured{}
@@ -86,16 +106,27 @@ func (h *WorkflowHandler) Handle(ctx context.Context, req admission.Request) adm
 	if ns == "" {
 		ns = req.Namespace
 	}
+	var ops []jsonpatch.JsonPatchOperation
+	var warnings []string
+	if !isFairway(req, h.fairwayNamespace) {
+		dropped := dropRunKeys(wf)
+		for _, k := range dropped {
+			ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escapePointer(k), nil))
+		}
+		if len(dropped) > 0 {
+			warnings = append(warnings, fmt.Sprintf("fairway: annotations %s dropped: only fairway writes a run's admission", strings.Join(dropped, ", ")))
+		}
+	}
 	d, err := h.Decide(ctx, wf, ns)
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "Pipeline admission failed; the run is left to run pod by pod", "workflow", ns+"/"+wf.GetName())
-		return admission.Allowed("").WithWarnings("fairway: pipeline admission could not decide (" + err.Error() + "); the run's pods are scheduled one by one")
+		warnings = append(warnings, "fairway: pipeline admission could not decide ("+err.Error()+"); the run's pods are scheduled one by one")
+		return patched(ops).WithWarnings(warnings...)
 	}
 	if d == nil {
-		return admission.Allowed("")
+		return patched(ops).WithWarnings(warnings...)
 	}
-	ops := runPatch(wf, d, h.now())
-	var warnings []string
+	ops = append(ops, runPatch(wf, d, h.now())...)
 	name := wf.GetName()
 	if name == "" {
 		name = "<name>"
@@ -107,6 +138,59 @@ func (h *WorkflowHandler) Handle(ctx context.Context, req admission.Request) adm
 		warnings = append(warnings, fmt.Sprintf("fairway: the run is not admitted as a whole (%s): %s; its pods are scheduled one by one", d.Reason, d.Message))
 	}
 	return admission.Patched("", ops...).WithWarnings(warnings...)
+}
+
+// patched allows the request with ops, or unchanged when there are none.
+func patched(ops []jsonpatch.JsonPatchOperation) admission.Response {
+	if len(ops) == 0 {
+		return admission.Allowed("")
+	}
+	return admission.Patched("", ops...)
+}
+
+func isFairway(req admission.Request, fairwayNamespace string) bool {
+	return fairwayv1.IsFairwayIdentity(req.UserInfo.Username, req.UserInfo.Groups, fairwayNamespace)
+}
+
+// dropRunKeys removes the run keys from wf's annotations and returns them, sorted.
+func dropRunKeys(wf *unstructured.Unstructured) []string {
+	ann := wf.GetAnnotations()
+	var dropped []string
+	for _, k := range fairwayv1.RunAdmissionKeys {
+		if _, ok := ann[k]; ok {
+			dropped = append(dropped, k)
+			delete(ann, k)
+		}
+	}
+	if len(dropped) > 0 {
+		wf.SetAnnotations(ann)
+	}
+	slices.Sort(dropped)
+	return dropped
+}
+
+// guardUpdate refuses an update of a Workflow that adds, removes or changes one of
+// v1alpha1.RunAdmissionKeys, unless fairway makes it.
+func (h *WorkflowHandler) guardUpdate(req admission.Request) admission.Response {
+	if isFairway(req, h.fairwayNamespace) {
+		return admission.Allowed("")
+	}
+	if len(req.Object.Raw) == 0 || len(req.OldObject.Raw) == 0 {
+		return admission.Errored(http.StatusBadRequest, errors.New("an update request must carry the object and the old object"))
+	}
+	var old, cur podMeta // the metadata alone, whatever the size of the run's status
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, &old); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old workflow: %w", err))
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &cur); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the workflow: %w", err))
+	}
+	changed := changedKeys("annotation", fairwayv1.RunAdmissionKeys, old.Metadata.Annotations, cur.Metadata.Annotations)
+	if len(changed) == 0 {
+		return admission.Allowed("")
+	}
+	return admission.Denied(strings.Join(changed, "; ") +
+		": only fairway writes a run's admission (a held or staged run has capacity kept for it); delete the run and create it again")
 }
 
 // Decide returns what to do with a new run in namespace ns, nil to leave it alone.
@@ -236,14 +320,8 @@ func (h *WorkflowHandler) chain(ctx context.Context, name string) ([]*fairwayv1.
 
 // runPatch writes the decision: the annotations, and spec.suspend for a held run.
 func runPatch(wf *unstructured.Unstructured, d *RunDecision, now time.Time) []jsonpatch.JsonPatchOperation {
-	ann := map[string]string{
-		fairwayv1.RunAdmissionAnnotation:  string(d.State),
-		fairwayv1.RunReasonAnnotation:     d.Reason,
-		fairwayv1.RunMessageAnnotation:    d.Message,
-		fairwayv1.RunQueueAnnotation:      d.Queue,
-		fairwayv1.RunPeakAnnotation:       d.Peak.String(),
-		fairwayv1.RunTransitionAnnotation: now.UTC().Format(time.RFC3339),
-	}
+	ann := fairwayv1.RunAdmission{State: d.State, Reason: d.Reason, Message: d.Message, Queue: d.Queue,
+		Peak: d.Peak.String(), Time: now}.Annotations()
 	var ops []jsonpatch.JsonPatchOperation
 	if wf.GetAnnotations() == nil {
 		m := map[string]any{}

@@ -140,7 +140,7 @@ func TestWorkflowAdmission(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := mutatingwebhook.NewWorkflowHandler(defaultState(), c.queues)
+			h := mutatingwebhook.NewWorkflowHandler(defaultState(), c.queues, fairwayNS)
 			req := workflowRequest(t, c.doc, c.mutate)
 			resp := h.Handle(context.Background(), req)
 			if !resp.Allowed {
@@ -179,4 +179,167 @@ func TestWorkflowAdmission(t *testing.T) {
 			}
 		})
 	}
+}
+
+const fairwayNS = "fairway-system"
+
+// applyPatches applies a response's patches to the request's object.
+func applyPatches(t *testing.T, req admission.Request, resp admission.Response) *unstructured.Unstructured {
+	t.Helper()
+	raw := req.Object.Raw
+	if len(resp.Patches) > 0 {
+		ops, _ := json.Marshal(resp.Patches)
+		patch, err := jsonpatch.DecodePatch(ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, err = patch.Apply(raw); err != nil {
+			t.Fatalf("applying %s: %v", ops, err)
+		}
+	}
+	wf := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &wf.Object); err != nil {
+		t.Fatal(err)
+	}
+	return wf
+}
+
+// forge marks a run held for queue team-a, as only fairway may.
+func forge(wf *unstructured.Unstructured) {
+	ann := wf.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[fairwayv1.RunAdmissionAnnotation] = string(fairwayv1.RunHeld)
+	ann[fairwayv1.RunQueueAnnotation] = "team-a"
+	ann["team.example/owner"] = "alice"
+	wf.SetAnnotations(ann)
+	_ = unstructured.SetNestedField(wf.Object, true, "spec", "suspend")
+}
+
+// TestWorkflowForgedKeysDroppedAtCreation: run admission keys a user writes on a new Workflow
+// (by hand, or copied by argo resubmit) are dropped with a warning naming them, in a queue that
+// does not admit pipelines, in a suspended run the webhook leaves alone, and where the webhook
+// decides (its own decision replaces them); the user's other annotations stay.
+func TestWorkflowForgedKeysDroppedAtCreation(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mode  fairwayv1.PipelineAdmission
+		state fairwayv1.RunAdmissionState
+		also  func(*unstructured.Unstructured)
+	}{
+		"per pod queue":       {mode: fairwayv1.PipelineAdmissionPerPod},
+		"suspended by a user": {mode: fairwayv1.PipelineAdmissionPeak},
+		"peak, decided anew": {mode: fairwayv1.PipelineAdmissionPeak, state: fairwayv1.RunHeld,
+			also: func(wf *unstructured.Unstructured) { unstructured.RemoveNestedField(wf.Object, "spec", "suspend") }},
+		"stages, decided anew": {mode: fairwayv1.PipelineAdmissionStages, state: fairwayv1.RunStaged,
+			also: func(wf *unstructured.Unstructured) { unstructured.RemoveNestedField(wf.Object, "spec", "suspend") }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := mutatingwebhook.NewWorkflowHandler(defaultState(), queueMap{"team-a": gpuQueue("team-a", "", tc.mode, "4", "", "")}, fairwayNS)
+			req := workflowRequest(t, trainRun, func(wf *unstructured.Unstructured) {
+				forge(wf)
+				if tc.also != nil {
+					tc.also(wf)
+				}
+			})
+			req.UserInfo.Username = "alice"
+			resp := h.Handle(context.Background(), req)
+			if !resp.Allowed {
+				t.Fatalf("refused: %v", resp.Result)
+			}
+			if !slicesContainsAll(resp.Warnings, fairwayv1.RunAdmissionAnnotation, fairwayv1.RunQueueAnnotation) {
+				t.Errorf("warnings %q: want the dropped keys named", resp.Warnings)
+			}
+			ann := applyPatches(t, req, resp).GetAnnotations()
+			if got := fairwayv1.RunAdmissionOf(ann).State; got != tc.state {
+				t.Errorf("state %q after admission, want %q (annotations %v)", got, tc.state, ann)
+			}
+			if tc.state == "" {
+				for _, k := range fairwayv1.RunAdmissionKeys {
+					if _, ok := ann[k]; ok {
+						t.Errorf("forged key %s kept", k)
+					}
+				}
+			}
+			if ann["team.example/owner"] != "alice" {
+				t.Errorf("the user's own annotation was lost: %v", ann)
+			}
+		})
+	}
+}
+
+// TestWorkflowKeysAtCreationByFairway: fairway's own identity keeps what it writes.
+func TestWorkflowKeysAtCreationByFairway(t *testing.T) {
+	h := mutatingwebhook.NewWorkflowHandler(defaultState(), queueMap{"team-a": gpuQueue("team-a", "", fairwayv1.PipelineAdmissionPeak, "4", "", "")}, fairwayNS)
+	req := workflowRequest(t, trainRun, forge)
+	req.UserInfo.Username = "system:serviceaccount:fairway-system:fairway-scheduler"
+	resp := h.Handle(context.Background(), req)
+	if ann := applyPatches(t, req, resp).GetAnnotations(); !resp.Allowed || ann[fairwayv1.RunAdmissionAnnotation] != string(fairwayv1.RunHeld) {
+		t.Errorf("fairway's keys not kept: %v %v", resp.Result, ann)
+	}
+}
+
+// TestWorkflowKeysRefusedOnUpdate: a change of a run admission key by anyone but fairway is
+// refused with a message naming the key, old and new value; fairway's own writes, and updates
+// that leave the keys alone (Argo's status, a user's label), pass.
+func TestWorkflowKeysRefusedOnUpdate(t *testing.T) {
+	h := mutatingwebhook.NewWorkflowHandler(defaultState(), queueMap{}, fairwayNS)
+	held := func(wf *unstructured.Unstructured) {
+		wf.SetName("run1")
+		wf.SetAnnotations(fairwayv1.RunAdmission{State: fairwayv1.RunPerPod, Reason: "NeverFits", Queue: "team-a"}.Annotations())
+	}
+	update := func(user string, change func(*unstructured.Unstructured)) admission.Response {
+		old := workflowRequest(t, trainRun, held)
+		req := workflowRequest(t, trainRun, func(wf *unstructured.Unstructured) { held(wf); change(wf) })
+		req.Operation, req.OldObject, req.UserInfo.Username = admissionv1.Update, old.Object, user
+		return h.Handle(context.Background(), req)
+	}
+	setState := func(wf *unstructured.Unstructured) {
+		ann := wf.GetAnnotations()
+		ann[fairwayv1.RunAdmissionAnnotation] = string(fairwayv1.RunHeld)
+		wf.SetAnnotations(ann)
+		_ = unstructured.SetNestedField(wf.Object, true, "spec", "suspend")
+	}
+	resp := update("alice", setState)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, `annotation "fairway.dev/run-admission" may not change`) ||
+		!strings.Contains(resp.Result.Message, `was "PerPod", now "Held"`) {
+		t.Errorf("a user's change of the run's state: allowed %v, %q", resp.Allowed, resp.Result.Message)
+	}
+	removed := update("system:serviceaccount:team-a:argo", func(wf *unstructured.Unstructured) {
+		ann := wf.GetAnnotations()
+		delete(ann, fairwayv1.RunQueueAnnotation)
+		wf.SetAnnotations(ann)
+	})
+	if removed.Allowed || !strings.Contains(removed.Result.Message, fairwayv1.RunQueueAnnotation) {
+		t.Errorf("removing a key by a tenant's ServiceAccount: allowed %v, %q", removed.Allowed, removed.Result.Message)
+	}
+	if resp := update("system:serviceaccount:fairway-system:fairway-scheduler", setState); !resp.Allowed {
+		t.Errorf("fairway's own write refused: %v", resp.Result)
+	}
+	admin := func(user string, change func(*unstructured.Unstructured)) admission.Response {
+		old := workflowRequest(t, trainRun, held)
+		req := workflowRequest(t, trainRun, func(wf *unstructured.Unstructured) { held(wf); change(wf) })
+		req.Operation, req.OldObject, req.UserInfo.Username = admissionv1.Update, old.Object, user
+		req.UserInfo.Groups = []string{"system:authenticated", fairwayv1.MastersGroup}
+		return h.Handle(context.Background(), req)
+	}
+	if resp := admin("cluster-admin", setState); !resp.Allowed {
+		t.Errorf("a cluster admin's write refused: %v", resp.Result)
+	}
+	if resp := update("alice", func(wf *unstructured.Unstructured) {
+		wf.SetLabels(map[string]string{"x": "y"})
+		_ = unstructured.SetNestedField(wf.Object, "Running", "status", "phase")
+	}); !resp.Allowed {
+		t.Errorf("an update that leaves the keys alone refused: %v", resp.Result)
+	}
+}
+
+func slicesContainsAll(warnings []string, keys ...string) bool {
+	all := strings.Join(warnings, "\n")
+	for _, k := range keys {
+		if !strings.Contains(all, k) {
+			return false
+		}
+	}
+	return true
 }

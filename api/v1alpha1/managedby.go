@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"slices"
+	"strings"
+)
+
 // Objects fairway's components create for themselves carry ManagedByLabel=ManagedByValue: the
 // GPU ConfigMaps of fractional pods and the PodGroups the runtime derives. The chart's
 // ValidatingAdmissionPolicy lets the scheduler's ServiceAccount create and change ConfigMaps only
@@ -15,3 +20,20 @@ const (
 // gpu-agent's identity change only its own Node and the pods bound to it, as NodeRestriction does
 // for kubelets.
 const NodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// IsFairwayIdentity reports whether an API request's user (request.userInfo) may write keys that
+// only fairway writes (RunAdmissionKeys): one of fairway's components, a ServiceAccount of
+// fairway's own namespace, or a cluster admin (group MastersGroup, which bypasses RBAC and could
+// remove the webhook anyway; local and test clusters run fairway with such credentials). Tenants
+// hold neither: a ServiceAccount of fairway's namespace, or a pod running as one, needs rights in
+// that namespace.
+func IsFairwayIdentity(username string, groups []string, fairwayNamespace string) bool {
+	return (fairwayNamespace != "" && strings.HasPrefix(username, ServiceAccountUserPrefix(fairwayNamespace))) ||
+		slices.Contains(groups, MastersGroup)
+}
+
+// MastersGroup is the Kubernetes group whose members bypass authorization.
+const MastersGroup = "system:masters"
+
+// ServiceAccountUserPrefix is how the API server names every ServiceAccount of namespace ns.
+func ServiceAccountUserPrefix(ns string) string { return "system:serviceaccount:" + ns + ":" }

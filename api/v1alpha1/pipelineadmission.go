@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"slices"
 	"strconv"
+	"time"
 )
 
 // PipelineAdmission says how a queue admits the runs of Argo Workflows, and so of Kubeflow
@@ -65,8 +66,74 @@ const (
 	RunTransitionAnnotation = "fairway.dev/run-admission-time"
 )
 
+// RunAdmissionKeys are the Workflow annotations only fairway writes (the Run* keys above). A
+// run's state holds capacity for it (Held, Staged), so a key written by its user would be a
+// reservation the admin did not grant: the webhook drops them from a Workflow at creation before
+// it decides (a resubmitted run carries its original's keys, which it must not inherit) and
+// refuses a change of them by any identity but fairway's (IsFairwayIdentity), and the scheduler
+// acts on a state only where the queue it names serves the run's namespace and admits pipelines
+// in the state's mode (RunAdmissionState.Mode).
+var RunAdmissionKeys = []string{RunAdmissionAnnotation, RunReasonAnnotation, RunMessageAnnotation,
+	RunQueueAnnotation, RunPeakAnnotation, RunTransitionAnnotation}
+
+// RunAdmission is what fairway records of a run on its Workflow: the one reader
+// (RunAdmissionOf) and writer (Annotations) of RunAdmissionKeys, for the webhook, the scheduler
+// and the CLI.
+//
+// +kubebuilder:object:generate=false
+type RunAdmission struct {
+	State   RunAdmissionState
+	Reason  string
+	Message string
+	Queue   string
+	Peak    string
+	// Time is when State last changed (zero when unset or unreadable).
+	Time time.Time
+}
+
+// RunAdmissionOf reads a Workflow's annotations.
+func RunAdmissionOf(annotations map[string]string) RunAdmission {
+	a := RunAdmission{
+		State: RunAdmissionState(annotations[RunAdmissionAnnotation]), Reason: annotations[RunReasonAnnotation],
+		Message: annotations[RunMessageAnnotation], Queue: annotations[RunQueueAnnotation], Peak: annotations[RunPeakAnnotation],
+	}
+	if t, err := time.Parse(time.RFC3339, annotations[RunTransitionAnnotation]); err == nil {
+		a.Time = t
+	}
+	return a
+}
+
+// Annotations writes a as annotations: the keys of the fields that are set, so that a merge
+// patch of them leaves the others (the webhook's queue and peak) as they are.
+func (a RunAdmission) Annotations() map[string]string {
+	out := make(map[string]string, len(RunAdmissionKeys))
+	for k, v := range map[string]string{RunAdmissionAnnotation: string(a.State), RunReasonAnnotation: a.Reason,
+		RunMessageAnnotation: a.Message, RunQueueAnnotation: a.Queue, RunPeakAnnotation: a.Peak} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	if !a.Time.IsZero() {
+		out[RunTransitionAnnotation] = a.Time.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
 // RunAdmissionState is the value of RunAdmissionAnnotation.
 type RunAdmissionState string
+
+// Mode is the pipeline admission a queue must have for the scheduler to act on a run in state s:
+// Peak for RunHeld, Stages for RunStaged, "" for the states that hold nothing (RunAdmitted,
+// RunPerPod) or are unknown.
+func (s RunAdmissionState) Mode() PipelineAdmission {
+	switch s {
+	case RunHeld:
+		return PipelineAdmissionPeak
+	case RunStaged:
+		return PipelineAdmissionStages
+	}
+	return ""
+}
 
 // Run admission states.
 const (
@@ -110,10 +177,15 @@ const (
 	// well past their expected end, or the stage's pods did not come in time after them. The
 	// stage's pods are scheduled as they come.
 	RunStageLapsed RunAdmissionReason = "StageLapsed"
+	// RunQueueUnavailable: the queue the run was held or staged for does not exist any more, no
+	// longer serves the run's namespace, or no longer admits pipelines in the run's mode (the
+	// message says which). Holding the run there would hold it for ever, so the scheduler
+	// releases it to run pod by pod; its pods are admitted to the namespace's queue as any other.
+	RunQueueUnavailable RunAdmissionReason = "QueueUnavailable"
 )
 
 var runAdmissionReasons = []RunAdmissionReason{RunPeakFits, RunPeakAboveGuarantee, RunNeverFits, RunProfileUnknown,
-	RunStagesAhead, RunStageReserved, RunStageLapsed}
+	RunStagesAhead, RunStageReserved, RunStageLapsed, RunQueueUnavailable}
 
 // RunAdmissionReasons returns every RunAdmissionReason.
 func RunAdmissionReasons() []RunAdmissionReason { return slices.Clone(runAdmissionReasons) }

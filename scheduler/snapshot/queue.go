@@ -41,6 +41,9 @@ type QueueSpec struct {
 	// labels, those its spec.namespaceSelector matches. Gangs of other namespaces that name the
 	// queue are refused (Gang.Foreign).
 	Namespaces []string
+	// PipelineAdmission is spec.pipelineAdmission as written, "" when unset (inherited, see
+	// Queue.PipelineAdmission).
+	PipelineAdmission v1alpha1.PipelineAdmission
 }
 
 // Serves reports whether pods of namespace ns may use the queue. A placeholder (no Queue object)
@@ -48,6 +51,19 @@ type QueueSpec struct {
 func (q *Queue) Serves(ns string) bool {
 	_, ok := slices.BinarySearch(q.Spec.Namespaces, ns)
 	return ok
+}
+
+// PipelineAdmission is how the queue admits pipeline runs: its own spec.pipelineAdmission, else
+// the nearest ancestor's, else PerPod (v1alpha1.ResolvePipelineAdmission, as the webhook
+// resolves it). A placeholder has none of its own. The scheduler holds or stages a run only
+// where this is the mode of the run's state: a Workflow's annotations alone never give it a
+// reservation.
+func (q *Queue) PipelineAdmission() v1alpha1.PipelineAdmission {
+	var modes []v1alpha1.PipelineAdmission
+	for a := q; a != nil; a = a.Parent { // relink cuts cycles
+		modes = append(modes, a.Spec.PipelineAdmission)
+	}
+	return v1alpha1.ResolvePipelineAdmission(modes...)
 }
 
 // LendingSpec is a Queue's spec.idleLending: nil (or empty) fields take the value of the
@@ -175,7 +191,7 @@ type QuotaTerms struct {
 
 // QueueSpecFromQueue reads a Queue object. Quantities are converted to the engine's units.
 func QueueSpecFromQueue(q *v1alpha1.Queue) QueueSpec {
-	qs := QueueSpec{Name: q.Name, Parent: q.Spec.Parent, Priority: q.Spec.Priority}
+	qs := QueueSpec{Name: q.Name, Parent: q.Spec.Parent, Priority: q.Spec.Priority, PipelineAdmission: q.Spec.PipelineAdmission}
 	if len(q.Spec.Namespaces) > 0 {
 		qs.Namespaces = slices.Compact(slices.Sorted(slices.Values(q.Spec.Namespaces)))
 	}

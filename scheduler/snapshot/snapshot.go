@@ -236,7 +236,7 @@ func (s *Snapshot) DeleteQueue(name string) {
 }
 
 func queueSpecEqual(a, b QueueSpec) bool {
-	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base ||
+	if a.Name != b.Name || a.Parent != b.Parent || a.Priority != b.Priority || a.Base != b.Base || a.PipelineAdmission != b.PipelineAdmission ||
 		a.PreemptMinRuntime != b.PreemptMinRuntime || a.ReclaimMinRuntime != b.ReclaimMinRuntime ||
 		!ptrEqual(a.MaxEvictionGrace, b.MaxEvictionGrace) || !ptrEqual(a.ReclaimBudgetTimeout, b.ReclaimBudgetTimeout) ||
 		len(a.GPUTypes) != len(b.GPUTypes) || !a.Lending.equal(b.Lending) || !slices.Equal(a.Namespaces, b.Namespaces) ||

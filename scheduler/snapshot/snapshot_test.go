@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
@@ -728,6 +729,90 @@ func TestReservationLabelOutsideFairwaysNamespace(t *testing.T) {
 			if got := s2.Node("n1").Slot(0).Reserved; got != 1 {
 				t.Errorf("a reservation in the configured namespace %q holds slot 0 %d times, want 1", own, got)
 			}
+		}
+	}
+}
+
+// A queue admits pipelines as its own spec says, else as its nearest ancestor's does, else per
+// pod; a change of the mode alone reaches the snapshot, and a deleted queue admits per pod.
+func TestQueuePipelineAdmission(t *testing.T) {
+	s := snapshot.New()
+	for _, q := range []*v1alpha1.Queue{
+		testutil.MakeQueue("dept").PipelineAdmission(v1alpha1.PipelineAdmissionPeak).Obj(),
+		testutil.MakeQueue("team").Parent("dept").Obj(),
+		testutil.MakeQueue("staged").Parent("dept").PipelineAdmission(v1alpha1.PipelineAdmissionStages).Obj(),
+		testutil.MakeQueue("alone").Obj(),
+	} {
+		if err := s.UpsertQueue(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]v1alpha1.PipelineAdmission{
+		"dept": v1alpha1.PipelineAdmissionPeak, "team": v1alpha1.PipelineAdmissionPeak,
+		"staged": v1alpha1.PipelineAdmissionStages, "alone": v1alpha1.PipelineAdmissionPerPod,
+	} {
+		if got := s.Queue(name).PipelineAdmission(); got != want {
+			t.Errorf("queue %s admits pipelines %q, want %q", name, got, want)
+		}
+	}
+	if err := s.UpsertQueue(testutil.MakeQueue("dept").PipelineAdmission(v1alpha1.PipelineAdmissionPerPod).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Queue("team").PipelineAdmission(); got != v1alpha1.PipelineAdmissionPerPod {
+		t.Errorf("after its parent turned Peak off, team admits pipelines %q", got)
+	}
+	if err := s.UpsertPod(testutil.MakePod("staged", "p").Queue("staged").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	s.DeleteQueue("staged")
+	if q := s.Queue("staged"); q == nil || q.Defined || q.PipelineAdmission() != v1alpha1.PipelineAdmissionPerPod {
+		t.Errorf("deleted queue (placeholder %+v) still admits pipelines", q)
+	}
+}
+
+// A gang whose PodGroup names a queue that stopped serving its namespace is foreign, its pods
+// of the old queue label included; once the PodGroup follows the namespace to its new queue
+// (podgroups.Follow), the gang is the new queue's, placeable and counted in its demand.
+func TestGangFollowsItsPodGroupToTheNamespacesNewQueue(t *testing.T) {
+	s := snapshot.New()
+	for _, q := range []*v1alpha1.Queue{
+		testutil.MakeQueue("training").Namespaces("other").Obj(), // ml moved away
+		testutil.MakeQueue("research").Namespaces("ml").Obj(),
+	} {
+		if err := s.UpsertQueue(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{Queue: "training", MinMember: 2}}
+	if err := s.UpsertPodGroup(pg); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{
+		testutil.MakePod("ml", "old-0").Queue("training").PodGroup("llm").GPU(1).Obj(),
+		testutil.MakePod("ml", "new-0").Queue("research").PodGroup("llm").GPU(1).Obj(),
+	} {
+		if err := s.UpsertPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := s.Gang(snapshot.GangKey{Namespace: "ml", Name: "llm", PodGroup: true})
+	if g == nil || g.Foreign == "" || g.Queue.Name != "training" {
+		t.Fatalf("gang %+v: want it foreign to training while its PodGroup names it", g)
+	}
+	pg.Spec.Queue = "research"
+	if err := s.UpsertPodGroup(pg); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, s)
+	if g.Foreign != "" || g.Queue.Name != "research" {
+		t.Errorf("gang queue %s foreign %q: want research's, not foreign", g.Queue.Name, g.Foreign)
+	}
+	if d := s.Queue("research").Demand(snapshot.DimGPU); d != 2000 {
+		t.Errorf("research's demand %d milli-GPU, want both pods of the gang", d)
+	}
+	for _, name := range []string{"old-0", "new-0"} {
+		if tk := s.Task(key("ml", name)); tk == nil || !tk.Placeable() {
+			t.Errorf("pod %s not placeable: %+v", name, tk)
 		}
 	}
 }

@@ -322,6 +322,12 @@ func (q *QueueWrapper) Obj() *v1alpha1.Queue { return &q.Queue }
 // Parent sets the parent queue.
 func (q *QueueWrapper) Parent(p string) *QueueWrapper { q.Spec.Parent = p; return q }
 
+// PipelineAdmission sets how the queue admits pipeline runs.
+func (q *QueueWrapper) PipelineAdmission(m v1alpha1.PipelineAdmission) *QueueWrapper {
+	q.Spec.PipelineAdmission = m
+	return q
+}
+
 // Priority sets the queue priority.
 func (q *QueueWrapper) Priority(p int32) *QueueWrapper { q.Spec.Priority = p; return q }
 

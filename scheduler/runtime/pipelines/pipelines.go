@@ -16,6 +16,16 @@
 // A held run never waits for ever: one whose peak is above its queue's limit, or above what the
 // cluster has (more GPUs than all nodes, a pod larger than any node) for Options.NeverFitsAfter,
 // is resumed to run pod by pod, as without pipeline admission, with reason RunNeverFits.
+//
+// The annotations are honoured only where they could have been fairway's decision: the queue
+// they name must exist, serve the Workflow's namespace and admit pipelines in the mode of the
+// state (v1alpha1.RunAdmissionState.Mode: Peak for a held run, Stages for a staged one). That is
+// checked when a run is taken up and again in every cycle, so a run whose queue is deleted, stops
+// serving its namespace or turns pipeline admission off is released within one cycle: resumed
+// to run pod by pod (a staged run just stops being staged), with reason RunQueueUnavailable on
+// the Workflow and in a warning event, never left suspended with no pod and no reason. Keys a
+// user forged (past a webhook that was down, or in a namespace it does not serve) thus never
+// give a run a reservation its queue does not grant.
 package pipelines
 
 import (
@@ -91,6 +101,10 @@ type Runs struct {
 	// Owned by the loop.
 	runs map[types.NamespacedName]*run
 	pods map[types.NamespacedName]*run
+	// unheld are runs marked held whose queue could not hold them when they were taken up
+	// (queueProblem): Decided releases them once the cycle's changes are all applied, so that a
+	// Queue event later in the same batch is seen first.
+	unheld map[types.NamespacedName]struct{}
 	// staged are the runs of Stages queues (stages.go), stagePods the stand-ins of their
 	// reservations, durations what their steps took.
 	staged    map[types.NamespacedName]*staged
@@ -123,6 +137,9 @@ type write struct {
 	message string
 	resume  bool
 	at      time.Time
+	// staged: the write is for a Staged run, and applies only while the Workflow is Staged;
+	// otherwise only while fairway holds it (heldByFairway).
+	staged bool
 }
 
 // New returns Runs that enqueue Workflow changes on queue.
@@ -149,7 +166,7 @@ func New(dyn dynamic.Interface, mapper meta.RESTMapper, queue *cache.Queue, opts
 		pending: map[types.NamespacedName]write{},
 		writes: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "pipeline-runs"}),
-		runs: map[types.NamespacedName]*run{}, pods: map[types.NamespacedName]*run{},
+		runs: map[types.NamespacedName]*run{}, pods: map[types.NamespacedName]*run{}, unheld: map[types.NamespacedName]struct{}{},
 		staged: map[types.NamespacedName]*staged{}, stagePods: map[types.NamespacedName]*staged{}}
 }
 
@@ -287,6 +304,7 @@ func heldByFairway(wf *unstructured.Unstructured) bool {
 func (r *Runs) Rebuild(snap *snapshot.Snapshot, now time.Time) {
 	r.runs = map[types.NamespacedName]*run{}
 	r.pods = map[types.NamespacedName]*run{}
+	r.unheld = map[types.NamespacedName]struct{}{}
 	r.staged = map[types.NamespacedName]*staged{}
 	r.stagePods = map[types.NamespacedName]*staged{}
 	r.mu.Lock()
@@ -326,11 +344,45 @@ func (r *Runs) Apply(snap *snapshot.Snapshot, key types.NamespacedName, now time
 	}
 }
 
+// queueProblem says why queue cannot hold or stage a run of namespace ns in state, "" when it
+// can: the queue does not exist, does not serve ns, or does not admit pipelines in the state's
+// mode. The snapshot's view is the scheduler's own (Queue objects and namespaces), not the
+// Workflow's word.
+func queueProblem(snap *snapshot.Snapshot, ns, queue string, state v1alpha1.RunAdmissionState) string {
+	q := snap.Queue(queue)
+	switch {
+	case queue == "":
+		return "the run names no queue"
+	case q == nil || !q.Defined:
+		return fmt.Sprintf("queue %s does not exist", queue)
+	case !q.Serves(ns):
+		return fmt.Sprintf("queue %s does not serve namespace %s", queue, ns)
+	case q.PipelineAdmission() != state.Mode():
+		return fmt.Sprintf("queue %s admits pipelines %s, not %s", queue, q.PipelineAdmission(), state.Mode())
+	}
+	return ""
+}
+
+// releaseUnavailable lets a run whose queue cannot hold or stage it any more (queueProblem) go:
+// a held run is resumed to run pod by pod, a staged one is no longer followed; both say why on
+// the Workflow and in an event.
+func (r *Runs) releaseUnavailable(key types.NamespacedName, why string, staged bool, now time.Time) {
+	msg := why + "; the run is released to run pod by pod"
+	r.enqueue(key, write{state: v1alpha1.RunPerPod, reason: string(v1alpha1.RunQueueUnavailable), message: msg,
+		resume: !staged, staged: staged, at: now})
+	r.event(key, corev1.EventTypeWarning, v1alpha1.EventRunPerPod, "Release", "The run is released: "+msg)
+	r.opts.Log.V(1).Info("Released a run its queue cannot hold", "workflow", key.String(), "why", why)
+}
+
 // hold adds the run's peak to the snapshot as a pending gang.
 func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now time.Time) {
 	key := types.NamespacedName{Namespace: wf.GetNamespace(), Name: wf.GetName()}
 	log := r.opts.Log.WithValues("workflow", key.String())
-	queue := wf.GetAnnotations()[v1alpha1.RunQueueAnnotation]
+	queue := v1alpha1.RunAdmissionOf(wf.GetAnnotations()).Queue
+	if queueProblem(snap, key.Namespace, queue, v1alpha1.RunHeld) != "" {
+		r.unheld[key] = struct{}{} // Decided releases it
+		return
+	}
 	prof, err := r.opts.Engine.Profile(wf)
 	switch {
 	case err != nil:
@@ -452,10 +504,17 @@ func (r *Runs) Owns(pod types.NamespacedName) bool {
 // pods to bind), resumes the runs whose peak the engine placed, writes why the others wait, and
 // lets runs that can never fit run pod by pod.
 func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Time) {
-	if len(r.runs) == 0 && len(r.staged) == 0 {
+	if len(r.runs) == 0 && len(r.staged) == 0 && len(r.unheld) == 0 {
 		return
 	}
+	defer r.settleUnheld(snap, now)
 	res.Bindings = slices.DeleteFunc(res.Bindings, func(b engine.Binding) bool { return r.Owns(b.Pod) })
+	for _, sr := range r.staged {
+		if why := queueProblem(snap, sr.key.Namespace, sr.queue, v1alpha1.RunStaged); why != "" {
+			r.forgetStaged(snap, sr)
+			r.releaseUnavailable(sr.key, why, true, now)
+		}
+	}
 	if len(r.staged) > 0 {
 		r.decideStaged(snap, res, now)
 	}
@@ -466,6 +525,13 @@ func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Tim
 			if rn.seen || now.Sub(rn.started) >= r.opts.StartGrace {
 				r.release(snap, rn)
 			}
+			continue
+		}
+		// Before placed: a peak the engine placed under a queue that lost Peak is not a
+		// run admitted whole.
+		if why := queueProblem(snap, rn.key.Namespace, rn.queue, v1alpha1.RunHeld); why != "" {
+			r.releaseUnavailable(rn.key, why, false, now)
+			r.release(snap, rn)
 			continue
 		}
 		if placed(snap, rn) {
@@ -509,6 +575,23 @@ func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Tim
 			rn.reason, rn.message, rn.writtenAt = code, msg, now
 			r.enqueue(rn.key, write{state: v1alpha1.RunHeld, reason: code, message: msg, at: now})
 		}
+	}
+}
+
+// settleUnheld releases the runs marked held that their queue cannot hold, and holds those whose
+// queue can now (its change came after the run's in the same cycle).
+func (r *Runs) settleUnheld(snap *snapshot.Snapshot, now time.Time) {
+	for key := range r.unheld {
+		delete(r.unheld, key)
+		wf := r.get(key)
+		if !heldByFairway(wf) || r.runs[key] != nil {
+			continue
+		}
+		if why := queueProblem(snap, key.Namespace, v1alpha1.RunAdmissionOf(wf.GetAnnotations()).Queue, v1alpha1.RunHeld); why != "" {
+			r.releaseUnavailable(key, why, false, now)
+			continue
+		}
+		r.hold(snap, wf, now)
 	}
 }
 
@@ -652,7 +735,7 @@ func (r *Runs) processNext(ctx context.Context) bool {
 // longer held by fairway (its user resumed or deleted it) is left alone, and so is a Staged run
 // that is no longer Staged.
 func (r *Runs) write(ctx context.Context, key types.NamespacedName, w write) error {
-	if wf := r.get(key); w.state == v1alpha1.RunStaged {
+	if wf := r.get(key); w.staged || w.state == v1alpha1.RunStaged {
 		if !isStaged(wf) || w.resume {
 			return nil
 		}
@@ -662,12 +745,11 @@ func (r *Runs) write(ctx context.Context, key types.NamespacedName, w write) err
 	r.mu.Lock()
 	gvr := r.gvr
 	r.mu.Unlock()
-	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		v1alpha1.RunAdmissionAnnotation:  string(w.state),
-		v1alpha1.RunReasonAnnotation:     w.reason,
-		v1alpha1.RunMessageAnnotation:    w.message,
-		v1alpha1.RunTransitionAnnotation: w.at.UTC().Format(time.RFC3339),
-	}}}
+	ann := map[string]any{}
+	for k, v := range (v1alpha1.RunAdmission{State: w.state, Reason: w.reason, Message: w.message, Time: w.at}).Annotations() {
+		ann[k] = v
+	}
+	patch := map[string]any{"metadata": map[string]any{"annotations": ann}}
 	if w.resume {
 		patch["spec"] = map[string]any{"suspend": nil}
 	}

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
@@ -51,6 +53,7 @@ type fixture struct {
 	eng     *engine.Engine
 	runs    *Runs
 	indexer toolscache.Indexer
+	events  *events.FakeRecorder
 	now     time.Time
 }
 
@@ -59,11 +62,13 @@ func newFixture(t *testing.T, queue *testutil.QueueWrapper) *fixture {
 	if err := f.snap.UpsertNode(testutil.MakeNode("n1").GPUs(8, "H100").Obj()); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.snap.UpsertQueue(queue.Namespaces("ns").Obj()); err != nil {
+	// The queue admits pipelines whole, as it must for the scheduler to hold a run.
+	if err := f.snap.UpsertQueue(queue.Namespaces("ns").PipelineAdmission(v1alpha1.PipelineAdmissionPeak).Obj()); err != nil {
 		t.Fatal(err)
 	}
 	f.indexer = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	f.runs = New(nil, nil, cache.NewQueue(), Options{Engine: runprofile.Pipelines{}})
+	f.events = events.NewFakeRecorder(16)
+	f.runs = New(nil, nil, cache.NewQueue(), Options{Engine: runprofile.Pipelines{}, Events: f.events})
 	f.runs.lister = toolscache.NewGenericLister(f.indexer, schema.GroupResource{Group: "argoproj.io", Resource: "workflows"})
 	wf := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(heldRun), &wf.Object); err != nil {
@@ -202,5 +207,122 @@ func TestRebuildFindsHeldRuns(t *testing.T) {
 	f.runs.Rebuild(f.snap, f.now)
 	if f.snap.Task(types.NamespacedName{Namespace: "ns", Name: "run1.peak-0"}) == nil {
 		t.Fatal("the held run is not in the rebuilt snapshot")
+	}
+}
+
+// released checks that the cycle's write releases the run pod by pod because its queue cannot
+// hold it, naming why, with a warning event, and that nothing of its peak stays in the snapshot.
+func (f *fixture) released(w write, ok bool, why string) {
+	f.t.Helper()
+	if !ok || w.state != v1alpha1.RunPerPod || !w.resume || w.reason != string(v1alpha1.RunQueueUnavailable) || !strings.Contains(w.message, why) {
+		f.t.Fatalf("write %+v (%v), want the run resumed pod by pod with reason %s naming %q", w, ok, v1alpha1.RunQueueUnavailable, why)
+	}
+	select {
+	case e := <-f.events.Events:
+		if !strings.Contains(e, v1alpha1.EventRunPerPod) || !strings.Contains(e, why) {
+			f.t.Errorf("event %q, want %s naming %q", e, v1alpha1.EventRunPerPod, why)
+		}
+	default:
+		f.t.Error("no event on the Workflow")
+	}
+	if f.snap.Task(types.NamespacedName{Namespace: "ns", Name: "run1.peak-0"}) != nil || len(f.runs.runs) != 0 {
+		f.t.Error("the released run's peak stays in the snapshot")
+	}
+}
+
+// holdBehindBlocker holds the run behind a non-preemptible 6-GPU job on its 8-GPU node, and
+// forgets the events so far.
+func (f *fixture) holdBehindBlocker() {
+	f.t.Helper()
+	blocker := testutil.MakePod("ns", "blocker").Queue("team").GPU(6).Node("n1").Preemptibility(v1alpha1.NonPreemptible).Obj()
+	if err := f.snap.UpsertPod(blocker); err != nil {
+		f.t.Fatal(err)
+	}
+	f.runs.Apply(f.snap, runKey, f.now)
+	if _, w, ok := f.cycle(); !ok || w.state != v1alpha1.RunHeld {
+		f.t.Fatalf("write %+v (%v): want the run held first", w, ok)
+	}
+	f.drainEvents()
+}
+
+// drainEvents forgets the events recorded so far.
+func (f *fixture) drainEvents() {
+	for {
+		select {
+		case <-f.events.Events:
+		default:
+			return
+		}
+	}
+}
+
+// TestHeldRunOfADeletedQueueIsReleased: a run held under Peak whose queue is deleted is released
+// in the first cycle after, with the reason on the Workflow and in an event: it is never left
+// suspended with no pod and no reason.
+func TestHeldRunOfADeletedQueueIsReleased(t *testing.T) {
+	f := newFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
+	f.holdBehindBlocker()
+	f.snap.DeleteQueue("team")
+	_, w, ok := f.cycle()
+	f.released(w, ok, "queue team does not exist")
+}
+
+// TestHeldRunOfAQueueThatStopsServingIsReleased: the same when the queue stops serving the
+// run's namespace, and when its pipeline admission is turned off.
+func TestHeldRunOfAQueueThatStopsServingIsReleased(t *testing.T) {
+	for name, tc := range map[string]struct {
+		queue *testutil.QueueWrapper
+		why   string
+	}{
+		"namespace moved": {testutil.MakeQueue("team").GPU("4", 1, "").Namespaces("other").PipelineAdmission(v1alpha1.PipelineAdmissionPeak),
+			"queue team does not serve namespace ns"},
+		"per pod": {testutil.MakeQueue("team").GPU("4", 1, "").Namespaces("ns").PipelineAdmission(v1alpha1.PipelineAdmissionPerPod),
+			"queue team admits pipelines PerPod, not Peak"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
+			f.holdBehindBlocker()
+			if err := f.snap.UpsertQueue(tc.queue.Obj()); err != nil {
+				t.Fatal(err)
+			}
+			_, w, ok := f.cycle()
+			f.released(w, ok, tc.why)
+		})
+	}
+}
+
+// TestForgedHeldRunIsNotHeld: a Workflow marked held for a queue that does not admit pipelines
+// whole (keys its user wrote past the webhook) gets no stand-in in the snapshot, so no capacity,
+// and is released in its first cycle.
+func TestForgedHeldRunIsNotHeld(t *testing.T) {
+	f := newFixture(t, testutil.MakeQueue("team").GPU("8", 1, ""))
+	if err := f.snap.UpsertQueue(testutil.MakeQueue("team").GPU("8", 1, "").Namespaces("ns").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	f.runs.Apply(f.snap, runKey, f.now)
+	if f.snap.Task(types.NamespacedName{Namespace: "ns", Name: "run1.peak-0"}) != nil {
+		t.Fatal("a run of a PerPod queue stands in the snapshot")
+	}
+	res, w, ok := f.cycle()
+	f.released(w, ok, "queue team admits pipelines PerPod, not Peak")
+	if len(res.Bindings) != 0 {
+		t.Errorf("bindings %v", res.Bindings)
+	}
+}
+
+// TestHeldRunWaitsForItsQueueInTheSameCycle: a run taken up before the Queue event of the same
+// cycle is held, not released: the check waits until every change of the cycle is applied.
+func TestHeldRunWaitsForItsQueueInTheSameCycle(t *testing.T) {
+	f := newFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
+	f.snap.DeleteQueue("team")
+	f.runs.Apply(f.snap, runKey, f.now) // the run's event first
+	if err := f.snap.UpsertQueue(testutil.MakeQueue("team").GPU("4", 1, "").Namespaces("ns").PipelineAdmission(v1alpha1.PipelineAdmissionPeak).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if _, w, ok := f.cycle(); ok {
+		t.Fatalf("write %+v: the run is released though its queue came in the same cycle", w)
+	}
+	if len(f.runs.runs) != 1 || f.snap.Task(types.NamespacedName{Namespace: "ns", Name: "run1.peak-0"}) == nil {
+		t.Fatal("the run is not held once its queue is known")
 	}
 }

@@ -148,7 +148,7 @@ func (r *Runs) applyStaged(snap *snapshot.Snapshot, key types.NamespacedName, wf
 
 func (r *Runs) followStaged(wf *unstructured.Unstructured, now time.Time) *staged {
 	key := types.NamespacedName{Namespace: wf.GetNamespace(), Name: wf.GetName()}
-	queue := wf.GetAnnotations()[v1alpha1.RunQueueAnnotation]
+	queue := v1alpha1.RunAdmissionOf(wf.GetAnnotations()).Queue
 	prof, err := r.opts.Engine.Profile(wf)
 	if err != nil || queue == "" || len(prof.GPUStages()) == 0 {
 		if err != nil {

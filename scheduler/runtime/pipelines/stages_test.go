@@ -67,7 +67,8 @@ func newStagesFixture(t *testing.T, queue *testutil.QueueWrapper) *stagesFixture
 	if err := f.snap.UpsertNode(testutil.MakeNode("n1").GPUs(4, "H100").Obj()); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.snap.UpsertQueue(queue.Namespaces("ns").Obj()); err != nil {
+	// The queue stages runs, as it must for the scheduler to act on a Staged run.
+	if err := f.snap.UpsertQueue(queue.Namespaces("ns").PipelineAdmission(v1alpha1.PipelineAdmissionStages).Obj()); err != nil {
 		t.Fatal(err)
 	}
 	f.indexer = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
@@ -437,5 +438,44 @@ func TestStagesKeepsTheRunsPlace(t *testing.T) {
 	}
 	if len(f.runs.stagePods) != 0 {
 		t.Error("stand-ins left")
+	}
+}
+
+// TestStagedRunOfADeletedQueueIsReleased: a Staged run whose stage is reserved, when its queue
+// is deleted, gives the reservation up in the next cycle and is no longer staged, with the reason
+// on the Workflow; it is not resumed (it runs already, and its user may have suspended it).
+func TestStagedRunOfADeletedQueueIsReleased(t *testing.T) {
+	f, run, _ := stagesScenario(t, v1alpha1.RunStaged)
+	f.lastWrite(run)
+	f.snap.DeleteQueue("team")
+	f.cycle()
+	w, ok := f.lastWrite(run)
+	if !ok || w.state != v1alpha1.RunPerPod || w.reason != string(v1alpha1.RunQueueUnavailable) || w.resume || !w.staged ||
+		!strings.Contains(w.message, "queue team does not exist") {
+		t.Fatalf("write %+v (%v), want the staged run released with reason %s", w, ok, v1alpha1.RunQueueUnavailable)
+	}
+	if len(f.runs.staged) != 0 || len(f.runs.stagePods) != 0 {
+		t.Error("the run is still staged, or a stand-in of its stage stays")
+	}
+}
+
+// TestForgedStagedRunIsNotStaged: a Workflow marked Staged in a queue that admits pipelines whole
+// (Peak), not by stages, gets no reservation.
+func TestForgedStagedRunIsNotStaged(t *testing.T) {
+	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
+	if err := f.snap.UpsertQueue(testutil.MakeQueue("team").GPU("4", 1, "").Namespaces("ns").PipelineAdmission(v1alpha1.PipelineAdmissionPeak).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	run := f.addRun("run1", v1alpha1.RunStaged, "fairway.dev/expected-duration: 1m", 4)
+	f.pod(testutil.MakePod("ns", "run1-prep").CPU("4").Created(t0).Node("n1").Started(t0), "run1", "prep")
+	f.now = t0.Add(50 * time.Second)
+	f.cycle()
+	if w, ok := f.lastWrite(run); !ok || w.reason != string(v1alpha1.RunQueueUnavailable) {
+		t.Fatalf("write %+v (%v), want the run released", w, ok)
+	}
+	f.now = t0.Add(55 * time.Second)
+	f.cycle()
+	if f.snap.Task(types.NamespacedName{Namespace: "ns", Name: v1alpha1.RunStagePodName("run1", 1, 0)}) != nil {
+		t.Error("a forged Staged run has its stage reserved")
 	}
 }

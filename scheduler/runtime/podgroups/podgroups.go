@@ -13,6 +13,8 @@ package podgroups
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +39,8 @@ import (
 // topology and sub-groups (fairway.dev/sub-groups) from the oldest pod, and its owners (see the package documentation). pods must be
 // non-empty and share the annotation and the namespace. The queue is not checked against the
 // namespaces it serves: the scheduler refuses a gang whose queue does not serve it
-// (engine.ReasonForeignQueue), whoever wrote the PodGroup.
+// (engine.ReasonForeignQueue), whoever wrote the PodGroup. When the namespace later moves to
+// another queue, Follow moves the PodGroup with it.
 func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 	pods = slices.Clone(pods)
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
@@ -152,8 +155,42 @@ func New(c client.Client, inf *cache.Informers, opts Options) (*Controller, erro
 	if _, err := inf.Pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: enqueuePod,
 		UpdateFunc: func(old, cur any) {
-			if old.(*corev1.Pod).Annotations[v1alpha1.PodGroupAnnotation] != cur.(*corev1.Pod).Annotations[v1alpha1.PodGroupAnnotation] {
+			o, c := old.(*corev1.Pod), cur.(*corev1.Pod)
+			// A pod that stops running may let its gang follow its namespace's queue (Follow).
+			if o.Annotations[v1alpha1.PodGroupAnnotation] != c.Annotations[v1alpha1.PodGroupAnnotation] || runs(o) != runs(c) {
 				enqueuePod(cur)
+			}
+		},
+		DeleteFunc: enqueuePod,
+	}); err != nil {
+		return nil, err
+	}
+	// A namespace moved to another queue (a Queue's namespaces or selector, a namespace's labels)
+	// moves its gangs (Follow): look at the PodGroups of the namespaces concerned again.
+	enqueueNamespace := func(ns string) {
+		for _, o := range inf.PodGroups.GetStore().List() {
+			if pg, ok := o.(*v1alpha1.PodGroup); ok && (ns == "" || pg.Namespace == ns) && pg.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByValue {
+				ctl.queue.Add(types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name})
+			}
+		}
+	}
+	if _, err := inf.Queues.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { enqueueNamespace("") },
+		UpdateFunc: func(old, cur any) {
+			// Spec changes only (queues' status is written all the time); they are rare.
+			if o, ok := old.(*v1alpha1.Queue); !ok || o.Generation != cur.(*v1alpha1.Queue).Generation {
+				enqueueNamespace("")
+			}
+		},
+		DeleteFunc: func(any) { enqueueNamespace("") },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := inf.Namespaces.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, ook := old.(*corev1.Namespace)
+			if ns, ok := cur.(*corev1.Namespace); ok && (!ook || !maps.Equal(o.Labels, ns.Labels)) {
+				enqueueNamespace(ns.Name)
 			}
 		},
 	}); err != nil {
@@ -224,21 +261,31 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// Reconcile creates the PodGroup of a gang that has pods and none, and adds bare pods to the
-// owners of a PodGroup the runtime created.
+// Reconcile creates the PodGroup of a gang that has pods and none, adds bare pods to the
+// owners of a PodGroup the runtime created, and moves such a PodGroup to its namespace's queue
+// when the namespace moved (Follow).
 func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) error {
-	var pods []*corev1.Pod
+	var pods, all []*corev1.Pod
 	for _, p := range c.inf.PodsByIndex(cache.IndexPodGroup, key.Namespace+"/"+key.Name) {
 		// The index is per namespace already; the check keeps it so should the index change:
 		// a PodGroup's queue (and owners) must never come from a pod of another namespace.
-		if p.DeletionTimestamp == nil && p.Namespace == key.Namespace {
+		if p.Namespace != key.Namespace {
+			continue
+		}
+		all = append(all, p)
+		if p.DeletionTimestamp == nil {
 			pods = append(pods, p)
+		}
+	}
+	cur := c.inf.PodGroup(key.Namespace, key.Name)
+	if cur != nil && cur.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByValue {
+		if err := c.follow(ctx, cur, all); err != nil {
+			return err
 		}
 	}
 	if len(pods) == 0 {
 		return nil
 	}
-	cur := c.inf.PodGroup(key.Namespace, key.Name)
 	if cur == nil {
 		pg := Derive(pods)
 		err := c.client.Create(ctx, pg)
@@ -264,6 +311,61 @@ func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) er
 	obj.OwnerReferences = want
 	if err := c.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
+	}
+	return nil
+}
+
+// follow writes Follow's decision to a PodGroup the runtime created. The patch carries the
+// PodGroup's resourceVersion: one written meanwhile (a pod came, the Follower wrote its shape)
+// is looked at again from the cache.
+func (c *Controller) follow(ctx context.Context, cur *v1alpha1.PodGroup, pods []*corev1.Pod) error {
+	queue, class, ok := Follow(cur, pods, informerServing{c.inf})
+	if !ok {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	obj := cur.DeepCopy()
+	obj.Spec.Queue, obj.Spec.PriorityClassName = queue, class
+	if err := c.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("moving pod group %s/%s from queue %s to %s: %w", cur.Namespace, cur.Name, cur.Spec.Queue, queue, err)
+	}
+	c.opts.Log.Info("A pod group follows its namespace to another queue", "podGroup", klog.KObj(cur),
+		"from", cur.Spec.Queue, "to", queue, "priorityClass", class)
+	return nil
+}
+
+// informerServing resolves the namespaces queues serve from the informers' Queues and
+// Namespaces, as the scheduling loop does (loop.queueSpec).
+type informerServing struct{ inf *cache.Informers }
+
+func (s informerServing) Serves(queue, ns string) bool {
+	q := s.inf.Queue(queue)
+	if q == nil {
+		return false
+	}
+	m, _ := v1alpha1.NewNamespaceMatcher(&q.Spec) // a malformed selector: the listed namespaces only
+	return m.Serves(ns, s.labels(ns))
+}
+
+func (s informerServing) QueuesServing(ns string) []string {
+	var out []string
+	labels := s.labels(ns)
+	for _, o := range s.inf.Queues.GetStore().List() {
+		if q, ok := o.(*v1alpha1.Queue); ok {
+			if m, _ := v1alpha1.NewNamespaceMatcher(&q.Spec); m.Serves(ns, labels) {
+				out = append(out, q.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s informerServing) labels(ns string) map[string]string {
+	if o, ok, _ := s.inf.Namespaces.GetStore().GetByKey(ns); ok {
+		if n, ok := o.(*corev1.Namespace); ok {
+			return n.Labels
+		}
 	}
 	return nil
 }

@@ -22,6 +22,10 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 	fairwayv1.ReasonUnsupported: "A pod uses a scheduling constraint fairway does not evaluate (the message names it). " +
 		"Remove it from the pod template, express it with node affinity, or drop spec.schedulerName: fairway: the webhook " +
 		"then leaves such a pod to kube-scheduler.",
+	fairwayv1.ReasonNotAdmitted: "fairway's webhook did not admit the pod (it was down when the pod was created, or the pod " +
+		"opted out with fairway.dev/ignore or lives in a namespace no queue serves), so fairway does not trust the keys it " +
+		"carries. Delete the pod and create it again while the webhook is up (its controller recreates it); check the " +
+		"webhook with `kubectl -n fairway-system get pods`.",
 	fairwayv1.ReasonVolume: "A PersistentVolumeClaim of a pod cannot be used now (the message names it and says why): it does " +
 		"not exist yet, waits for its volume (Immediate class, or a provisioner that has not finished), or can never be " +
 		"satisfied (no such StorageClass, no matching PersistentVolume and no provisioner, allowedTopologies matching no " +

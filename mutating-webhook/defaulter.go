@@ -246,6 +246,12 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	// no webhook rewrites.
 	warnings = append(warnings, dropBindingKeys(pod)...)
 	pod.Spec.SchedulerName = schedulerName
+	// 7. The seal, last: it covers what the steps above decided.
+	if d.opts.AdmissionKey != nil {
+		setAnnotation(pod, fairwayv1.AdmittedAnnotation, d.opts.AdmissionKey.Seal(pod))
+	} else {
+		delete(pod.Annotations, fairwayv1.AdmittedAnnotation)
+	}
 
 	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
 		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/argo"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
@@ -593,3 +594,23 @@ func (b *podBuilder) owner(apiVersion, kind, name string) *podBuilder {
 }
 
 func (b *podBuilder) obj() *corev1.Pod { return b.p }
+
+// With an admission key, every pod the webhook hands to fairway leaves sealed: the seal verifies
+// on the pod as created (in the request's namespace), a seal the author wrote is replaced, and
+// without a key an author's seal is removed.
+func TestAdmissionSeal(t *testing.T) {
+	key := fairwayv1.AdmissionKey(strings.Repeat("s", 32))
+	pod := makePod("p").annotate("gpu-fraction", "0.5").annotate(fairwayv1.AdmittedAnnotation, "v1:forged").obj()
+	req := createRequest(t, pod, "team-a")
+	got := applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{AdmissionKey: key}).Handle(context.Background(), req))
+	if got.Namespace == "" {
+		got.Namespace = "team-a"
+	}
+	if err := key.VerifyAdmission(got); err != nil {
+		t.Errorf("the admitted pod's seal: %v (annotations %v)", err, got.Annotations)
+	}
+	got = applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req))
+	if v, ok := got.Annotations[fairwayv1.AdmittedAnnotation]; ok {
+		t.Errorf("without a key the author's seal %q was kept", v)
+	}
+}

@@ -38,6 +38,10 @@ type Options struct {
 	// DefaultMPSPipeDirectory, where CUDA clients look) and its own /dev/shm, which its MPS
 	// server shares, as CSI ephemeral volumes of the agent's driver (fairwayv1.MPSDriverName).
 	MPSVolumes bool
+
+	// AdmissionKey seals every pod the webhook hands to fairway (v1alpha1.AdmittedAnnotation);
+	// a scheduler holding the same key places only sealed pods. Nil seals nothing.
+	AdmissionKey fairwayv1.AdmissionKey
 }
 
 // takesOver reports whether a pod with this scheduler name is fairway's to schedule.

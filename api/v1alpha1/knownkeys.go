@@ -24,7 +24,7 @@ var (
 		TopologyRequiredAnnotation, TopologyPreferredAnnotation, BorrowIdleGPUAnnotation,
 		GangAnnotation, ExpectedDurationAnnotation,
 		PodGroupAnnotation, MinMemberAnnotation, SubGroupAnnotation, SubGroupsAnnotation,
-		WorkloadKindAnnotation, RecreatableAnnotation, GPUConfigMapAnnotation,
+		WorkloadKindAnnotation, RecreatableAnnotation, GPUConfigMapAnnotation, AdmittedAnnotation,
 		GPUIndexAnnotation, GPUUUIDAnnotation, ReservationSlotAnnotation, LoanAnnotation,
 		IdleGPUMemoryAnnotation, GPUIdleObservedAnnotation,
 	}

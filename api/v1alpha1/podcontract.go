@@ -28,6 +28,8 @@ var (
 		WorkloadKindAnnotation, RecreatableAnnotation,
 		// The webhook names the ConfigMap a fractional pod's container reads its GPU from.
 		GPUConfigMapAnnotation,
+		// The webhook's seal on what it admitted.
+		AdmittedAnnotation,
 	}
 	BindingPodLabels      = []string{ReservationLabel, GPUGroupLabel}
 	BindingPodAnnotations = []string{
@@ -39,12 +41,12 @@ var (
 type PodKeyClass string
 
 const (
-	// UserKey is set by the pod's author.
-	UserKey PodKeyClass = "user"
-	// AdmissionKey is written by fairway's webhook at admission.
-	AdmissionKey PodKeyClass = "admission"
-	// BindingKey is written by fairway's scheduler or gpu-agent at or after binding.
-	BindingKey PodKeyClass = "binding"
+	// ClassUser is set by the pod's author.
+	ClassUser PodKeyClass = "user"
+	// ClassAdmission is written by fairway's webhook at admission.
+	ClassAdmission PodKeyClass = "admission"
+	// ClassBinding is written by fairway's scheduler or gpu-agent at or after binding.
+	ClassBinding PodKeyClass = "binding"
 )
 
 // ClassOfPodLabel and ClassOfPodAnnotation classify a key of PodLabelKeys, PodAnnotationKeys or
@@ -61,11 +63,11 @@ func ClassOfPodAnnotation(key string) PodKeyClass {
 func classOf(key string, known, aliases, admission, binding []string) PodKeyClass {
 	switch {
 	case slices.Contains(admission, key):
-		return AdmissionKey
+		return ClassAdmission
 	case slices.Contains(binding, key):
-		return BindingKey
+		return ClassBinding
 	case slices.Contains(known, key) || slices.Contains(aliases, key):
-		return UserKey
+		return ClassUser
 	}
 	return ""
 }

@@ -44,10 +44,10 @@ func TestPodContractClassifiesEveryKey(t *testing.T) {
 			t.Errorf("annotation %s is in two classes", k)
 		}
 	}
-	if got := ClassOfPodAnnotation(GPUIndexAnnotation); got != BindingKey {
+	if got := ClassOfPodAnnotation(GPUIndexAnnotation); got != ClassBinding {
 		t.Errorf("gpu-index is %q, want binding", got)
 	}
-	if got := ClassOfPodLabel(QueueLabel); got != UserKey {
+	if got := ClassOfPodLabel(QueueLabel); got != ClassUser {
 		t.Errorf("queue is %q, want user", got)
 	}
 	if got := ClassOfPodLabel("example.com/x"); got != "" {

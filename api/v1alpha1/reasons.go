@@ -27,6 +27,10 @@ const (
 	// ReasonVolume: a pod's PersistentVolumeClaim cannot be used now (missing, waiting for its
 	// volume, or never satisfiable); the message names the claim and says why.
 	ReasonVolume UnschedulableReason = "VolumeBinding"
+	// ReasonNotAdmitted: a pod names fairway's scheduler but does not carry the webhook's seal
+	// (AdmittedAnnotation), or carries one that does not match it: the webhook never admitted it
+	// (it was down, or the pod bypassed it), so its fairway keys are not trusted.
+	ReasonNotAdmitted UnschedulableReason = "NotAdmitted"
 	// ReasonUnsupported: a pod uses a scheduling constraint the scheduler does not evaluate.
 	ReasonUnsupported UnschedulableReason = "UnsupportedConstraint"
 	// ReasonSchedulingGated: the pods wait for their scheduling gates.
@@ -61,6 +65,7 @@ var unschedulableReasons = []UnschedulableReason{
 	ReasonForeignQueue,
 	ReasonInvalidRequest,
 	ReasonVolume,
+	ReasonNotAdmitted,
 	ReasonUnsupported,
 	ReasonSchedulingGated,
 	ReasonWaitingForPods,

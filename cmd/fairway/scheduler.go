@@ -33,20 +33,22 @@ import (
 
 // schedulerFlags are the command-line settings of `fairway scheduler`.
 type schedulerFlags struct {
-	kubeconfig  string
-	qps         float32
-	burst       int
-	leaderElect bool
-	leaderID    string
-	lease       time.Duration
-	renew       time.Duration
-	retry       time.Duration
-	metricsAddr string
-	probeAddr   string
-	pprofAddr   string
-	placement   string
-	loanGrace   time.Duration
-	opts        schedruntime.Options
+	kubeconfig string
+	// admissionKeyFile holds the webhook's admission key (runtime.Options.AdmissionKey).
+	admissionKeyFile string
+	qps              float32
+	burst            int
+	leaderElect      bool
+	leaderID         string
+	lease            time.Duration
+	renew            time.Duration
+	retry            time.Duration
+	metricsAddr      string
+	probeAddr        string
+	pprofAddr        string
+	placement        string
+	loanGrace        time.Duration
+	opts             schedruntime.Options
 }
 
 func newSchedulerCommand() *cobra.Command {
@@ -76,6 +78,7 @@ and takes over when the leader goes.`,
 	o := &f.opts
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file; $KUBECONFIG, then the in-cluster configuration, when empty.")
 	fl.StringVar(&o.Namespace, "namespace", d.Namespace, "fairway's namespace: the leader election Lease and the GPU reservation pods live there.")
+	fl.StringVar(&f.admissionKeyFile, "admission-key-file", "", "File with the webhook's admission key (--admission-key-file of `fairway webhook`): only pods sealed with it are placed; the others wait with reason "+string(v1alpha1.ReasonNotAdmitted)+". Empty places pods without checking, for a scheduler run without the webhook.")
 	fl.Float32Var(&f.qps, "kube-api-qps", 100, "QPS of each client talking to the API server (bindings and evictions; status; events).")
 	fl.IntVar(&f.burst, "kube-api-burst", 200, "Burst of each client talking to the API server.")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas on a Lease; only the leader schedules.")
@@ -163,6 +166,13 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 	}
 	if c.CRD, err = client.NewWithWatch(rest.CopyConfig(cfg), client.Options{Scheme: scheme}); err != nil {
 		return err
+	}
+	if f.admissionKeyFile != "" {
+		k, err := v1alpha1.LoadAdmissionKey(f.admissionKeyFile)
+		if err != nil {
+			return fmt.Errorf("--admission-key-file: %w", err)
+		}
+		f.opts.AdmissionKey = k
 	}
 	ensureNamespace(ctx, c.Scheduling, f.opts.Namespace, log)
 

@@ -43,6 +43,7 @@ type webhookFlags struct {
 	pprofAddr           string
 	objectTimeout       time.Duration
 	verbosity           int
+	admissionKeyFile    string
 }
 
 func newWebhookCommand() *cobra.Command {
@@ -87,6 +88,7 @@ local API server with --webhook-url=https://localhost:<port> --write-cert-files.
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `pprof listener for profiling (e.g. 127.0.0.1:6060); "0" turns it off.`)
 	fs.DurationVar(&f.objectTimeout, "object-timeout", 2*time.Second, "Longest wait for a framework object (a RayCluster) before admitting its pod without a gang size.")
 	fs.IntVarP(&f.verbosity, "v", "v", 0, "Log verbosity (2: one line per admitted pod).")
+	fs.StringVar(&f.admissionKeyFile, "admission-key-file", "", "File with the key (at least 32 bytes) that seals every pod the webhook admits (annotation "+fairwayv1.AdmittedAnnotation+"); the scheduler, given the same key, places only sealed pods. The chart mounts Secret fairway-admission-key.")
 	cmd.AddCommand(newWebhookUninstallCommand())
 	return cmd
 }
@@ -104,11 +106,18 @@ func runWebhook(cmd *cobra.Command, f *webhookFlags) error {
 		return err
 	}
 	protected := []string{"kube-system", f.namespace}
+	var admissionKey fairwayv1.AdmissionKey
+	if f.admissionKeyFile != "" {
+		if admissionKey, err = fairwayv1.LoadAdmissionKey(f.admissionKeyFile); err != nil {
+			return fmt.Errorf("--admission-key-file: %w", err)
+		}
+	}
 	cfg := mutatingwebhook.Config{
 		Options: mutatingwebhook.Options{
 			ProtectedNamespaces: protected,
 			TakeOverSchedulers:  f.takeOverSchedulers,
 			MPSVolumes:          f.mpsVolumes,
+			AdmissionKey:        admissionKey,
 		},
 		Configuration: mutatingwebhook.ConfigurationOptions{
 			Name:                f.configurationName,

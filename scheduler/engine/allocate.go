@@ -214,6 +214,8 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 				code = ReasonUnsupported
 			case snapshot.ProblemVolume:
 				code = ReasonVolume
+			case snapshot.ProblemNotAdmitted:
+				code = ReasonNotAdmitted
 			}
 			return &placeFailure{code: code, msg: fmt.Sprintf("pod %s: %s", t.Key, t.Problem.Message)}
 		case t.Gated:

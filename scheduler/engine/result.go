@@ -138,6 +138,7 @@ const (
 	ReasonInvalidRequest   = v1alpha1.ReasonInvalidRequest
 	ReasonUnsupported      = v1alpha1.ReasonUnsupported
 	ReasonVolume           = v1alpha1.ReasonVolume
+	ReasonNotAdmitted      = v1alpha1.ReasonNotAdmitted
 	ReasonSchedulingGated  = v1alpha1.ReasonSchedulingGated
 	ReasonWaitingForPods   = v1alpha1.ReasonWaitingForPods
 	ReasonQueueLimit       = v1alpha1.ReasonQueueLimit

@@ -150,6 +150,7 @@ func (l *loop) rebuild() {
 	}
 	l.snap = snapshot.NewSized(nodes, pods)
 	l.snap.SetOwnNamespace(l.opts.Namespace)
+	l.snap.SetAdmissionKey(l.opts.AdmissionKey)
 	l.eng = engine.New(l.opts.Engine)
 	l.resv = newReservations(l.rt.gpu, l.log)
 	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)

@@ -17,6 +17,9 @@ import (
 type Options struct {
 	// Namespace is fairway's own namespace: reservation pods live there. Default fairway-system.
 	Namespace string
+	// AdmissionKey, when set, places only pending pods sealed by the webhook with it
+	// (snapshot.Snapshot.SetAdmissionKey).
+	AdmissionKey v1alpha1.AdmissionKey
 
 	// CyclePeriod is the longest time between two cycles. Default 1s.
 	CyclePeriod time.Duration

@@ -107,11 +107,21 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 // PodInfoFromPod reads a pod as the snapshot of an install in v1alpha1.DefaultNamespace does.
 // Malformed fairway annotations do not fail the conversion: they set Problem, so the pod's gang
 // is reported unschedulable with the reason instead of being dropped.
-func PodInfoFromPod(pod *corev1.Pod) PodInfo { return podInfo(pod, v1alpha1.DefaultNamespace) }
+func PodInfoFromPod(pod *corev1.Pod) PodInfo {
+	return podInfo(pod, podReading{fairwayNamespace: v1alpha1.DefaultNamespace})
+}
 
-// podInfo reads a pod; fairwayNamespace is fairway's own namespace, the only one whose pods
-// can be reservations (v1alpha1.IsReservationPod).
-func podInfo(pod *corev1.Pod, fairwayNamespace string) PodInfo {
+// podReading is how a snapshot reads pods: fairwayNamespace is fairway's own namespace, the only
+// one whose pods can be reservations (v1alpha1.IsReservationPod); a pending pod must carry the
+// webhook's seal under admission, when set.
+type podReading struct {
+	fairwayNamespace string
+	admission        v1alpha1.AdmissionKey
+}
+
+// podInfo reads a pod as r says.
+func podInfo(pod *corev1.Pod, r podReading) PodInfo {
+	fairwayNamespace := r.fairwayNamespace
 	info := PodInfo{
 		Key:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
 		UID:      pod.UID,
@@ -202,6 +212,13 @@ func podInfo(pod *corev1.Pod, fairwayNamespace string) PodInfo {
 	}
 	if len(problems) > 0 {
 		info.Problem = &Problem{Code: ProblemInvalidRequest, Message: strings.Join(problems, "; ")}
+	}
+	if r.admission != nil && info.Lifecycle == LifecyclePending {
+		// Checked last: a pod the webhook never saw is not placed on the terms its keys claim,
+		// whatever else is wrong with it.
+		if err := r.admission.VerifyAdmission(pod); err != nil {
+			info.Problem = &Problem{Code: ProblemNotAdmitted, Message: err.Error()}
+		}
 	}
 	return info
 }
@@ -369,7 +386,7 @@ func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
 	if pod == nil || pod.Name == "" {
 		return fmt.Errorf("upsert pod: %w", ErrInvalidObject)
 	}
-	info := podInfo(pod, s.ownNamespace)
+	info := podInfo(pod, s.reading)
 	var claims []string
 	if info.Queue != "" && len(pod.Spec.ResourceClaims) > 0 {
 		claims = s.readClaims(pod, &info)

@@ -75,16 +75,21 @@ type Snapshot struct {
 	demandGen    uint64
 	shareDemands int32
 
-	// ownNamespace is fairway's namespace, where the scheduler's reservation pods live
-	// (SetOwnNamespace).
-	ownNamespace string
+	// reading is how pods are read: fairway's namespace (SetOwnNamespace) and the admission key
+	// (SetAdmissionKey).
+	reading podReading
 }
 
 // SetOwnNamespace tells the snapshot fairway's own namespace (v1alpha1.DefaultNamespace unless
 // set): a pod labelled as a reservation anywhere else is an ordinary pod, charged for what it
 // asks, so that a tenant cannot pass eight GPUs off as a reservation. Set it before the first
 // pod.
-func (s *Snapshot) SetOwnNamespace(ns string) { s.ownNamespace = ns }
+func (s *Snapshot) SetOwnNamespace(ns string) { s.reading.fairwayNamespace = ns }
+
+// SetAdmissionKey makes the snapshot place only pending pods that carry the webhook's seal made
+// with key (v1alpha1.AdmittedAnnotation); the others wait with ProblemNotAdmitted. Nil (the
+// default) checks nothing, for a scheduler run without the webhook. Set it before the first pod.
+func (s *Snapshot) SetAdmissionKey(key v1alpha1.AdmissionKey) { s.reading.admission = key }
 
 // New returns an empty snapshot.
 func New() *Snapshot { return NewSized(0, 0) }
@@ -105,7 +110,7 @@ func NewSized(nodes, pods int) *Snapshot {
 		typeIdx:    make(map[string]int),
 		topo:       make(map[string]*Domains),
 
-		ownNamespace: v1alpha1.DefaultNamespace,
+		reading: podReading{fairwayNamespace: v1alpha1.DefaultNamespace},
 	}
 }
 

@@ -816,3 +816,35 @@ func TestGangFollowsItsPodGroupToTheNamespacesNewQueue(t *testing.T) {
 		}
 	}
 }
+
+// With an admission key, a pending pod is placeable only with the webhook's seal made with that
+// key; an unsealed or mis-sealed pod has ProblemNotAdmitted. Bound pods are not checked (they
+// run already, and may predate the key), nor is anything without a key.
+func TestAdmissionSealChecked(t *testing.T) {
+	sealKey := v1alpha1.AdmissionKey(strings.Repeat("k", 32))
+	sealed := testutil.MakePod("a", "sealed").Queue("a").GPU(1).Obj()
+	sealed.Annotations[v1alpha1.AdmittedAnnotation] = sealKey.Seal(sealed)
+	forged := testutil.MakePod("a", "forged").Queue("a").GPU(1).Obj()
+	forged.Annotations[v1alpha1.AdmittedAnnotation] = sealKey.Seal(sealed) // copied from a pod whose keys differ
+	forged.Labels[v1alpha1.PreemptibilityLabel] = string(v1alpha1.NonPreemptible)
+	unsealed := testutil.MakePod("a", "unsealed").Queue("a").GPU(1).Obj()
+	running := testutil.MakePod("a", "running").Queue("a").GPU(1).Node("n1").Obj()
+	for _, withKey := range []bool{true, false} {
+		s := snapshot.New()
+		if withKey {
+			s.SetAdmissionKey(sealKey)
+		}
+		for _, p := range []*corev1.Pod{sealed, forged, unsealed, running} {
+			if err := s.UpsertPod(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, wantProblem := range map[string]bool{"sealed": false, "forged": withKey, "unsealed": withKey, "running": false} {
+			tk := s.Task(key("a", name))
+			got := tk.Problem != nil && tk.Problem.Code == snapshot.ProblemNotAdmitted
+			if got != wantProblem {
+				t.Errorf("key %v, pod %s: NotAdmitted %v (problem %+v), want %v", withKey, name, got, tk.Problem, wantProblem)
+			}
+		}
+	}
+}

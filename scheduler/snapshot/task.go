@@ -79,7 +79,7 @@ func (a *Assignment) slotMilli() int64 {
 // Problem is why a pod cannot be scheduled whatever the cluster looks like: a malformed request
 // or a constraint the engine does not evaluate.
 type Problem struct {
-	// Code is ProblemInvalidRequest, ProblemUnsupported or ProblemVolume.
+	// Code is ProblemInvalidRequest, ProblemUnsupported, ProblemVolume or ProblemNotAdmitted.
 	Code    string
 	Message string
 }
@@ -90,6 +90,9 @@ const (
 	ProblemUnsupported    = "UnsupportedConstraint"
 	// ProblemVolume: a claim of the pod cannot be used now (VolumeProblemAnnotation).
 	ProblemVolume = "VolumeBinding"
+	// ProblemNotAdmitted: the pod lacks the webhook's seal, or its seal does not match it
+	// (Snapshot.SetAdmissionKey).
+	ProblemNotAdmitted = "NotAdmitted"
 )
 
 // Task is one pod. Fields are read-only outside this package; change them through Snapshot.

@@ -95,6 +95,7 @@ func TestChart(t *testing.T) {
 	t.Logf("fairway runs under the chart's ServiceAccounts, %v after the install", time.Since(begin).Round(time.Millisecond))
 
 	chartWorkload(t, c)
+	checkWebhookOutage(t, c, s.Webhook.Process.Stop, "team-c")
 
 	// The components stop before the log is read, so every request they made is in it; then the
 	// uninstall hook runs under its own ServiceAccount.

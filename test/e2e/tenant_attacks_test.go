@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,12 +115,13 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 		{"move her pod to team-a's queue", func() error {
 			return patchPod(`{"metadata":{"labels":{"fairway.dev/queue":"team-a"}}}`)
 		}, "fairway.dev/queue"},
+		// Pods the webhook does not rewrite (opted out with fairway.dev/ignore): the policy refuses.
 		{"create an 8-GPU pod labelled as a reservation", podWith("forged-reservation",
-			map[string]string{fairwayv1.ReservationLabel: "true"}, nil, 8), "setting label fairway.dev/reservation is refused"},
+			map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.IgnoreLabel: "true"}, nil, 8), "setting label fairway.dev/reservation is refused"},
 		{"create a pod that names its GPU (gpu-index at creation)", podWith("forged-index",
-			nil, map[string]string{fairwayv1.GPUIndexAnnotation: "0", fairwayv1.GPUFractionAnnotation: "0.5"}, 0), "annotation fairway.dev/gpu-index"},
+			map[string]string{fairwayv1.IgnoreLabel: "true"}, map[string]string{fairwayv1.GPUIndexAnnotation: "0", fairwayv1.GPUUUIDAnnotation: "GPU-x"}, 0), "annotation fairway.dev/gpu-index, annotation fairway.dev/gpu-uuid"},
 		{"create a pod already on loan", podWith("forged-loan",
-			nil, map[string]string{fairwayv1.LoanAnnotation: "true"}, 1), "annotation fairway.dev/loan"},
+			map[string]string{fairwayv1.IgnoreLabel: "true"}, map[string]string{fairwayv1.LoanAnnotation: "true"}, 1), "annotation fairway.dev/loan"},
 		{"create a pod in fairway's namespace", func() error {
 			_, err := alice.CoreV1().Pods(chart.Namespace).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{fairwayv1.ReservationLabel: "true"}},
@@ -168,6 +170,41 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 		}
 	}
 
+	// Pods the webhook rewrites lose the forged keys, with a warning, and are scheduled as what
+	// they are.
+	forged := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "forged-through-webhook", Namespace: ns,
+			Labels:      map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.GPUGroupLabel: "h100-1-0"},
+			Annotations: map[string]string{fairwayv1.LoanAnnotation: "true", fairwayv1.GPUIndexAnnotation: "0"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	var warned []string
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.WarningHandler = warningsTo(&warned)
+	aliceW, err := kubernetes.NewForConfig(wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created, err := aliceW.CoreV1().Pods(ns).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a pod with forged binding keys, through the webhook: %v", err)
+	} else {
+		for _, k := range []string{fairwayv1.ReservationLabel, fairwayv1.GPUGroupLabel} {
+			if _, ok := created.Labels[k]; ok {
+				t.Errorf("the webhook kept label %s on a tenant's new pod", k)
+			}
+		}
+		for _, k := range []string{fairwayv1.LoanAnnotation, fairwayv1.GPUIndexAnnotation} {
+			if _, ok := created.Annotations[k]; ok {
+				t.Errorf("the webhook kept annotation %s on a tenant's new pod", k)
+			}
+		}
+		if !slices.ContainsFunc(warned, func(w string) bool { return strings.Contains(w, "removed label fairway.dev/reservation") }) {
+			t.Errorf("no warning named the removed keys: %q", warned)
+		}
+		t.Logf("tenant attack \"create a pod with binding keys through the webhook\": created without them, warned: %q", warned)
+		_ = alice.CoreV1().Pods(ns).Delete(ctx, forged.Name, metav1.DeleteOptions{})
+	}
+
 	// Nothing changed: the pod's keys, its GPU ConfigMap, every queue's usage.
 	var after corev1.Pod
 	if err := c.Client().Get(ctx, victim, &after); err != nil {
@@ -206,4 +243,59 @@ func queueUsage(t *testing.T, c *cluster.Cluster) map[string]string {
 		out[q.Name] = a.String()
 	}
 	return out
+}
+
+// warningsTo collects the API server's warnings.
+type attackWarnings struct{ to *[]string }
+
+func (w attackWarnings) HandleWarningHeader(_ int, _ string, text string) { *w.to = append(*w.to, text) }
+
+func warningsTo(to *[]string) rest.WarningHandler { return attackWarnings{to: to} }
+
+// checkWebhookOutage stops the webhook and has the tenant create, in its served namespace, a pod
+// that opts out of the webhook (fairway.dev/ignore) yet names fairway's scheduler, with the keys
+// the webhook would have decided forged (managed, a notebook's kind, its own gang): the guard
+// that refuses such a pod fails open, so the API server takes it, but the scheduler places
+// only pods the webhook sealed, and this one waits with reason NotAdmitted.
+func checkWebhookOutage(t *testing.T, c *cluster.Cluster, stopWebhook func() error, ns string) {
+	ctx := t.Context()
+	if err := stopWebhook(); err != nil {
+		t.Fatalf("stopping the webhook: %v", err)
+	}
+	cfg := c.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
+	alice, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "while-webhook-down", Namespace: ns,
+			Labels: map[string]string{fairwayv1.IgnoreLabel: "true", fairwayv1.QueueLabel: ns, fairwayv1.ManagedLabel: "true"},
+			Annotations: map[string]string{fairwayv1.WorkloadKindAnnotation: string(fairwayv1.KindNotebook),
+				fairwayv1.PodGroupAnnotation: "mine", fairwayv1.MinMemberAnnotation: "1", fairwayv1.AdmittedAnnotation: "v1:forged"}},
+		Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}}}}},
+	}
+	if _, err := alice.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a pod while the webhook is down: %v (the guard fails open; this test needs the pod to exist)", err)
+	}
+	var reason string
+	eventually(t, 20*time.Second, "the unsealed pod to wait with reason NotAdmitted", func(ctx context.Context) (bool, error) {
+		var got corev1.Pod
+		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
+			return false, err
+		}
+		if got.Spec.NodeName != "" {
+			t.Fatalf("a pod the webhook never admitted was bound to %s", got.Spec.NodeName)
+		}
+		reason = reasonOf(&got)
+		return strings.HasPrefix(reason, string(fairwayv1.ReasonNotAdmitted)+":"), fmt.Errorf("reason %q", reason)
+	})
+	t.Logf("tenant attack \"a pod created while the webhook is down, with forged keys\": waits: %s", reason)
+	time.Sleep(3 * time.Second)
+	var got corev1.Pod
+	if err := c.Client().Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil || got.Spec.NodeName != "" {
+		t.Errorf("the unsealed pod: %v, node %q", err, got.Spec.NodeName)
+	}
+	_ = c.Clientset().CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 }

@@ -6,9 +6,12 @@ package stack
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -112,13 +115,23 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 			return nil, fmt.Errorf("starting gpu-agents: %w", err)
 		}
 	}
+	// With both the webhook and the scheduler, the webhook seals what it admits and the
+	// scheduler places only sealed pods, as the chart runs them.
+	var sealArgs []string
+	if !o.NoScheduler && !o.NoWebhook {
+		key := filepath.Join(s.workDir, "admission-key")
+		if err := os.WriteFile(key, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+			return nil, err
+		}
+		sealArgs = []string{"--admission-key-file=" + key}
+	}
 	if !o.NoScheduler {
 		kc, err := as(o.RunAs.Scheduler)
 		if err != nil {
 			return nil, err
 		}
 		if s.Scheduler, err = fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
-			Binary: s.Binary, Namespace: o.Namespace, Args: append(append([]string(nil), o.SchedulerArgs...), kc...),
+			Binary: s.Binary, Namespace: o.Namespace, Args: slices.Concat(o.SchedulerArgs, sealArgs, kc),
 		}); err != nil {
 			return nil, err
 		}
@@ -129,7 +142,7 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 			return nil, err
 		}
 		if s.Webhook, err = fairwayproc.StartWebhook(ctx, c, fairwayproc.WebhookOptions{
-			Binary: s.Binary, Namespace: o.Namespace, ProbeNamespace: o.ProbeNamespace, Args: append(append([]string(nil), o.WebhookArgs...), kc...),
+			Binary: s.Binary, Namespace: o.Namespace, ProbeNamespace: o.ProbeNamespace, Args: slices.Concat(o.WebhookArgs, sealArgs, kc),
 			Timeout: 90 * time.Second,
 		}); err != nil {
 			return nil, err

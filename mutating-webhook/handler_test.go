@@ -17,10 +17,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/adapters/adaptertest"
 	"github.com/fairway-sched/fairway/adapters/argo"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	mutatingwebhook "github.com/fairway-sched/fairway/mutating-webhook"
 )
 

@@ -37,10 +37,12 @@ func TestAdmissionSeal(t *testing.T) {
 			p.Annotations[LoanAnnotation] = "true"
 			p.Labels[GPUGroupLabel] = "n-1"
 		},
-		"a foreign label":  func(p *corev1.Pod) { p.Labels["app"] = "y" },
-		"the pod's name":   func(p *corev1.Pod) { p.Name = "q" },
-		"bound to a node":  func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
-		"a CPU-only limit": func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1") },
+		"a foreign label": func(p *corev1.Pod) { p.Labels["app"] = "y" },
+		"the pod's name":  func(p *corev1.Pod) { p.Name = "q" },
+		"bound to a node": func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
+		"a CPU-only limit": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+		},
 	} {
 		p := pod.DeepCopy()
 		change(p)

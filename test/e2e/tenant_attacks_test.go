@@ -248,7 +248,9 @@ func queueUsage(t *testing.T, c *cluster.Cluster) map[string]string {
 // warningsTo collects the API server's warnings.
 type attackWarnings struct{ to *[]string }
 
-func (w attackWarnings) HandleWarningHeader(_ int, _ string, text string) { *w.to = append(*w.to, text) }
+func (w attackWarnings) HandleWarningHeader(_ int, _ string, text string) {
+	*w.to = append(*w.to, text)
+}
 
 func warningsTo(to *[]string) rest.WarningHandler { return attackWarnings{to: to} }
 

@@ -81,6 +81,13 @@ type Options struct {
 	Namespace string
 }
 
+// Local are the options of a chart whose webhook runs as a local process (test/fairwayproc), which
+// the API server calls at https://localhost:<port> rather than through the Service: the admission
+// policy on the webhook's configuration must allow that URL.
+func Local() Options {
+	return Options{Set: []string{"admissionPolicies.webhookURLPrefix=https://localhost:"}}
+}
+
 // Rendering is the output of helm template.
 type Rendering struct {
 	// YAML is helm's output as it is, comments included.

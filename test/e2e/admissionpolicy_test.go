@@ -57,12 +57,14 @@ func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
 			ObjectMeta: metav1.ObjectMeta{Name: fairwayproc.ConfigurationName},
 			Webhooks: []admissionregistrationv1.MutatingWebhook{{
 				Name:         "pods.fairway.dev",
-				ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate")},
+				ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://localhost:1/mutate")},
 				Rules: []admissionregistrationv1.RuleWithOperations{{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 				}},
-				NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"e2e.fairway.dev/none": "none"}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"e2e.fairway.dev/none": "none"},
+					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn,
+						Values: []string{"kube-system", chart.Namespace}}}},
 				FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
 				SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 				AdmissionReviewVersions: []string{"v1"},
@@ -159,6 +161,33 @@ func checkAdmissionPolicies(t *testing.T, c *cluster.Cluster) {
 			_, err = hookConfigs.Update(ctx, mwc, metav1.UpdateOptions{})
 			return err
 		}, "may only intercept pods"},
+		check{"the webhook makes its configuration intercept kube-system", func() error {
+			mwc, err := ownConfiguration()
+			if err != nil {
+				return err
+			}
+			mwc.Webhooks[0].NamespaceSelector.MatchExpressions = nil
+			_, err = hookConfigs.Update(ctx, mwc, metav1.UpdateOptions{})
+			return err
+		}, "must leave kube-system and " + chart.Namespace + " alone"},
+		check{"the webhook makes its configuration intercept deletions", func() error {
+			mwc, err := ownConfiguration()
+			if err != nil {
+				return err
+			}
+			mwc.Webhooks[0].Rules[0].Operations = append(mwc.Webhooks[0].Rules[0].Operations, admissionregistrationv1.Delete)
+			_, err = hookConfigs.Update(ctx, mwc, metav1.UpdateOptions{})
+			return err
+		}, "may only intercept CREATE and UPDATE"},
+		check{"the webhook points its configuration at another server", func() error {
+			mwc, err := ownConfiguration()
+			if err != nil {
+				return err
+			}
+			mwc.Webhooks[0].ClientConfig.URL = ptr.To("https://collector.example.com/mutate")
+			_, err = hookConfigs.Update(ctx, mwc, metav1.UpdateOptions{})
+			return err
+		}, "may call only Service " + chart.Namespace + "/fairway-webhook"},
 		check{"the webhook updates its own configuration's pods webhook", func() error {
 			mwc, err := ownConfiguration()
 			if err != nil {

@@ -56,7 +56,7 @@ func TestChart(t *testing.T) {
 	ctx := t.Context()
 
 	begin := time.Now()
-	r, err := chart.Template(ctx, chart.Options{})
+	r, err := chart.Template(ctx, chart.Local())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,8 @@ func TestChart(t *testing.T) {
 		}
 		r, err := chart.Template(ctx, chart.Options{
 			Set: []string{"agent.mps.enabled=true", "webhook.certManager.enabled=true", "serviceMonitor.enabled=true",
-				"defaultQueue.enabled=true", "defaultQueue.name=everyone", "defaultQueue.namespaces={default}"},
+				"defaultQueue.enabled=true", "defaultQueue.name=everyone", "defaultQueue.namespaces={default}",
+				"admissionPolicies.webhookURLPrefix=https://webhooks.example.com/"},
 			SetJSON: []string{`defaultQueue.resources={"gpu":{"quota":4,"limit":8,"overQuotaWeight":2},"memory":{"quota":"1Ti"}}`},
 		})
 		if err != nil {

@@ -89,7 +89,7 @@ func Setup(ctx context.Context, c *cluster.Cluster, o Options) (*Env, error) {
 	}
 	e := &Env{C: c, opts: o, start: time.Now()}
 	e.say("Installing fairway from charts/fairway (helm template, then applied to the API server)...")
-	r, err := chart.Template(ctx, chart.Options{})
+	r, err := chart.Template(ctx, chart.Local())
 	if err != nil {
 		return nil, err
 	}

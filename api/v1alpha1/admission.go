@@ -52,9 +52,14 @@ func LoadAdmissionKey(path string) (AdmissionKey, error) {
 
 // Seal is the AdmittedAnnotation value for pod as it is now.
 func (k AdmissionKey) Seal(pod *corev1.Pod) string {
+	return admissionSealVersion + base64.RawURLEncoding.EncodeToString(k.sum(pod))
+}
+
+// sum is the HMAC of pod's sealed fields.
+func (k AdmissionKey) sum(pod *corev1.Pod) []byte {
 	mac := hmac.New(sha256.New, k)
-	writeSealed(mac, pod)
-	return admissionSealVersion + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	_, _ = mac.Write(appendSealed(make([]byte, 0, 512), pod))
+	return mac.Sum(nil)
 }
 
 // ErrNotAdmitted is wrapped by VerifyAdmission's errors.
@@ -66,7 +71,8 @@ func (k AdmissionKey) VerifyAdmission(pod *corev1.Pod) error {
 	if !ok {
 		return fmt.Errorf("%w: the pod has no %s annotation; it was created while the webhook was down or bypassed it (opted out, or in a namespace no queue serves): delete it and create it again", ErrNotAdmitted, AdmittedAnnotation)
 	}
-	if !hmac.Equal([]byte(got), []byte(k.Seal(pod))) {
+	mac, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(got, admissionSealVersion))
+	if err != nil || !strings.HasPrefix(got, admissionSealVersion) || !hmac.Equal(mac, k.sum(pod)) {
 		return fmt.Errorf("%w: annotation %s does not match the pod's fairway keys, namespace or GPU request; it was copied from another pod or the keys were written by hand: delete the pod and create it again", ErrNotAdmitted, AdmittedAnnotation)
 	}
 	return nil
@@ -91,14 +97,14 @@ var sealedLabels, sealedAnnotations = func() ([]string, []string) {
 	return labels, annotations
 }()
 
-// writeSealed writes the sealed fields, each field ending in a zero byte (keys and values cannot
-// hold one).
-func writeSealed(w interface{ Write([]byte) (int, error) }, pod *corev1.Pod) {
+// appendSealed appends the sealed fields to buf, each field ending in a zero byte (keys and
+// values cannot hold one).
+func appendSealed(buf []byte, pod *corev1.Pod) []byte {
 	field := func(parts ...string) {
 		for _, p := range parts {
-			_, _ = w.Write([]byte(p))
+			buf = append(buf, p...)
 		}
-		_, _ = w.Write([]byte{0})
+		buf = append(buf, 0)
 	}
 	field(admissionSealVersion, pod.Namespace)
 	field("scheduler=", pod.Spec.SchedulerName)
@@ -119,4 +125,5 @@ func writeSealed(w interface{ Write([]byte) (int, error) }, pod *corev1.Pod) {
 			}
 		}
 	}
+	return buf
 }

@@ -119,3 +119,17 @@ func FuzzAdmissionSeal(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkVerifyAdmission is the scheduler's cost of checking one pending pod's seal, paid on
+// each update of the pod while it is pending.
+func BenchmarkVerifyAdmission(b *testing.B) {
+	key := AdmissionKey(strings.Repeat("k", 32))
+	pod := sealedPod()
+	pod.Annotations[AdmittedAnnotation] = key.Seal(pod)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := key.VerifyAdmission(pod); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -81,7 +81,7 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5, "Secret": 1,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
@@ -267,7 +267,29 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("binding of %s: validation actions %v, want [Deny]", name, acts)
 		}
 	}
-	for opts, want := range map[string]int{"agent.enabled=false": 2, "admissionPolicies.enabled=false": 0} {
+	// Who the policies that fence everyone else let through.
+	for name, users := range map[string][]string{
+		"fairway-owned-pod-keys": {"system:serviceaccount:" + Namespace + ":fairway-scheduler", "system:serviceaccount:" + Namespace + ":fairway-agent"},
+		"fairway-gpu-configmaps": {"system:serviceaccount:" + Namespace + ":fairway-scheduler"},
+	} {
+		p := r.Find("ValidatingAdmissionPolicy", name)
+		if p == nil {
+			t.Fatalf("no policy %s", name)
+		}
+		conds, _, _ := unstructured.NestedSlice(p.Object, "spec", "matchConditions")
+		for _, u := range users {
+			if !strings.Contains(fmt.Sprint(conds), u) {
+				t.Errorf("policy %s does not let %s through: %v", name, u, conds)
+			}
+		}
+		if fp, _, _ := unstructured.NestedString(p.Object, "spec", "failurePolicy"); fp != "Fail" {
+			t.Errorf("policy %s failure policy %q", name, fp)
+		}
+		if r.Find("ValidatingAdmissionPolicyBinding", name) == nil {
+			t.Errorf("no binding of %s", name)
+		}
+	}
+	for opts, want := range map[string]int{"agent.enabled=false": 4, "admissionPolicies.enabled=false": 0} {
 		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
 			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
 		}

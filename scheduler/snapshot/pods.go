@@ -382,11 +382,22 @@ func appendPorts(out []HostPort, ports []corev1.ContainerPort) []HostPort {
 // engine reads (most status updates) cost a comparison. While the engine's binding of a pod is in
 // flight (assumed, the informer still shows it pending) the assumed placement is kept; likewise a
 // pod the engine evicts stays releasing until it is deleted or CancelEviction is called.
-func (s *Snapshot) UpsertPod(pod *corev1.Pod) error {
+func (s *Snapshot) UpsertPod(pod *corev1.Pod) error { return s.upsertPod(pod, s.reading) }
+
+// UpsertStandIn adds or updates a pod the runtime made up to stand for work to come (the peak
+// of a pipeline run, the next stage's pods): it never passed the webhook, so no seal is asked
+// of it (SetAdmissionKey). Pods from the API server go through UpsertPod.
+func (s *Snapshot) UpsertStandIn(pod *corev1.Pod) error {
+	r := s.reading
+	r.admission = nil
+	return s.upsertPod(pod, r)
+}
+
+func (s *Snapshot) upsertPod(pod *corev1.Pod, r podReading) error {
 	if pod == nil || pod.Name == "" {
 		return fmt.Errorf("upsert pod: %w", ErrInvalidObject)
 	}
-	info := podInfo(pod, s.reading)
+	info := podInfo(pod, r)
 	var claims []string
 	if info.Queue != "" && len(pod.Spec.ResourceClaims) > 0 {
 		claims = s.readClaims(pod, &info)

@@ -73,8 +73,8 @@ func TestWebhook(t *testing.T) {
 // namespaces, and the safety settings the issue asks for.
 func testConfiguration(t *testing.T, c *cluster.Cluster) {
 	mwc := webhookConfiguration(t, c)
-	if len(mwc.Webhooks) != 4 {
-		t.Fatalf("want 4 webhooks (guard, pods, immutable, workflows), got %d", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 5 {
+		t.Fatalf("want 5 webhooks (guard, pods, immutable pods, workflows, immutable workflows), got %d", len(mwc.Webhooks))
 	}
 	for _, w := range mwc.Webhooks {
 		if len(w.ClientConfig.CABundle) == 0 {

@@ -411,7 +411,7 @@ func (r *Runs) hold(snap *snapshot.Snapshot, wf *unstructured.Unstructured, now 
 				rn.maxPodGPU = max(rn.maxPodGPU, q.Value())
 			}
 		}
-		if err := snap.UpsertPod(p); err != nil {
+		if err := snap.UpsertStandIn(p); err != nil {
 			log.Error(err, "Peak pod not taken into the snapshot", "pod", p.Name)
 			continue
 		}

@@ -59,6 +59,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, queue *testutil.QueueWrapper) *fixture {
 	f := &fixture{t: t, snap: snapshot.New(), eng: engine.New(engine.Options{}), now: time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)}
+	// As the chart runs the scheduler: pods from the API server need the webhook's seal; the
+	// stand-ins for a run's peak are the runtime's own and need none.
+	f.snap.SetAdmissionKey(v1alpha1.AdmissionKey(strings.Repeat("k", v1alpha1.MinAdmissionKeyBytes)))
 	if err := f.snap.UpsertNode(testutil.MakeNode("n1").GPUs(8, "H100").Obj()); err != nil {
 		t.Fatal(err)
 	}

@@ -610,7 +610,7 @@ func (r *Runs) reserveStage(snap *snapshot.Snapshot, sr *staged, st pipelinerun.
 			p := pods[k]
 			k++
 			resv.maxPodGPU = max(resv.maxPodGPU, podGPUs(p))
-			if err := snap.UpsertPod(p); err != nil {
+			if err := snap.UpsertStandIn(p); err != nil {
 				r.opts.Log.Error(err, "Stage pod not taken into the snapshot", "pod", p.Name)
 				continue
 			}

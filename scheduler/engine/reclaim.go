@@ -848,10 +848,7 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 	var cands []cand
 	nodes := c.snap.Nodes()
 	seen := map[*snapshot.Task]bool{}
-	spared := c.snap.EvictedFor(g.Key)
-	if pol.noSpare {
-		spared = nil
-	}
+	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
 	for _, vq := range queues {
 		pn := vq.PreemptibleNodes()
 		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
@@ -895,7 +892,7 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 				continue
 			}
 			unit := appendUnit(nil, cd.t)
-			if spared != nil && spares(spared, unit) {
+			if spared && c.spares(g, unit) {
 				pol.sparedHit = true
 				continue
 			}

@@ -39,8 +39,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -91,13 +89,13 @@ type victimPolicy struct {
 	// overrideBudgets lets victims go whose PodDisruptionBudget is blocked (they are taken as
 	// violating it); such evictions carry the budget they override. Moves keep their budgets.
 	overrideBudgets bool
-	// spared are the pods evicted for the beneficiary lately (Snapshot.EvictedFor): their
+	// spared says there are pods evicted for the beneficiary lately (Snapshot.EvictedFor): their
 	// recreated pods are not evicted for it again, so that a plan redone for the same gang (one
 	// of its pods bound and lost again, an elastic gang's next pod) takes other pods and no pod
-	// goes back and forth for one beneficiary. Set by searchRoom; nil when there are none.
+	// goes back and forth for one beneficiary. Set by searchRoom.
 	// sparedHit says a search left such a pod alone: a reclaim or preemption what-if that found
 	// no room without them runs again with them (reclaimMode.evictAgain, which sets noSpare).
-	spared    map[types.NamespacedName]time.Time
+	spared    bool
 	sparedHit bool
 	noSpare   bool
 
@@ -585,10 +583,10 @@ func appendUnit(chosen []*snapshot.Task, v *snapshot.Task) []*snapshot.Task {
 	return chosen
 }
 
-// spares reports whether the unit holds a pod evicted for the beneficiary lately.
-func spares(spared map[types.NamespacedName]time.Time, unit []*snapshot.Task) bool {
+// spares reports whether the unit holds a pod evicted for the gang lately.
+func (c *cycle) spares(g *snapshot.Gang, unit []*snapshot.Task) bool {
 	for _, t := range unit {
-		if _, ok := spared[t.Key]; ok {
+		if c.snap.EvictedFor(g.Key, t.Key) {
 			return true
 		}
 	}
@@ -617,7 +615,7 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 			pol.refuse(r, v.Gang, 1, false)
 			continue
 		}
-		if pol.spared != nil && spares(pol.spared, []*snapshot.Task{v}) {
+		if pol.spared && c.snap.EvictedFor(pol.beneficiary.Key, v.Key) {
 			pol.sparedHit = true
 			pol.refuse(refusal{kind: refuseEvictedBefore}, v.Gang, 1, false)
 			continue
@@ -659,7 +657,7 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		start := len(sc.chosen)
 		sc.chosen = appendUnit(sc.chosen, cd.t)
 		unit := sc.chosen[start:]
-		if len(unit) > 1 && pol.spared != nil && spares(pol.spared, unit) {
+		if len(unit) > 1 && pol.spared && c.spares(pol.beneficiary, unit) {
 			pol.sparedHit = true
 			pol.refuse(refusal{kind: refuseEvictedBefore}, cd.t.Gang, len(unit), true)
 			sc.chosen = sc.chosen[:start]
@@ -712,10 +710,7 @@ func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 }
 
 func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, pol *victimPolicy) (*snapshot.Node, snapshot.Assignment, bool) {
-	pol.spared = nil
-	if !pol.noSpare {
-		pol.spared = c.snap.EvictedFor(pol.beneficiary.Key)
-	}
+	pol.spared = !pol.noSpare && c.snap.EvictedForAny(pol.beneficiary.Key)
 	cls := c.snap.ClassNodes(t.Class)
 	nodes := c.snap.Nodes()
 	need := t.PendingGPU()

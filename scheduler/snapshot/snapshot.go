@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,8 +63,8 @@ type Snapshot struct {
 
 	// budgets are the PodDisruptionBudgets the runtime reported (see Budget).
 	budgets map[types.NamespacedName]*Budget
-	// evictedFor are the pods the engine evicted lately, per beneficiary gang (evicted.go).
-	evictedFor map[GangKey]map[types.NamespacedName]time.Time
+	// evicted are the pods the engine evicted lately, and for which gang (evicted.go).
+	evicted evictions
 
 	// foreign are the pending pods of other schedulers that ask for GPUs (see ForeignPending).
 	foreignPods foreignPending

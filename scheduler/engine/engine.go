@@ -105,9 +105,11 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 	return *c.res
 }
 
-// expireHolds drops the holds of gangs that have nothing left to place or whose holds lapsed.
+// expireHolds drops the holds of gangs that have nothing left to place or whose holds lapsed,
+// and the evictions remembered for longer than a hold lasts (HoldTTL; see spared).
 // It runs before any statement; the drops are not decisions to report.
 func (c *cycle) expireHolds() {
+	c.snap.ForgetEvictedBy(c.now.Add(-c.e.opts.HoldTTL))
 	for _, g := range slices.Clone(c.snap.HeldGangs()) {
 		expired := len(g.Pending) == 0
 		for _, h := range g.Holds() {

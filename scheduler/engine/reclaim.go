@@ -304,6 +304,8 @@ type reclaimMode struct {
 	// under, when set, takes victims only from the queues under it: a department the gang's
 	// placement would take above its bound gives back its own projects' borrowed pods.
 	under *snapshot.Queue
+	// evictAgain lets the what-if take pods evicted for the gang lately (victimPolicy.spared).
+	evictAgain bool
 }
 
 // victimsWhatIfMode runs the what-if of kind under mode and returns its failure ("" msg on
@@ -320,16 +322,30 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 	if pol == nil {
 		return placeFailure{msg: why}, nil
 	}
+	pol.noSpare = mode.evictAgain
+	// Without room unless pods evicted for the gang lately go again, a reclaim or preemption
+	// runs again with them: a guarantee, a fair share or a priority is not kept waiting for them
+	// (only consolidation, which is optional, is).
+	again := func() bool { return pol.sparedHit && !mode.evictAgain && kind != kindConsolidate }
 	cp := c.stmt.Checkpoint()
 	if (kind == kindPreempt || kind == kindReclaimGuarantee) && c.limited[g] {
 		c.limitsAfterRelease = true
 		defer func() { c.limitsAfterRelease = false }()
 		if why := c.freeLimitRoom(a, pol); why != "" {
 			c.stmt.Rollback(cp)
+			if again() {
+				mode.evictAgain = true
+				return c.victimsWhatIfMode(g, kind, mode)
+			}
 			return placeFailure{msg: why, refusal: why}, pol
 		}
 	}
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
+	if f != nil && again() {
+		c.stmt.Rollback(cp)
+		mode.evictAgain = true
+		return c.victimsWhatIfMode(g, kind, mode)
+	}
 	if f != nil {
 		c.stmt.Rollback(cp)
 		c.waitForBudget(g, pol)
@@ -832,6 +848,7 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 	var cands []cand
 	nodes := c.snap.Nodes()
 	seen := map[*snapshot.Task]bool{}
+	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
 	for _, vq := range queues {
 		pn := vq.PreemptibleNodes()
 		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
@@ -875,6 +892,10 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 				continue
 			}
 			unit := appendUnit(nil, cd.t)
+			if spared && c.spares(g, unit) {
+				pol.sparedHit = true
+				continue
+			}
 			helps := false
 			for _, d := range over {
 				if unitAmount(unit, d) > 0 {

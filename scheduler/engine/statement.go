@@ -115,7 +115,8 @@ func (s *Statement) Rollback(cp int) {
 }
 
 // Commit makes the logged changes final and appends them to res as bindings and evictions, in
-// the order they were made; grace gives each evicted pod its grace period.
+// the order they were made; grace gives each evicted pod its grace period. The snapshot
+// remembers each eviction's beneficiary (Snapshot.NoteEvictedFor).
 func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration) {
 	for i := range s.ops {
 		o := &s.ops[i]
@@ -129,6 +130,9 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace(t),
 				OverridesBudget: o.evict.overrides,
 			})
+			if b := o.evict.beneficiary; b != nil && o.evict.reason != EvictLoanReturn {
+				s.snap.NoteEvictedFor(*b, t.Key, s.now)
+			}
 		}
 		*o = op{}
 	}

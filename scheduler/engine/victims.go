@@ -89,6 +89,15 @@ type victimPolicy struct {
 	// overrideBudgets lets victims go whose PodDisruptionBudget is blocked (they are taken as
 	// violating it); such evictions carry the budget they override. Moves keep their budgets.
 	overrideBudgets bool
+	// spared says there are pods evicted for the beneficiary lately (Snapshot.EvictedFor): their
+	// recreated pods are not evicted for it again, so that a plan redone for the same gang (one
+	// of its pods bound and lost again, an elastic gang's next pod) takes other pods and no pod
+	// goes back and forth for one beneficiary. Set by searchRoom.
+	// sparedHit says a search left such a pod alone: a reclaim or preemption what-if that found
+	// no room without them runs again with them (reclaimMode.evictAgain, which sets noSpare).
+	spared    bool
+	sparedHit bool
+	noSpare   bool
 
 	// evicted lists the pods this what-if evicted, in order; moved the part of them that move.
 	evicted []*snapshot.Task
@@ -123,6 +132,9 @@ const (
 	// refuseBudget: the API server refused to evict a pod of the PodDisruptionBudget lately
 	// (refusal.budget), and the runtime backs off before it asks again.
 	refuseBudget
+	// refuseEvictedBefore: the pod was evicted (or moved) for the same gang lately
+	// (victimPolicy.spared).
+	refuseEvictedBefore
 )
 
 // refusal is a refusal kind with what it is about; comparable, so it keys the tally.
@@ -161,6 +173,8 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 		return "free nothing the gang needs"
 	case refuseExhausted:
 		return "the queues above their " + p.level + " have too little left above it for this pod"
+	case refuseEvictedBefore:
+		return fmt.Sprintf("were evicted for this gang in the last %s already (no pod is evicted twice for the same gang)", c.e.opts.HoldTTL)
 	case refuseBudget:
 		return fmt.Sprintf("wait for PodDisruptionBudget %s, which allows no more disruptions now (the API server refused an eviction; retried after %s)",
 			r.budget.Key, r.budget.BlockedUntil().Format(time.RFC3339))
@@ -569,6 +583,16 @@ func appendUnit(chosen []*snapshot.Task, v *snapshot.Task) []*snapshot.Task {
 	return chosen
 }
 
+// spares reports whether the unit holds a pod evicted for the gang lately.
+func (c *cycle) spares(g *snapshot.Gang, unit []*snapshot.Task) bool {
+	for _, t := range unit {
+		if c.snap.EvictedFor(g.Key, t.Key) {
+			return true
+		}
+	}
+	return false
+}
+
 // nodeVictims finds the fewest units, in policy order, whose eviction makes the pod fit the
 // node. It leaves them in c.scratch.chosen and returns how many pods they are and the last
 // candidate taken, or ok false when evicting everything allowed is not enough. When beat is set
@@ -589,6 +613,11 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		}
 		if r := pol.verdict(v.Gang); r.kind != refuseNone {
 			pol.refuse(r, v.Gang, 1, false)
+			continue
+		}
+		if pol.spared && c.snap.EvictedFor(pol.beneficiary.Key, v.Key) {
+			pol.sparedHit = true
+			pol.refuse(refusal{kind: refuseEvictedBefore}, v.Gang, 1, false)
 			continue
 		}
 		key := pol.key(v)
@@ -628,6 +657,12 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		start := len(sc.chosen)
 		sc.chosen = appendUnit(sc.chosen, cd.t)
 		unit := sc.chosen[start:]
+		if len(unit) > 1 && pol.spared && c.spares(pol.beneficiary, unit) {
+			pol.sparedHit = true
+			pol.refuse(refusal{kind: refuseEvictedBefore}, cd.t.Gang, len(unit), true)
+			sc.chosen = sc.chosen[:start]
+			continue
+		}
 		if !room.helps(unit, &t.Req) {
 			sc.chosen = sc.chosen[:start]
 			continue
@@ -675,6 +710,7 @@ func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 }
 
 func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, pol *victimPolicy) (*snapshot.Node, snapshot.Assignment, bool) {
+	pol.spared = !pol.noSpare && c.snap.EvictedForAny(pol.beneficiary.Key)
 	cls := c.snap.ClassNodes(t.Class)
 	nodes := c.snap.Nodes()
 	need := t.PendingGPU()

@@ -129,6 +129,7 @@ func (s *Snapshot) CancelEviction(key types.NamespacedName) error {
 		return fmt.Errorf("cancel eviction of %s: %w", key, ErrNotEvicted)
 	}
 	s.SetReleasing(t, false)
+	s.forgetEviction(key)
 	return nil
 }
 

@@ -63,6 +63,8 @@ type Snapshot struct {
 
 	// budgets are the PodDisruptionBudgets the runtime reported (see Budget).
 	budgets map[types.NamespacedName]*Budget
+	// evicted are the pods the engine evicted lately, and for which gang (evicted.go).
+	evicted evictions
 
 	// foreign are the pending pods of other schedulers that ask for GPUs (see ForeignPending).
 	foreignPods foreignPending

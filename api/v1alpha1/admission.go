@@ -31,6 +31,7 @@ const admissionSealVersion = "v1:"
 
 // AdmissionKey is the secret the webhook seals admitted pods with and the scheduler checks seals
 // with.
+// +kubebuilder:object:generate=false
 type AdmissionKey []byte
 
 // MinAdmissionKeyBytes is the shortest key accepted.

@@ -55,8 +55,8 @@ func gpuOf(p *corev1.Pod) podGPU {
 		g.Milli, g.MemoryMiB = share.Milli, share.MemoryMiB
 	}
 	if g.shared() {
-		if s, err := strconv.Atoi(a[fairwayv1.GPUIndexAnnotation]); err == nil {
-			g.Slot = s
+		if b, _ := fairwayv1.PodBindingOf(p.Labels, a); len(b.GPUIndexes) == 1 {
+			g.Slot = b.GPUIndexes[0]
 		}
 		g.UUID = a[fairwayv1.GPUUUIDAnnotation]
 	}

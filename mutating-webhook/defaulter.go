@@ -165,8 +165,8 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	// 4. The kind (a user's fairway.dev/workload-kind label overrides the adapter's), then the
 	// priority and preemptibility the kind, or the queue's policy for it, gives pods that choose
 	// none.
-	if v, ok := pod.Labels[fairwayv1.PreemptibilityLabel]; ok && v != string(fairwayv1.Preemptible) && v != string(fairwayv1.NonPreemptible) {
-		return warnings, deny("%s %q: must be %q or %q", fairwayv1.PreemptibilityLabel, v, fairwayv1.Preemptible, fairwayv1.NonPreemptible)
+	if _, err := fairwayv1.PreemptibilityOf(pod.Labels); err != nil {
+		return warnings, deny("%v", err)
 	}
 	frameworkClass := w.PriorityClass
 	if frameworkClass == fairwayv1.DefaultPriorityClass(w.Kind) {
@@ -221,7 +221,8 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	setLabel(pod, fairwayv1.ManagedLabel, "true")
 	setLabel(pod, fairwayv1.FrameworkLabel, adapter.Name())
 	setAnnotation(pod, fairwayv1.PodGroupAnnotation, group)
-	setAnnotation(pod, fairwayv1.MinMemberAnnotation, strconv.Itoa(int(max(w.MinMember, 1))))
+	setAnnotation(pod, fairwayv1.MinMemberAnnotation, "")
+	fairwayv1.SetMinMember(pod.Annotations, max(w.MinMember, 1))
 	setAnnotation(pod, fairwayv1.WorkloadKindAnnotation, string(w.Kind))
 	if w.SubGroup != "" {
 		setAnnotation(pod, fairwayv1.SubGroupAnnotation, w.SubGroup)

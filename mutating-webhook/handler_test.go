@@ -218,7 +218,7 @@ func TestDenials(t *testing.T) {
 		},
 		"bad preemptibility": {
 			pod:     makePod("p").label("fairway.dev/preemptibility", "never").obj(),
-			wantMsg: `fairway.dev/preemptibility "never": must be "preemptible" or "non-preemptible"`,
+			wantMsg: `label fairway.dev/preemptibility "never" must be "preemptible" or "non-preemptible"`,
 		},
 		"opted out but asks for fairway": {
 			pod:     makePod("p").label("fairway.dev/ignore", "true").scheduler("fairway").obj(),

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,5 +76,63 @@ func TestIsReservationPod(t *testing.T) {
 		if got := IsReservationPod(c.pod, c.ns); got != c.want {
 			t.Errorf("IsReservationPod(%v, %q) = %v, want %v", c.pod, c.ns, got, c.want)
 		}
+	}
+}
+
+// FuzzPodBindingRoundTrip: what the writer writes, the reader reads back, whatever the values.
+func FuzzPodBindingRoundTrip(f *testing.F) {
+	f.Add(3, 5, "GPU-1", "n1-3", 2, true)
+	f.Add(0, -1, "", "", -1, false)
+	f.Fuzz(func(t *testing.T, i1, i2 int, uuid, group string, slot int, loan bool) {
+		var idx []int
+		for _, i := range []int{i1, i2} {
+			if i >= 0 {
+				idx = append(idx, i)
+			}
+		}
+		if strings.ContainsAny(uuid, ",") || strings.TrimSpace(group) != group {
+			t.Skip()
+		}
+		in := PodBinding{GPUIndexes: idx, GPUUUID: uuid, Group: group, Slot: max(slot, -1), Loan: loan}
+		out, err := PodBindingOf(in.Labels(), in.Annotations())
+		if err != nil {
+			t.Fatalf("%+v: %v", in, err)
+		}
+		if !slices.Equal(in.GPUIndexes, out.GPUIndexes) || in.GPUUUID != out.GPUUUID || in.Group != out.Group || in.Slot != out.Slot || in.Loan != out.Loan {
+			t.Fatalf("wrote %+v, read %+v", in, out)
+		}
+	})
+}
+
+// FuzzMinMemberRoundTrip: SetMinMember's value reads back; anything else the reader takes is a
+// positive integer.
+func FuzzMinMemberRoundTrip(f *testing.F) {
+	f.Add(int32(3), "7")
+	f.Add(int32(1), "0")
+	f.Fuzz(func(t *testing.T, n int32, raw string) {
+		if n >= 1 {
+			a := map[string]string{}
+			SetMinMember(a, n)
+			if got, ok, err := MinMemberOf(a); got != n || !ok || err != nil {
+				t.Fatalf("wrote %d, read %d %v %v", n, got, ok, err)
+			}
+		}
+		if got, ok, err := MinMemberOf(map[string]string{MinMemberAnnotation: raw}); err == nil && (!ok || got < 1) {
+			t.Fatalf("%q read as %d without an error", raw, got)
+		}
+	})
+}
+
+func TestPreemptibilityOf(t *testing.T) {
+	for v, want := range map[string]Preemptibility{"preemptible": Preemptible, "non-preemptible": NonPreemptible} {
+		if got, err := PreemptibilityOf(map[string]string{PreemptibilityLabel: v}); got != want || err != nil {
+			t.Errorf("%q: %q %v", v, got, err)
+		}
+	}
+	if got, err := PreemptibilityOf(nil); got != "" || err != nil {
+		t.Errorf("unset: %q %v", got, err)
+	}
+	if _, err := PreemptibilityOf(map[string]string{PreemptibilityLabel: "never"}); err == nil || !strings.Contains(err.Error(), `must be "preemptible" or "non-preemptible"`) {
+		t.Errorf("bad value: %v", err)
 	}
 }

@@ -105,19 +105,15 @@ func exportPod(p *corev1.Pod, queue string) (TraceEntry, error) {
 	}
 	if g := p.Annotations[v1alpha1.PodGroupAnnotation]; g != "" {
 		e.Group = p.Namespace + "." + g
-		e.MinMember, _ = strconv.Atoi(p.Annotations[v1alpha1.MinMemberAnnotation])
+		n, _, _ := v1alpha1.MinMemberOf(p.Annotations)
+		e.MinMember = int(n)
 	}
 	if e.Node != "" {
-		for _, s := range strings.Split(p.Annotations[v1alpha1.GPUIndexAnnotation], ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			i, err := strconv.Atoi(s)
-			if err != nil {
-				return e, fmt.Errorf("annotation %s %q: GPU indexes separated by commas", v1alpha1.GPUIndexAnnotation, p.Annotations[v1alpha1.GPUIndexAnnotation])
-			}
-			e.GPUIndex = append(e.GPUIndex, i)
+		b, err := v1alpha1.PodBindingOf(p.Labels, p.Annotations)
+		if err != nil {
+			return e, err
 		}
+		e.GPUIndex = b.GPUIndexes
 	}
 	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {

@@ -174,13 +174,10 @@ func podInfo(pod *corev1.Pod, r podReading) PodInfo {
 	if queueErr != nil {
 		problems = append(problems, queueErr.Error())
 	}
-	if v, ok := ann[v1alpha1.MinMemberAnnotation]; ok {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		if err != nil || n < 1 {
-			problems = append(problems, fmt.Sprintf("annotation %s %q must be a positive integer", v1alpha1.MinMemberAnnotation, v))
-		} else {
-			info.MinMember = int32(n)
-		}
+	if n, _, err := v1alpha1.MinMemberOf(ann); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		info.MinMember = n
 	}
 	if v := ann[v1alpha1.SubGroupsAnnotation]; v != "" {
 		subs, err := v1alpha1.ParseSubGroups(v)
@@ -191,23 +188,20 @@ func podInfo(pod *corev1.Pod, r podReading) PodInfo {
 			info.SubGroups = append(info.SubGroups, SubGroup{Name: sg.Name, MinMember: sg.MinMember})
 		}
 	}
+	// Malformed binding keys are fairway's own (only its identities write them): what parses is
+	// kept, as before the contract had a reader.
+	binding, _ := v1alpha1.PodBindingOf(pod.Labels, ann)
 	if info.Req.Reservation {
 		// The agent writes the kubelet's (physical) index into gpu-index; the slot the
 		// reservation holds in the snapshot is the runtime's gpu-slot.
-		if i, err := strconv.Atoi(strings.TrimSpace(ann[ReservationSlotAnnotation])); err == nil && i >= 0 {
-			info.GPUIndexes = []int{i}
+		if binding.Slot >= 0 {
+			info.GPUIndexes = []int{binding.Slot}
 		}
-	} else if v := ann[v1alpha1.GPUIndexAnnotation]; v != "" {
-		for f := range strings.SplitSeq(v, ",") {
-			if i, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && i >= 0 {
-				info.GPUIndexes = append(info.GPUIndexes, i)
-			}
-		}
+	} else {
+		info.GPUIndexes = binding.GPUIndexes
 	}
-	switch info.Preemptibility {
-	case "", string(v1alpha1.Preemptible), string(v1alpha1.NonPreemptible):
-	default:
-		problems = append(problems, fmt.Sprintf("label %s %q must be %q or %q", v1alpha1.PreemptibilityLabel, info.Preemptibility, v1alpha1.Preemptible, v1alpha1.NonPreemptible))
+	if _, err := v1alpha1.PreemptibilityOf(pod.Labels); err != nil {
+		problems = append(problems, err.Error())
 		info.Preemptibility = ""
 	}
 	if len(problems) > 0 {

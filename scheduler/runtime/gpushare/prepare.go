@@ -59,16 +59,14 @@ func (m *Manager) Prepare(ctx context.Context, pod PodRef, configMap string, g G
 			return err
 		}
 	}
-	ann := map[string]string{
-		v1alpha1.GPUIndexAnnotation: strconv.Itoa(slot),
-		v1alpha1.GPUUUIDAnnotation:  g.UUID,
-	}
-	if pod.Loan {
-		ann[v1alpha1.LoanAnnotation] = "true"
-	}
+	b := v1alpha1.PodBinding{GPUIndexes: []int{slot}, GPUUUID: g.UUID, Group: g.Group, Loan: pod.Loan, Slot: -1}
+	ann := b.Annotations()
+	// Written even when the agent has not reported the GPU yet: a UUID from an earlier
+	// placement must not outlive it.
+	ann[v1alpha1.GPUUUIDAnnotation] = g.UUID
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         pod.UID,
-		"labels":      map[string]string{v1alpha1.GPUGroupLabel: g.Group},
+		"labels":      b.Labels(),
 		"annotations": ann,
 	}})
 	if err != nil {

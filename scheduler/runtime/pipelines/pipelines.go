@@ -458,7 +458,7 @@ func (r *Runs) standInPods(wf *unstructured.Unstructured, prof *pipelinerun.Prof
 			}
 			p.Labels[v1alpha1.QueueLabel] = queue
 			p.Annotations[v1alpha1.PodGroupAnnotation] = gang
-			p.Annotations[v1alpha1.MinMemberAnnotation] = strconv.FormatInt(n, 10)
+			v1alpha1.SetMinMember(p.Annotations, int32(n))
 			p.Annotations[v1alpha1.WorkloadKindAnnotation] = string(r.opts.Engine.StepKind(p))
 			p.Spec.SchedulerName = v1alpha1.SchedulerName
 			if p.Spec.PriorityClassName == "" {

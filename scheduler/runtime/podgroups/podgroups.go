@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -59,17 +57,13 @@ func Derive(pods []*corev1.Pod) *v1alpha1.PodGroup {
 			MinMember:         1,
 			Queue:             queueOf(first),
 			PriorityClassName: first.Spec.PriorityClassName,
-			Preemptibility:    v1alpha1.Preemptibility(first.Labels[v1alpha1.PreemptibilityLabel]),
 		},
 	}
-	switch pg.Spec.Preemptibility {
-	case v1alpha1.Preemptible, v1alpha1.NonPreemptible:
-	default:
-		pg.Spec.Preemptibility = ""
-	}
+	// A value the label's reader refuses is none (the snapshot reports it on the pod).
+	pg.Spec.Preemptibility, _ = v1alpha1.PreemptibilityOf(first.Labels)
 	for _, p := range pods {
-		if n, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[v1alpha1.MinMemberAnnotation]), 10, 32); err == nil && int32(n) > pg.Spec.MinMember {
-			pg.Spec.MinMember = int32(n)
+		if n, _, err := v1alpha1.MinMemberOf(p.Annotations); err == nil && n > pg.Spec.MinMember {
+			pg.Spec.MinMember = n
 		}
 	}
 	// A value the annotation's parser refuses leaves the gang without sub-groups; the snapshot

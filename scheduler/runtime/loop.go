@@ -496,6 +496,7 @@ func (l *loop) dispatch(res *engine.Result) {
 				r.Framework = p.Labels[v1alpha1.FrameworkLabel]
 				r.Kind = string(v1alpha1.KindOf(p))
 				r.GPUConfigMap = p.Annotations[v1alpha1.GPUConfigMapAnnotation]
+				r.ResourceVersion = p.ResourceVersion
 			}
 			if b.Shared != nil {
 				r.MPS = l.mps.nodeMPS(inf.Node(b.Node))

@@ -44,6 +44,9 @@ type Request struct {
 	GPUConfigMap string
 	// MPS says whether the node's gpu-agent runs MPS (fractional pods get hard limits then).
 	MPS bool
+	// ResourceVersion is the pod's version the placement was planned from (the informer's): a
+	// fractional pod's GPU is written only onto that version (gpushare.PodRef.ResourceVersion).
+	ResourceVersion string
 }
 
 // Observer receives the binder's outcomes, for metrics and events. Every method may be called
@@ -239,9 +242,13 @@ func (b *Binder) bind(ctx context.Context, r *Request) error {
 }
 
 // bindPod posts the binding, retrying transient errors.
-func (b *Binder) bindPod(ctx context.Context, r *Request) error {
+func (b *Binder) bindPod(ctx context.Context, r *Request) error { return b.bindPodAt(ctx, r, "") }
+
+// bindPodAt posts the binding, with the pod's resourceVersion as a precondition when rv is set
+// (the API server refuses the binding with a Conflict when the pod changed since).
+func (b *Binder) bindPodAt(ctx context.Context, r *Request, rv string) error {
 	binding := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, ResourceVersion: rv},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: r.Node},
 	}
 	attempts := 0
@@ -287,14 +294,29 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 	env := gpushare.Env(grant.UUID, r.MPS, r.Shared.MilliGPU, r.Shared.MemoryMiB)
 	// A loan joins the GPU's reservation like any fractional pod; under MPS its memory limit is
 	// what it asked for, which is at most what the GPU's idle holders left free.
-	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, Loan: r.Shared.Loan}
-	if err := b.retry(ctx, r, func() error { return b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env) }); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, ResourceVersion: r.ResourceVersion, Loan: r.Shared.Loan}
+	var rv string
+	if err := b.retry(ctx, r, func() (err error) {
+		rv, err = b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env)
+		return err
+	}); err != nil {
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsInvalid(err):
 			return &failure{ReasonNotFound, err}
+		case errors.Is(err, gpushare.ErrPodChanged):
+			return &failure{ReasonConflict, err}
 		}
 		return &failure{ReasonGPUReservation, err}
 	}
-	return b.bind(ctx, r)
+	if len(r.Claims) > 0 {
+		return b.bind(ctx, r)
+	}
+	// The binding names the version Prepare left: if anything bound or changed the pod since,
+	// the API server refuses it, and the GPU annotations stay those of the binding that won.
+	if r.ResourceVersion == "" {
+		rv = ""
+	}
+	return b.bindPodAt(ctx, r, rv)
 }
 
 // retry runs f until it succeeds, fails for good, or the back-off runs out.

@@ -185,7 +185,7 @@ func TestPrepareWritesConfigMapAndRecordsTheGPU(t *testing.T) {
 	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
 	env := Env("GPU-7", true, 500, 40000)
 	g := Grant{UUID: "GPU-7", Group: "n1-3"}
-	if err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", g, 3, env); err != nil {
+	if _, err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", g, 3, env); err != nil {
 		t.Fatal(err)
 	}
 	cm, _ := cs.CoreV1().ConfigMaps("a").Get(context.Background(), "fairway-gpu-nb", metav1.GetOptions{})
@@ -205,7 +205,7 @@ func TestPrepareLeavesAUsersConfigMap(t *testing.T) {
 	users := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb"}, Data: map[string]string{"settings": "mine"}}
 	cs := fake.NewClientset(pod, users)
 	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
-	err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, Env("GPU-7", true, 500, 40000))
+	_, err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, Env("GPU-7", true, 500, 40000))
 	if !errors.Is(err, ErrNotOurs) {
 		t.Fatalf("Prepare over a user's ConfigMap: %v, want ErrNotOurs", err)
 	}
@@ -224,7 +224,7 @@ func TestPrepareRecordsALoan(t *testing.T) {
 	cs := fake.NewClientset(pod)
 	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
 	env := Env("GPU-7", true, 250, 20000)
-	if err := m.Prepare(context.Background(), PodRef{Namespace: "b", Name: "train", UID: "train-uid", Loan: true}, "fairway-gpu-train", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, env); err != nil {
+	if _, err := m.Prepare(context.Background(), PodRef{Namespace: "b", Name: "train", UID: "train-uid", Loan: true}, "fairway-gpu-train", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, env); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := cs.CoreV1().Pods("b").Get(context.Background(), "train", metav1.GetOptions{})

@@ -6,8 +6,9 @@
 #      control daemon (the agent's code), pipe directory and /dev/shm, with the memory limit N
 #      MiB set on the server side. A tenant's client allocates within N and fails past it, also
 #      when it sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT higher itself; the other tenant allocates on
-#      the same GPU; while one works, the other's /dev/shm shows none of its shared memory (and,
-#      as a control, N+512 MiB succeeds without MPS). Needs root (mount namespaces).
+#      the same GPU; while one works, the other's /dev/shm shows none of its shared memory; and a
+#      tenant's process that bypasses its MPS server (another pipe directory) must not allocate
+#      past N either ("escape blocked"). Needs root (mount namespaces).
 #   3. Idle lending: an owner (a notebook) holds GPU memory and idles; the agent's own idleness
 #      code watches it (`fairway agent watch`); a loan takes the rest of the memory and works,
 #      which must not wake the owner; the owner starts working, the agent sees it, the loan is
@@ -149,12 +150,25 @@ mps_check() {
       timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/$t/shm" -- "$bin/cudaalloc" -mib "$mib" 2>&1 | sed 's/^/   /'
     return "${PIPESTATUS[0]}"
   }
-  local rc
-  env CUDA_MPS_PIPE_DIRECTORY="$work/no-mps" timeout 60 "$bin/cudaalloc" -mib "$OVER" 2>&1 | sed 's/^/   /'; rc=${PIPESTATUS[0]}
-  if ((rc != 0)); then
-    fail "control: a process without MPS could not allocate ${OVER} MiB (status $rc); the limit checks below would prove nothing"
+  local rc gpumib
+  # The GPU has room for more than the share (NVML's total, from discovery): a refusal below is
+  # the limit's, not the GPU's.
+  gpumib=$(sed -n 's/.*"memoryMiB": \([0-9]*\).*/\1/p' "$work/discovery.json" 2>/dev/null | head -1)
+  if (( ${gpumib:-0} <= OVER )); then
+    fail "GPU 0 has ${gpumib:-no} MiB (NVML), not more than ${OVER} MiB: the limit checks below would prove nothing"
   else
-    pass "control: without MPS a process allocates ${OVER} MiB"
+    # An escape, tried as the tenant's pod can: a process that does not use its MPS server
+    # (CUDA_MPS_PIPE_DIRECTORY pointed at an empty directory) opens a plain CUDA context on the
+    # GPU and allocates past the share. It must fail.
+    mkdir -p "$work/a/bypass"
+    env CUDA_MPS_PIPE_DIRECTORY="$work/a/bypass" CUDA_MPS_LOG_DIRECTORY="$work/a/log" \
+      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/a/shm" -- "$bin/cudaalloc" -mib "$OVER" 2>&1 | sed 's/^/   /'
+    rc=${PIPESTATUS[0]}
+    case $rc in
+      0) fail "escape NOT blocked: tenant a's process that bypasses MPS (its own CUDA_MPS_PIPE_DIRECTORY) allocated ${OVER} MiB past its ${N} MiB share on a GPU of ${gpumib} MiB: the limit holds only for clients that use MPS (issue 35)" ;;
+      3) pass "escape blocked: tenant a's process that bypasses MPS cannot allocate ${OVER} MiB past its share (CUDA_ERROR_OUT_OF_MEMORY)" ;;
+      *) pass "escape blocked: tenant a's process that bypasses MPS gets no GPU to allocate on (status $rc)" ;;
+    esac
     client a "$WITHIN"; rc=$?
     if ((rc == 0)); then pass "tenant a's client allocates ${WITHIN} MiB within its ${N} MiB limit"; else fail "tenant a's client could not allocate ${WITHIN} MiB (status $rc)"; fi
     client a "$OVER"; rc=$?

@@ -110,6 +110,11 @@ case "$*" in
 esac
 mib=$2
 limit=$(cat "$CUDA_MPS_PIPE_DIRECTORY/limit" 2>/dev/null)
+# A tenant's process (under mps-exec) without its MPS server: on a node that withholds the GPU
+# from the pod it gets none, unless FAKE_BYPASS_ESCAPES (as today's mps mode: a plain context).
+if [ -n "$FAKE_SHM" ] && [ -z "$limit" ] && [ -z "$FAKE_BYPASS_ESCAPES" ]; then
+  echo "cudaalloc: cuInit: CUDA_ERROR_NO_DEVICE"; exit 4
+fi
 if [ -n "$limit" ] && [ -z "$FAKE_NOT_ENFORCED" ] && [ "$mib" -gt "$limit" ]; then
   echo "cudaalloc: allocating $mib MiB: CUDA_ERROR_OUT_OF_MEMORY"; exit 3
 fi
@@ -141,7 +146,7 @@ func TestRunScript(t *testing.T) {
 	}{
 		"everything passes": {
 			binaries: true, mps: true, wantExit: 0,
-			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: control: without MPS", "PASS: tenant a's client allocates 1024 MiB within its 2048 MiB limit",
+			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: escape blocked: tenant a's process that bypasses MPS gets no GPU", "PASS: tenant a's client allocates 1024 MiB within its 2048 MiB limit",
 				"PASS: tenant a's client cannot allocate 2560 MiB past its server's 2048 MiB limit", "PASS: tenant a's client cannot raise its limit",
 				"PASS: tenant b's client allocates 1024 MiB", "PASS: tenant b's /dev/shm holds nothing of tenant a's (a's: cuda.shm.",
 				"PASS: both MPS control daemons stopped",
@@ -156,6 +161,10 @@ func TestRunScript(t *testing.T) {
 		"an owner never back at full speed fails": {
 			binaries: true, mps: true, env: []string{"FAKE_OWNER_SLOW=1"}, wantExit: 1,
 			want: []string{"owner-full-speed=never", "FAIL: idle lending: the owner did not get back to 90% of its solo throughput", "RESULT: FAILED"},
+		},
+		"an escape by bypassing MPS fails": {
+			binaries: true, mps: true, env: []string{"FAKE_BYPASS_ESCAPES=1"}, wantExit: 1,
+			want: []string{"FAIL: escape NOT blocked: tenant a's process that bypasses MPS (its own CUDA_MPS_PIPE_DIRECTORY) allocated 2560 MiB past its 2048 MiB share", "RESULT: FAILED"},
 		},
 		"limit not enforced fails": {
 			binaries: true, mps: true, env: []string{"FAKE_NOT_ENFORCED=1"}, wantExit: 1,

@@ -1,7 +1,7 @@
-// Package mutatingwebhook is fairway's pod admission webhook: it recognises the pods that
-// Kubeflow Pipelines, Argo Workflows, KubeRay, JupyterHub, PyTorchJob and JobSet make, and
-// rewrites them so that fairway schedules them with the right queue, gang, priority and GPU share,
-// while users keep their tools and their YAML.
+// Package mutatingwebhook is fairway's pod admission webhook: it recognises the pods that ML
+// tools make (every framework of package adapters, whose doc lists them), and rewrites them so
+// that fairway schedules them with the right queue, gang, priority and GPU share, while users
+// keep their tools and their YAML.
 //
 // The package holds the pod defaulter (PodDefaulter: one pod in, the same pod rewritten or a
 // denial out), the admission handler that turns its result into one JSON patch, the informer

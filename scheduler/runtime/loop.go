@@ -167,8 +167,8 @@ func (l *loop) rebuild() {
 		l.apply(k)
 	}
 	l.rejects.quiet = false
-	if l.rt.runs != nil {
-		l.rt.runs.Rebuild(l.snap, begin)
+	if l.rt.ext != nil {
+		l.rt.ext.Rebuild(l.snap, begin)
 	}
 	l.restoreUsage(begin)
 	// Pods bound to nodes that no longer exist were left by a deleted node.
@@ -202,9 +202,11 @@ func (l *loop) cycle(ctx context.Context) {
 	l.hist.Advance(now)
 	l.hist.Apply(l.snap)
 	res := l.eng.Schedule(l.snap, now)
-	if l.rt.runs != nil {
+	if ext := l.rt.ext; ext != nil {
 		// Held pipeline runs: the peaks the engine placed start their runs rather than bind.
-		l.rt.runs.Decided(l.snap, &res, now)
+		// Its stand-ins' bindings go first: Decided may release the stand-ins it started.
+		res.Bindings = slices.DeleteFunc(res.Bindings, func(b engine.Binding) bool { return ext.Owns(b.Pod) })
+		ext.Decided(l.snap, &res, now)
 	}
 	if l.hist != nil {
 		l.hist.Record(l.snap, res.Capacity)
@@ -356,8 +358,8 @@ func (l *loop) apply(k cache.Key) {
 		if p.Status.Phase == corev1.PodFailed {
 			l.kubeletRejected(p)
 		}
-		if l.rt.runs != nil {
-			l.rt.runs.PodSeen(l.snap, p, l.clock.Now())
+		if l.rt.ext != nil {
+			l.rt.ext.PodSeen(l.snap, p, l.clock.Now())
 		}
 		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:
@@ -427,8 +429,8 @@ func (l *loop) apply(k cache.Key) {
 	case cache.KindVolume, cache.KindStorageClass:
 		l.applyVolumeChange(k)
 	case cache.KindWorkflow:
-		if l.rt.runs != nil {
-			l.rt.runs.Apply(l.snap, k.NamespacedName(), l.clock.Now())
+		if l.rt.ext != nil {
+			l.rt.ext.Apply(l.snap, k.NamespacedName(), l.clock.Now())
 		}
 	case cache.KindDeviceClass, cache.KindResourceSlice, cache.KindResourceClaim:
 		l.applyDRA(k)

@@ -57,6 +57,8 @@ type Runtime struct {
 	loop    *loop
 	// runs are the pipeline runs held for pipeline admission; nil until SetupWithManager.
 	runs *pipelines.Runs
+	// ext is the loop's extension (Extension): runs, once set; nil before.
+	ext Extension
 
 	broadcaster events.EventBroadcaster
 	recorder    events.EventRecorderLogger
@@ -130,6 +132,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 			return nil
 		},
 	})
+	r.ext = r.runs
 	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents), r.runs}
 	if len(r.opts.GangShapers) > 0 {
 		f, err := podgroups.NewFollower(r.pgs.Client(), dyn, mgr.GetRESTMapper(), r.inf, r.opts.GangShapers,

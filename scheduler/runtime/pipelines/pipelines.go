@@ -500,15 +500,14 @@ func (r *Runs) Owns(pod types.NamespacedName) bool {
 	return ok
 }
 
-// Decided acts on a cycle's result: it takes the bindings of peak pods out of res (they are not
-// pods to bind), resumes the runs whose peak the engine placed, writes why the others wait, and
-// lets runs that can never fit run pod by pod.
+// Decided acts on a cycle's result, which it only reads (the loop drops the bindings of the pods
+// Owns names before it calls Decided): it resumes the runs whose peak the engine placed, writes
+// why the others wait, and lets runs that can never fit run pod by pod.
 func (r *Runs) Decided(snap *snapshot.Snapshot, res *engine.Result, now time.Time) {
 	if len(r.runs) == 0 && len(r.staged) == 0 && len(r.unheld) == 0 {
 		return
 	}
 	defer r.settleUnheld(snap, now)
-	res.Bindings = slices.DeleteFunc(res.Bindings, func(b engine.Binding) bool { return r.Owns(b.Pod) })
 	for _, sr := range r.staged {
 		if why := queueProblem(snap, sr.key.Namespace, sr.queue, v1alpha1.RunStaged); why != "" {
 			r.forgetStaged(snap, sr)

@@ -162,41 +162,11 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		return warnings, err
 	}
 
-	// 4. The kind (a user's fairway.dev/workload-kind label overrides the adapter's), then the
-	// priority and preemptibility the kind, or the queue's policy for it, gives pods that choose
-	// none.
-	if _, err := fairwayv1.PreemptibilityOf(pod.Labels); err != nil {
-		return warnings, deny("%v", err)
-	}
-	frameworkClass := w.PriorityClass
-	if frameworkClass == fairwayv1.DefaultPriorityClass(w.Kind) {
-		frameworkClass = "" // the adapter's kind default, not a class its framework object names
-	}
-	if err := kindFromLabel(pod, &w); err != nil {
-		return warnings, err
-	}
-	chain, err := d.state.QueuePolicies(ctx, queue)
-	if err != nil {
-		return warnings, fmt.Errorf("reading the policies of queue %s: %w", queue, err)
-	}
-	pol := fairwayv1.ResolvePolicy(w.Kind, chain)
-	class := pol.PriorityClass
-	if _, byQueue := pol.From[fairwayv1.RulePriorityClass]; frameworkClass != "" && !byQueue {
-		class = frameworkClass
-	}
-	warn, err = d.defaultPriority(ctx, pod, class)
-	if err != nil {
-		return warnings, err
-	}
+	// 4. The kind, the priority and the preemptibility.
+	pol, warn, err := d.kindAndPriority(ctx, pod, &w, queue)
 	warnings = append(warnings, warn...)
-	if pol.Preemptibility != "" {
-		chosen, err := d.choosesPreemptibility(ctx, pod, class)
-		if err != nil {
-			return warnings, err
-		}
-		if !chosen {
-			setLabel(pod, fairwayv1.PreemptibilityLabel, string(pol.Preemptibility))
-		}
+	if err != nil {
+		return warnings, err
 	}
 
 	// 5. The queue's policy (its default GPU request first, so that step 6 normalizes a
@@ -212,16 +182,69 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	}
 	warnings = append(warnings, warn...)
 
-	// 6. The gang and the labels.
+	// 6. The gang, the labels and the scheduler name; 7. the seal.
+	group := d.writeKeys(req, pod, w, adapter.Name(), queue)
+	// Keys only the scheduler and the gpu-agent write, at and after binding (the pod contract's
+	// binding keys): a new pod carrying them copied them from an old one, or forged them. They
+	// go, with a warning; the chart's admission policy refuses them on pods no webhook rewrites.
+	warnings = append(warnings, dropBindingKeys(pod)...)
+	d.seal(pod)
+
+	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
+		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
+	return warnings, nil
+}
+
+// kindAndPriority is step 4 of Default: the kind (a user's fairway.dev/workload-kind label
+// overrides the adapter's), then the priority and preemptibility the kind, or the queue's policy
+// for it, gives pods that choose none. It returns the queue's policy for the kind.
+func (d *PodDefaulter) kindAndPriority(ctx context.Context, pod *corev1.Pod, w *adapters.Workload, queue string) (fairwayv1.EffectivePolicy, []string, error) {
+	if _, err := fairwayv1.PreemptibilityOf(pod.Labels); err != nil {
+		return fairwayv1.EffectivePolicy{}, nil, deny("%v", err)
+	}
+	frameworkClass := w.PriorityClass
+	if frameworkClass == fairwayv1.DefaultPriorityClass(w.Kind) {
+		frameworkClass = "" // the adapter's kind default, not a class its framework object names
+	}
+	if err := kindFromLabel(pod, w); err != nil {
+		return fairwayv1.EffectivePolicy{}, nil, err
+	}
+	chain, err := d.state.QueuePolicies(ctx, queue)
+	if err != nil {
+		return fairwayv1.EffectivePolicy{}, nil, fmt.Errorf("reading the policies of queue %s: %w", queue, err)
+	}
+	pol := fairwayv1.ResolvePolicy(w.Kind, chain)
+	class := pol.PriorityClass
+	if _, byQueue := pol.From[fairwayv1.RulePriorityClass]; frameworkClass != "" && !byQueue {
+		class = frameworkClass
+	}
+	warnings, err := d.defaultPriority(ctx, pod, class)
+	if err != nil {
+		return pol, warnings, err
+	}
+	if pol.Preemptibility != "" {
+		chosen, err := d.choosesPreemptibility(ctx, pod, class)
+		if err != nil {
+			return pol, warnings, err
+		}
+		if !chosen {
+			setLabel(pod, fairwayv1.PreemptibilityLabel, string(pol.Preemptibility))
+		}
+	}
+	return pol, warnings, nil
+}
+
+// writeKeys is step 6 of Default: the gang, fairway's labels and the scheduler name. It returns
+// the pod's group.
+func (d *PodDefaulter) writeKeys(req admission.Request, pod *corev1.Pod, w adapters.Workload, framework, queue string) string {
 	group := w.PodGroup
 	if group == "" {
 		group = unnamedGroup(pod, req)
 	}
 	setLabel(pod, fairwayv1.QueueLabel, queue)
 	setLabel(pod, fairwayv1.ManagedLabel, "true")
-	setLabel(pod, fairwayv1.FrameworkLabel, adapter.Name())
+	setLabel(pod, fairwayv1.FrameworkLabel, framework)
 	setAnnotation(pod, fairwayv1.PodGroupAnnotation, group)
-	setAnnotation(pod, fairwayv1.MinMemberAnnotation, "")
 	fairwayv1.SetMinMember(pod.Annotations, max(w.MinMember, 1))
 	setAnnotation(pod, fairwayv1.WorkloadKindAnnotation, string(w.Kind))
 	if w.SubGroup != "" {
@@ -240,23 +263,18 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		// A copy from another pod's metadata says nothing about this one: the owner kind decides.
 		delete(pod.Annotations, fairwayv1.RecreatableAnnotation)
 	}
-	// Keys only the scheduler and the gpu-agent write, at and after binding (the pod contract's
-	// binding keys): a new pod carrying them copied them from an old one, or forged them, and
-	// they would point the runtime at a GPU the pod was never given or take the pod out of its
-	// queue's usage. They go, with a warning; the chart's admission policy refuses them on pods
-	// no webhook rewrites.
-	warnings = append(warnings, dropBindingKeys(pod)...)
 	pod.Spec.SchedulerName = schedulerName
-	// 7. The seal, last: it covers what the steps above decided.
+	return group
+}
+
+// seal is step 7 of Default, last, as it covers what the steps before decided: the webhook's seal
+// (v1alpha1.AdmittedAnnotation), or none without a key.
+func (d *PodDefaulter) seal(pod *corev1.Pod) {
 	if d.opts.AdmissionKey != nil {
 		setAnnotation(pod, fairwayv1.AdmittedAnnotation, d.opts.AdmissionKey.Seal(pod))
 	} else {
 		delete(pod.Annotations, fairwayv1.AdmittedAnnotation)
 	}
-
-	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
-		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
-	return warnings, nil
 }
 
 // admitPolicy is the widest admit policy of the queues serving the namespace.

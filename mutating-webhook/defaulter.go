@@ -69,29 +69,9 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 
 	// 1. What is not fairway's.
 	asksFairway := pod.Spec.SchedulerName == schedulerName
-	switch {
-	case d.opts.protected(ns):
-		return nil, nil
-	case pod.Labels[fairwayv1.IgnoreLabel] == "true":
-		if asksFairway {
-			return nil, deny("label %s=true opts the pod out of fairway, but spec.schedulerName is %q: remove one of the two", fairwayv1.IgnoreLabel, schedulerName)
-		}
-		return nil, nil
-	case pod.Spec.NodeName != "":
-		return nil, nil
-	case !d.opts.takesOver(pod.Spec.SchedulerName):
-		log.V(4).Info("Leaving pod to its own scheduler", "schedulerName", pod.Spec.SchedulerName)
-		return nil, nil
-	}
-	serving, err := d.state.QueuesServing(ctx, ns)
-	if err != nil {
-		return nil, fmt.Errorf("looking up the queues serving namespace %s: %w", ns, err)
-	}
-	if len(serving) == 0 {
-		if asksFairway {
-			return nil, notServed(ns)
-		}
-		return nil, nil
+	serving, err := d.servingQueues(ctx, pod, log)
+	if len(serving) == 0 || err != nil {
+		return nil, err
 	}
 
 	// 2. The framework.
@@ -193,6 +173,37 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
 		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
 	return warnings, nil
+}
+
+// servingQueues is step 1 of Default: the queues serving the pod's namespace, none (and no
+// error) for a pod that is not fairway's (a protected namespace, opted out, bound already,
+// another scheduler's, or a namespace no queue serves), or the refusal of a pod that names
+// fairway's scheduler where fairway may not take it.
+func (d *PodDefaulter) servingQueues(ctx context.Context, pod *corev1.Pod, log logr.Logger) ([]string, error) {
+	ns := pod.Namespace
+	asksFairway := pod.Spec.SchedulerName == schedulerName
+	switch {
+	case d.opts.protected(ns):
+		return nil, nil
+	case pod.Labels[fairwayv1.IgnoreLabel] == "true":
+		if asksFairway {
+			return nil, deny("label %s=true opts the pod out of fairway, but spec.schedulerName is %q: remove one of the two", fairwayv1.IgnoreLabel, schedulerName)
+		}
+		return nil, nil
+	case pod.Spec.NodeName != "":
+		return nil, nil
+	case !d.opts.takesOver(pod.Spec.SchedulerName):
+		log.V(4).Info("Leaving pod to its own scheduler", "schedulerName", pod.Spec.SchedulerName)
+		return nil, nil
+	}
+	serving, err := d.state.QueuesServing(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the queues serving namespace %s: %w", ns, err)
+	}
+	if len(serving) == 0 && asksFairway {
+		return nil, notServed(ns)
+	}
+	return serving, nil
 }
 
 // kindAndPriority is step 4 of Default: the kind (a user's fairway.dev/workload-kind label

@@ -106,56 +106,15 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 	if cfg.MaxTime <= 0 {
 		cfg.MaxTime = 30 * 24 * time.Hour
 	}
-	snap := snapshot.New()
-	var gpuCap, cpuCap, memCap int64
-	for _, n := range cfg.Nodes {
-		if err := snap.UpsertNode(n); err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		if q, ok := n.Status.Allocatable[v1alpha1.ResourceGPU]; ok {
-			gpuCap += q.Value() * 1000
-		}
-		cpuCap += n.Status.Allocatable.Cpu().MilliValue()
-		memCap += n.Status.Allocatable.Memory().Value()
+	snap, capacity, err := loadCluster(cfg)
+	if err != nil {
+		return nil, err
 	}
-	for _, q := range cfg.Queues {
-		q = q.DeepCopy()
-		if !slices.Contains(q.Spec.Namespaces, q.Name) {
-			q.Spec.Namespaces = append(q.Spec.Namespaces, q.Name)
-		}
-		if err := snap.UpsertQueue(q); err != nil {
-			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
-		}
-	}
-	pods := make([]*simPod, len(cfg.Pods))
 	rep := &Report{Name: cfg.Name, Pods: make([]PodOutcome, len(cfg.Pods))}
-	seen := map[string]bool{}
-	for i := range cfg.Pods {
-		p := cfg.Pods[i]
-		if seen[p.Queue+"/"+p.Name] {
-			return nil, fmt.Errorf("trace: pod %s of queue %s appears twice", p.Name, p.Queue)
-		}
-		seen[p.Queue+"/"+p.Name] = true
-		rep.Pods[i] = PodOutcome{Name: p.Name, Queue: p.Queue, Arrival: p.Arrival}
-		pods[i] = &simPod{spec: p, out: &rep.Pods[i]}
+	pods, order, err := arrivals(cfg, rep)
+	if err != nil {
+		return nil, err
 	}
-	// Arrival order: by time, then a seeded shuffle of pods arriving together (gangs stay whole).
-	rng := rand.New(rand.NewSource(cfg.Seed))
-	rank := make(map[string]int)
-	for _, p := range pods {
-		k := p.spec.Queue + "/" + gangOf(&p.spec)
-		if _, ok := rank[k]; !ok {
-			rank[k] = rng.Int()
-		}
-	}
-	order := slices.Clone(pods)
-	sort.SliceStable(order, func(i, j int) bool {
-		a, b := order[i], order[j]
-		if a.spec.Arrival != b.spec.Arrival {
-			return a.spec.Arrival < b.spec.Arrival
-		}
-		return rank[a.spec.Queue+"/"+gangOf(&a.spec)] < rank[b.spec.Queue+"/"+gangOf(&b.spec)]
-	})
 	byKey := map[types.NamespacedName]*simPod{}
 	eng := engine.New(cfg.Options)
 	hist := usage.New(cfg.UsageHalfLife)
@@ -193,36 +152,10 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 		hist.Apply(snap)
 		res := eng.Schedule(snap, wall)
 		hist.Record(snap, res.Capacity)
-		for _, bd := range res.Bindings {
-			p := byKey[bd.Pod]
-			if p == nil {
-				return nil, fmt.Errorf("binding of unknown pod %s", bd.Pod)
-			}
-			if _, err := b.bind(p.obj, bd, wall); err != nil {
-				return nil, err
-			}
-			p.state = podRunning
-			p.out.Started, p.out.Start = true, now
-			p.out.Wait += now - p.pending
-			p.end = now + p.spec.Duration
+		if err := apply(snap, &b, byKey, res, wall, now); err != nil {
+			return nil, err
 		}
-		for _, ev := range res.Evictions {
-			p := byKey[ev.Pod]
-			if p == nil {
-				return nil, fmt.Errorf("eviction of unknown pod %s", ev.Pod)
-			}
-			obj := p.obj.DeepCopy()
-			ts := metav1.NewTime(wall)
-			obj.DeletionTimestamp = &ts
-			p.obj = obj
-			if err := snap.UpsertPod(obj); err != nil {
-				return nil, fmt.Errorf("evicting %s: %w", ev.Pod, err)
-			}
-			p.state = podLeaving
-			p.leaving = now + max(ev.GracePeriod, time.Nanosecond)
-			p.out.Evictions++
-		}
-		s := sample(snap, res, now, gpuCap, cpuCap, memCap)
+		s := sample(snap, res, now, capacity[0], capacity[1], capacity[2])
 		rep.Samples = append(rep.Samples, s)
 		rep.Cycles++
 		if progress != nil && now/time.Hour != lastProgress {
@@ -234,25 +167,123 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 		} else {
 			quiet++
 		}
-		if next == len(order) {
-			waiting, finite := 0, 0
-			for _, p := range pods {
-				switch {
-				case p.state == podPending || p.state == podLeaving:
-					waiting++
-				case p.state == podRunning && p.spec.Duration > 0:
-					finite++
-				}
-			}
-			// Done when nothing waits and nothing running will ever finish; stuck when what waits
-			// can never run (nothing will finish, and the engine has decided nothing for a while).
-			if finite == 0 && (waiting == 0 || quiet > 100) {
-				break
-			}
+		if next == len(order) && settled(pods, quiet) {
+			break
 		}
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// loadCluster is the snapshot of cfg's nodes and queues, and the cluster's GPU (milli), CPU
+// (milli) and memory (bytes) capacity.
+func loadCluster(cfg Config) (*snapshot.Snapshot, [3]int64, error) {
+	snap := snapshot.New()
+	var capacity [3]int64
+	for _, n := range cfg.Nodes {
+		if err := snap.UpsertNode(n); err != nil {
+			return nil, capacity, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if q, ok := n.Status.Allocatable[v1alpha1.ResourceGPU]; ok {
+			capacity[0] += q.Value() * 1000
+		}
+		capacity[1] += n.Status.Allocatable.Cpu().MilliValue()
+		capacity[2] += n.Status.Allocatable.Memory().Value()
+	}
+	for _, q := range cfg.Queues {
+		q = q.DeepCopy()
+		if !slices.Contains(q.Spec.Namespaces, q.Name) {
+			q.Spec.Namespaces = append(q.Spec.Namespaces, q.Name)
+		}
+		if err := snap.UpsertQueue(q); err != nil {
+			return nil, capacity, fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+	}
+	return snap, capacity, nil
+}
+
+// arrivals is cfg's pods, each with its outcome in rep, and the order they arrive in: by time,
+// then a seeded shuffle of pods arriving together (gangs stay whole).
+func arrivals(cfg Config, rep *Report) (pods, order []*simPod, err error) {
+	pods = make([]*simPod, len(cfg.Pods))
+	seen := map[string]bool{}
+	for i := range cfg.Pods {
+		p := cfg.Pods[i]
+		if seen[p.Queue+"/"+p.Name] {
+			return nil, nil, fmt.Errorf("trace: pod %s of queue %s appears twice", p.Name, p.Queue)
+		}
+		seen[p.Queue+"/"+p.Name] = true
+		rep.Pods[i] = PodOutcome{Name: p.Name, Queue: p.Queue, Arrival: p.Arrival}
+		pods[i] = &simPod{spec: p, out: &rep.Pods[i]}
+	}
+	rng := rand.New(rand.NewSource(cfg.Seed))
+	rank := make(map[string]int)
+	for _, p := range pods {
+		k := p.spec.Queue + "/" + gangOf(&p.spec)
+		if _, ok := rank[k]; !ok {
+			rank[k] = rng.Int()
+		}
+	}
+	order = slices.Clone(pods)
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.spec.Arrival != b.spec.Arrival {
+			return a.spec.Arrival < b.spec.Arrival
+		}
+		return rank[a.spec.Queue+"/"+gangOf(&a.spec)] < rank[b.spec.Queue+"/"+gangOf(&b.spec)]
+	})
+	return pods, order, nil
+}
+
+// apply plays a cycle's result: bindings are confirmed and their pods run for their duration;
+// evicted pods start terminating with their grace period.
+func apply(snap *snapshot.Snapshot, b *binder, byKey map[types.NamespacedName]*simPod, res engine.Result, wall time.Time, now time.Duration) error {
+	for _, bd := range res.Bindings {
+		p := byKey[bd.Pod]
+		if p == nil {
+			return fmt.Errorf("binding of unknown pod %s", bd.Pod)
+		}
+		if _, err := b.bind(p.obj, bd, wall); err != nil {
+			return err
+		}
+		p.state = podRunning
+		p.out.Started, p.out.Start = true, now
+		p.out.Wait += now - p.pending
+		p.end = now + p.spec.Duration
+	}
+	for _, ev := range res.Evictions {
+		p := byKey[ev.Pod]
+		if p == nil {
+			return fmt.Errorf("eviction of unknown pod %s", ev.Pod)
+		}
+		obj := p.obj.DeepCopy()
+		ts := metav1.NewTime(wall)
+		obj.DeletionTimestamp = &ts
+		p.obj = obj
+		if err := snap.UpsertPod(obj); err != nil {
+			return fmt.Errorf("evicting %s: %w", ev.Pod, err)
+		}
+		p.state = podLeaving
+		p.leaving = now + max(ev.GracePeriod, time.Nanosecond)
+		p.out.Evictions++
+	}
+	return nil
+}
+
+// settled reports, once every pod has arrived, whether the replay is over: nothing waits and
+// nothing running will ever finish, or what waits can never run (nothing will finish, and the
+// engine has decided nothing for quiet cycles).
+func settled(pods []*simPod, quiet int) bool {
+	waiting, finite := 0, 0
+	for _, p := range pods {
+		switch {
+		case p.state == podPending || p.state == podLeaving:
+			waiting++
+		case p.state == podRunning && p.spec.Duration > 0:
+			finite++
+		}
+	}
+	return finite == 0 && (waiting == 0 || quiet > 100)
 }
 
 func gangOf(p *Pod) string {

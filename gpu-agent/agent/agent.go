@@ -64,6 +64,60 @@ type Agent struct {
 	publishedAt time.Time
 }
 
+// newManager is the agent's controller-runtime manager: its caches see only the agent's own node
+// and the pods bound to it.
+func newManager(cfg *rest.Config, opts Options, log logr.Logger) (manager.Manager, error) {
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme: clientgoscheme.Scheme,
+		Logger: log,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName)},
+			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
+		}},
+		Metrics:                metricsserver.Options{BindAddress: "0"}, // served from the agent's private registry
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// livePods lists the node's pods that have not ended, from c's cache.
+func livePods(c client.Client) func(ctx context.Context) ([]corev1.Pod, error) {
+	return func(ctx context.Context) ([]corev1.Pod, error) {
+		var l corev1.PodList
+		if err := c.List(ctx, &l); err != nil {
+			return nil, err
+		}
+		out := l.Items[:0]
+		for _, p := range l.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				out = append(out, p)
+			}
+		}
+		return out, nil
+	}
+}
+
+// runAssigner runs the assigner, woken by every change of a pod of the node: each may be a
+// reservation the kubelet just admitted.
+func runAssigner(mgr manager.Manager, assigner *assign.Assigner) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
+			return fmt.Errorf("pod informer: %w", err)
+		}
+		trigger := func(any) { assigner.Trigger() }
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: trigger, UpdateFunc: func(_, o any) { trigger(o) }, DeleteFunc: trigger,
+		}); err != nil {
+			return fmt.Errorf("watching pods: %w", err)
+		}
+		return assigner.Start(ctx)
+	})
+}
+
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) error {
 	if err := opts.Validate(); err != nil {
@@ -77,34 +131,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	log.Info("Starting gpu-agent", "node", opts.NodeName, "nvml", opts.NVML, "mps", opts.MPS,
 		"usageInterval", opts.UsageInterval.String(), "idleThreshold", opts.IdleThreshold, "idleAfter", opts.IdleAfter.String())
 
-	mgr, err := manager.New(cfg, manager.Options{
-		Scheme: clientgoscheme.Scheme,
-		Logger: log,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// The agent sees only its own node and the pods bound to it.
-			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName)},
-			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"}, // served from the private registry below
-		HealthProbeBindAddress: opts.HealthProbeBindAddress,
-	})
+	mgr, err := newManager(cfg, opts, log)
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return err
 	}
 	c := mgr.GetClient()
-	pods := func(ctx context.Context) ([]corev1.Pod, error) {
-		var l corev1.PodList
-		if err := c.List(ctx, &l); err != nil {
-			return nil, err
-		}
-		out := l.Items[:0]
-		for _, p := range l.Items {
-			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-				out = append(out, p)
-			}
-		}
-		return out, nil
-	}
+	pods := livePods(c)
 
 	lister, err := assign.Dial(opts.PodResourcesSocket)
 	if err != nil {
@@ -153,20 +185,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		writer,
 		monitor,
 		manager.RunnableFunc(func(ctx context.Context) error { return a.runDiscovery(ctx, c, publisher) }),
-		manager.RunnableFunc(func(ctx context.Context) error {
-			// Every change of a pod of this node may be a reservation the kubelet just admitted.
-			inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
-			if err != nil {
-				return fmt.Errorf("pod informer: %w", err)
-			}
-			trigger := func(any) { assigner.Trigger() }
-			if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-				AddFunc: trigger, UpdateFunc: func(_, o any) { trigger(o) }, DeleteFunc: trigger,
-			}); err != nil {
-				return fmt.Errorf("watching pods: %w", err)
-			}
-			return assigner.Start(ctx)
-		}),
+		runAssigner(mgr, assigner),
 	}
 	if opts.CSIEndpoint != "" {
 		runnables = append(runnables, manager.RunnableFunc(func(ctx context.Context) error {

@@ -276,26 +276,42 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	hours := func(d time.Duration) float64 { return d.Hours() }
-	perReport := func(base string, i int) string { return plotName(base, format, i, len(reports)) }
-	line := func(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.XYs) error {
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+	if err := allocationPlot(dir, format, reports); err != nil {
+		return err
+	}
+	for i, r := range reports {
+		if err := queuePlots(dir, format, r, plotName("queues", format, i, len(reports)), plotName("gpu-hours", format, i, len(reports)), len(reports) > 1); err != nil {
 			return err
 		}
-		l.Color = c
-		if dash {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		p.Add(l)
-		p.Legend.Add(label, l)
-		return nil
 	}
-	// Allocation.
+	return waitsPlot(dir, format, reports)
+}
+
+func hours(d time.Duration) float64 { return d.Hours() }
+
+// addLine adds a labelled line to p, dashed when dash is set.
+func addLine(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.XYs) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = c
+	if dash {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	p.Add(l)
+	p.Legend.Add(label, l)
+	return nil
+}
+
+// allocationPlot draws each report's GPU, CPU and fragmented-GPU allocation, in % of the
+// cluster's capacity (the axis runs from 0 to 100%, so that reports compare at a glance).
+func allocationPlot(dir, format string, reports []*Report) error {
 	p := plot.New()
 	p.Title.Text = "Allocation over time"
 	p.X.Label.Text = "hours"
 	p.Y.Label.Text = "% of capacity"
+	p.Y.Min, p.Y.Max = 0, 100
 	p.Legend.Top = true
 	for i, r := range reports {
 		var gpu, cpu, frag plotter.XYs
@@ -305,78 +321,86 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 			cpu = append(cpu, plotter.XY{X: x, Y: pct(s.CPU, s.CPUCap)})
 			frag = append(frag, plotter.XY{X: x, Y: pct(s.FragmentedGPU, s.GPUCap)})
 		}
-		c := palette[(3*i)%len(palette)]
-		if err := line(p, r.Name+" GPU", c, false, gpu); err != nil {
+		if err := addLine(p, r.Name+" GPU", palette[(3*i)%len(palette)], false, gpu); err != nil {
 			return err
 		}
-		if err := line(p, r.Name+" CPU", palette[(3*i+1)%len(palette)], false, cpu); err != nil {
+		if err := addLine(p, r.Name+" CPU", palette[(3*i+1)%len(palette)], false, cpu); err != nil {
 			return err
 		}
-		if err := line(p, r.Name+" fragmented GPU", palette[(3*i+2)%len(palette)], true, frag); err != nil {
+		if err := addLine(p, r.Name+" fragmented GPU", palette[(3*i+2)%len(palette)], true, frag); err != nil {
 			return err
 		}
 	}
 	if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, "allocation."+format)); err != nil {
 		return fmt.Errorf("allocation.%s: %w", format, err)
 	}
-	// Queues: one plot per report.
-	for i, r := range reports {
-		p := plot.New()
-		p.Title.Text = "GPUs per queue (solid) and fair share (dashed)"
-		if len(reports) > 1 {
-			p.Title.Text += ": " + r.Name
+	return nil
+}
+
+// queuePlots draws, for one report, the GPUs each queue holds against its fair share (queues),
+// and the GPU-hours each queue has received so far (gpuHours), which fair share over time evens
+// out. titled adds the report's name to the titles.
+func queuePlots(dir, format string, r *Report, queues, gpuHours string, titled bool) error {
+	p := plot.New()
+	p.Title.Text = "GPUs per queue (solid) and fair share (dashed)"
+	if titled {
+		p.Title.Text += ": " + r.Name
+	}
+	p.X.Label.Text = "hours"
+	p.Y.Label.Text = "GPUs"
+	p.Y.Min = 0
+	p.Legend.Top = true
+	p.Legend.Left = true
+	for k, q := range r.queueNames() {
+		var held, fair plotter.XYs
+		for _, s := range r.Samples {
+			held = append(held, plotter.XY{X: hours(s.Time), Y: float64(s.QueueGPU[q]) / 1000})
+			fair = append(fair, plotter.XY{X: hours(s.Time), Y: float64(s.QueueFairGPU[q]) / 1000})
 		}
-		p.X.Label.Text = "hours"
-		p.Y.Label.Text = "GPUs"
-		p.Legend.Top = true
-		p.Legend.Left = true
-		for k, q := range r.queueNames() {
-			var held, fair plotter.XYs
-			for _, s := range r.Samples {
-				held = append(held, plotter.XY{X: hours(s.Time), Y: float64(s.QueueGPU[q]) / 1000})
-				fair = append(fair, plotter.XY{X: hours(s.Time), Y: float64(s.QueueFairGPU[q]) / 1000})
-			}
-			c := palette[k%len(palette)]
-			if err := line(p, q, c, false, held); err != nil {
-				return err
-			}
-			if err := line(p, q+" fair", c, true, fair); err != nil {
-				return err
-			}
+		c := palette[k%len(palette)]
+		if err := addLine(p, q, c, false, held); err != nil {
+			return err
 		}
-		name := perReport("queues", i)
-		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		// GPU-hours each queue has received so far: what fair share over time evens out.
-		p = plot.New()
-		p.Title.Text = "GPU-hours received per queue (cumulative)"
-		if len(reports) > 1 {
-			p.Title.Text += ": " + r.Name
-		}
-		p.X.Label.Text = "hours"
-		p.Y.Label.Text = "GPU-hours"
-		p.Legend.Top = true
-		p.Legend.Left = true
-		for k, q := range r.queueNames() {
-			var pts plotter.XYs
-			for j, h := range r.gpuHours(q) {
-				pts = append(pts, plotter.XY{X: hours(r.Samples[j].Time), Y: h})
-			}
-			if err := line(p, q, palette[k%len(palette)], false, pts); err != nil {
-				return err
-			}
-		}
-		name = perReport("gpu-hours", i)
-		if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		if err := addLine(p, q+" fair", c, true, fair); err != nil {
+			return err
 		}
 	}
-	// Waits: the share of started pods that waited at most x minutes.
+	if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, queues)); err != nil {
+		return fmt.Errorf("%s: %w", queues, err)
+	}
 	p = plot.New()
+	p.Title.Text = "GPU-hours received per queue (cumulative)"
+	if titled {
+		p.Title.Text += ": " + r.Name
+	}
+	p.X.Label.Text = "hours"
+	p.Y.Label.Text = "GPU-hours"
+	p.Y.Min = 0
+	p.Legend.Top = true
+	p.Legend.Left = true
+	for k, q := range r.queueNames() {
+		var pts plotter.XYs
+		for j, h := range r.gpuHours(q) {
+			pts = append(pts, plotter.XY{X: hours(r.Samples[j].Time), Y: h})
+		}
+		if err := addLine(p, q, palette[k%len(palette)], false, pts); err != nil {
+			return err
+		}
+	}
+	if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, gpuHours)); err != nil {
+		return fmt.Errorf("%s: %w", gpuHours, err)
+	}
+	return nil
+}
+
+// waitsPlot draws, per report, the share of started pods that waited at most x minutes (the axis
+// runs from 0 to 1).
+func waitsPlot(dir, format string, reports []*Report) error {
+	p := plot.New()
 	p.Title.Text = "Wait time distribution (pods that started)"
 	p.X.Label.Text = "wait (minutes)"
 	p.Y.Label.Text = "fraction of pods"
+	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Top = true
 	p.Legend.Left = false
 	for i, r := range reports {
@@ -394,7 +418,7 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 		if len(pts) == 0 {
 			pts = plotter.XYs{{X: 0, Y: 0}}
 		}
-		if err := line(p, r.Name, palette[i%len(palette)], false, pts); err != nil {
+		if err := addLine(p, r.Name, palette[i%len(palette)], false, pts); err != nil {
 			return err
 		}
 	}

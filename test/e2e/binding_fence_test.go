@@ -10,11 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
-	"github.com/fairway-sched/fairway/test/cluster"
 )
 
 // noPods is a gpushare.PodReader that knows no pod (Prepare does not read the cache).
@@ -30,17 +28,7 @@ func (noPods) Pod(string, string) *corev1.Pod { return nil }
 func TestBindingFence(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bin, err := cluster.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: bin}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	cs := kubernetes.NewForConfigOrDie(startEnvtest(t))
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +56,7 @@ func TestBindingFence(t *testing.T) {
 	if err := bind(p, "n2", ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: p.Name, UID: p.UID, ResourceVersion: planned}, "", gpushare.Grant{UUID: "GPU-7", Group: "n1-3"}, 3, nil)
+	_, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: p.Name, UID: p.UID, ResourceVersion: planned}, "", gpushare.Grant{UUID: "GPU-7", Group: "n1-3"}, 3, nil)
 	if !errors.Is(err, gpushare.ErrPodChanged) {
 		t.Fatalf("Prepare from a version before the binding: %v, want ErrPodChanged", err)
 	}

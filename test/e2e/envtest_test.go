@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -19,6 +20,20 @@ import (
 // cluster is more than they need.
 func TestEnvtest(t *testing.T) {
 	t.Parallel()
+	cl, err := client.New(startEnvtest(t), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "envtest"}}
+	if err := cl.Create(t.Context(), ns); err != nil {
+		t.Fatalf("creating a namespace through envtest: %v", err)
+	}
+}
+
+// startEnvtest starts an API server and etcd (no controllers, no nodes) from the binaries `make
+// tools` builds, stopped when t ends.
+func startEnvtest(t *testing.T) *rest.Config {
+	t.Helper()
 	bin, err := cluster.BinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +48,5 @@ func TestEnvtest(t *testing.T) {
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
-	cl, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "envtest"}}
-	if err := cl.Create(t.Context(), ns); err != nil {
-		t.Fatalf("creating a namespace through envtest: %v", err)
-	}
+	return cfg
 }

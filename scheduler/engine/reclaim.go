@@ -323,10 +323,20 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 		return placeFailure{msg: why}, nil
 	}
 	pol.noSpare = mode.evictAgain
-	// Without room unless pods evicted for the gang lately go again, a reclaim or preemption
-	// runs again with them: a guarantee, a fair share or a priority is not kept waiting for them
-	// (only consolidation, which is optional, is).
-	again := func() bool { return pol.sparedHit && !mode.evictAgain && kind != kindConsolidate }
+	// Without room unless pods evicted for the gang lately go again, a guarantee reclaim or a
+	// preemption runs again with them: what is promised (a guarantee, a priority) is not kept
+	// waiting for them. A fair share, like consolidation, is not a promise: it waits for the
+	// memory to lapse rather than evict a pod twice for one gang (a gang within its guarantee
+	// goes on to the guarantee what-if, which may). Nor does a guarantee reclaim that a
+	// PodDisruptionBudget of over-quota pods holds up: the budget may delay it, up to the
+	// queue's budget timeout, and once that passes the budget's pods go before a pod is evicted
+	// twice for the gang.
+	again := func() bool {
+		if !pol.sparedHit || mode.evictAgain || kind == kindConsolidate || kind == kindReclaimFair {
+			return false
+		}
+		return kind != kindReclaimGuarantee || mode.overrideBudgets || whyCode(pol) != ReasonWaitingForBudget
+	}
 	cp := c.stmt.Checkpoint()
 	if (kind == kindPreempt || kind == kindReclaimGuarantee) && c.limited[g] {
 		c.limitsAfterRelease = true

@@ -306,6 +306,9 @@ type reclaimMode struct {
 	under *snapshot.Queue
 	// evictAgain lets the what-if take pods evicted for the gang lately (victimPolicy.spared).
 	evictAgain bool
+	// takeHolds lets the what-if release capacity held for gangs of queues above their
+	// guaranteed quota (holdsOverQuota): a hold is over-quota work that disrupts no pod.
+	takeHolds bool
 }
 
 // victimsWhatIfMode runs the what-if of kind under mode and returns its failure ("" msg on
@@ -338,6 +341,11 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 		return kind != kindReclaimGuarantee || mode.overrideBudgets || whyCode(pol) != ReasonWaitingForBudget
 	}
 	cp := c.stmt.Checkpoint()
+	if mode.takeHolds {
+		for _, h := range c.holdsOverQuota(g) {
+			c.stmt.ClearHolds(h)
+		}
+	}
 	if (kind == kindPreempt || kind == kindReclaimGuarantee) && c.limited[g] {
 		c.limitsAfterRelease = true
 		defer func() { c.limitsAfterRelease = false }()
@@ -407,6 +415,17 @@ func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (placeFailure, *victimPolicy)
 			break
 		}
 	}
+	// Capacity held for gangs of queues above their guarantee (a fair-share reclaim whose plan a
+	// budget broke, say, holding what its other evictions freed until the hold lapses) is
+	// over-quota too: a guarantee takes it before it waits for the hold to lapse.
+	if len(c.holdsOverQuota(g)) > 0 {
+		mode := reclaimMode{overQuota: true, moves: c.wantsGathering(g), overrideBudgets: override, takeHolds: true}
+		f, pol := c.victimsWhatIfMode(g, kindReclaimGuarantee, mode)
+		c.noteBudget(g, pol)
+		if f.msg == "" {
+			return f, nil
+		}
+	}
 	return first, heldUp
 }
 
@@ -419,6 +438,25 @@ func (c *cycle) wantsGathering(g *snapshot.Gang) bool {
 		}
 	}
 	return false
+}
+
+// holdsOverQuota returns the gangs other than g that hold capacity for over-quota work: their
+// queue, the holds counted, is above its guaranteed quota of GPUs, or the gang would not keep its
+// queue within its guarantee once placed (it claims a fair share, not a guarantee). A reclaim
+// for a guarantee may release what they hold.
+func (c *cycle) holdsOverQuota(g *snapshot.Gang) []*snapshot.Gang {
+	var out []*snapshot.Gang
+	for _, h := range c.snap.HeldGangs() {
+		if h == g || h.Queue == nil || len(h.Holds()) == 0 {
+			continue
+		}
+		if q := h.Queue; q.Effective(snapshot.DimGPU) > q.Quota.At(snapshot.DimGPU) {
+			out = append(out, h)
+		} else if a := c.newAttempt(h); a == nil || !c.withinGuarantee(a) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // budgetOverdue reports whether the gang has waited its queue's reclaim budget timeout since a
@@ -553,12 +591,19 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 		info evictInfo
 	}
 	var evs []ev
+	var released []*snapshot.Gang // other gangs' holds the what-if took (reclaimMode.takeHolds)
 	for _, o := range c.stmt.ops[cp:] {
-		if o.kind == opEvict {
+		switch {
+		case o.kind == opEvict:
 			evs = append(evs, ev{o.task, o.evict})
+		case o.kind == opClearHolds && o.gang != g:
+			released = append(released, o.gang)
 		}
 	}
 	c.stmt.Rollback(cp)
+	for _, h := range released {
+		c.stmt.ClearHolds(h)
+	}
 	for _, e := range evs {
 		c.stmt.evict(e.t, e.info)
 	}
@@ -588,6 +633,14 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 		len(evs), strings.ToLower(string(pol.reason)), strings.Join(names, ", "))
 	if len(evs) == 0 {
 		msg = fmt.Sprintf("waiting for pods already leaving %s; the capacity there is held for the gang", strings.Join(names, ", "))
+	}
+	if len(released) > 0 {
+		var from []string
+		for _, h := range released {
+			from = append(from, h.Key.String())
+		}
+		slices.Sort(from)
+		msg += fmt.Sprintf("; capacity held for over-quota gangs (%s) was released for its guarantee", strings.Join(from, ", "))
 	}
 	c.setReason(g, ReasonWaitingEvictions, msg)
 	c.e.opts.Logger.V(2).Info("nominated", "gang", g.Key.String(), "nodes", names, "evictions", len(evs), "reason", pol.reason)

@@ -309,6 +309,10 @@ type reclaimMode struct {
 	// takeHolds lets the what-if release capacity held for gangs of queues above their
 	// guaranteed quota (holdsOverQuota): a hold is over-quota work that disrupts no pod.
 	takeHolds bool
+	// deptRoom, when set, is a department the gang's placement would take above its bound: the
+	// what-if first evicts its own projects' over-bound pods until the department has room for
+	// the gang (freeAncestorRoom), then makes node room anywhere, as usual.
+	deptRoom *snapshot.Queue
 }
 
 // victimsWhatIfMode runs the what-if of kind under mode and returns its failure ("" msg on
@@ -358,6 +362,12 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 			return placeFailure{msg: why, refusal: why}, pol
 		}
 	}
+	if mode.deptRoom != nil {
+		if why := c.freeAncestorRoom(a, pol, mode.deptRoom); why != "" {
+			c.stmt.Rollback(cp)
+			return placeFailure{msg: why, refusal: why}, pol
+		}
+	}
 	_, f := c.placeGang(g, placeMode{afterRelease: true, victims: pol, minimalOnly: true})
 	if f != nil && again() {
 		c.stmt.Rollback(cp)
@@ -371,12 +381,21 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {
 		c.stmt.Rollback(cp)
-		if x := pol.overAncestor; x != nil && mode.under == nil {
+		if x := pol.overAncestor; x != nil && mode.under == nil && mode.deptRoom == nil {
 			// Victims from elsewhere left the department above its bound: try its own
-			// projects' borrowed pods instead.
-			mode.under = x
-			if f2, pol2 := c.victimsWhatIfMode(g, kind, mode); f2.msg == "" {
+			// projects' borrowed pods instead; for a guarantee, then both: the department's
+			// own borrowed pods for room under its bound, anyone's for room on the nodes.
+			m := mode
+			m.under = x
+			if f2, pol2 := c.victimsWhatIfMode(g, kind, m); f2.msg == "" {
 				return f2, pol2
+			}
+			if kind == kindReclaimGuarantee {
+				m = mode
+				m.deptRoom = x
+				if f2, pol2 := c.victimsWhatIfMode(g, kind, m); f2.msg == "" {
+					return f2, pol2
+				}
 			}
 		}
 		return placeFailure{msg: why}, pol
@@ -986,6 +1005,90 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 				return "no pod above its queue's guarantee under the limited queue frees room under the limit; " + f.msg
 			}
 			return "no lower-priority pod of queue " + q.Name + " that may be preempted frees room under its limit; " + f.msg
+		}
+	}
+}
+
+// freeAncestorRoom evicts, for a gang whose placement would take department x above its bound
+// (the reclaim policy's level), pods of x's own projects that the policy may take, most
+// evictable first, until x has room for the gang: the rule checkAncestors applies after the
+// placement, with these evictions counted. It returns why it could not ("" once there is room).
+func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queue) string {
+	g := a.g
+	over := func() []int {
+		var out []int
+		for _, d := range pol.dims {
+			if x.Effective(d)-gangHeld(g, d)+a.req[d] > pol.bound(x, d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if len(over()) == 0 {
+		return ""
+	}
+	var cands []cand
+	nodes := c.snap.Nodes()
+	seen := map[*snapshot.Task]bool{}
+	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
+	for _, vq := range pol.victimQueues {
+		if !x.IsAncestorOf(vq) {
+			continue
+		}
+		pn := vq.PreemptibleNodes()
+		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
+			for _, v := range nodes[id].Tasks {
+				if seen[v] || v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Queue != vq || v.Gang.Assumed > 0 || v.GPUs.Loan {
+					continue
+				}
+				seen[v] = true
+				if pol.verdict(v.Gang).kind != refuseNone || (blockedBudget(v, c.now) != nil && !pol.overrideBudgets) {
+					continue
+				}
+				k := pol.key(v)
+				k.violates = violatesBudget(v, nil) || blockedBudget(v, c.now) != nil
+				cands = append(cands, cand{t: v, key: k})
+			}
+		}
+	}
+	slices.SortFunc(cands, compareCands)
+	var acc freedAcc
+	for {
+		dims := over()
+		if len(dims) == 0 {
+			return ""
+		}
+		took := false
+		for i, cd := range cands {
+			if cd.t == nil || cd.t.State != snapshot.TaskBound {
+				continue
+			}
+			unit := appendUnit(nil, cd.t)
+			if spared && c.spares(g, unit) {
+				pol.sparedHit = true
+				continue
+			}
+			helps := false
+			for _, d := range dims {
+				if unitAmount(unit, d) > 0 {
+					helps = true
+				}
+			}
+			if !helps || (pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone) {
+				continue
+			}
+			acc.add(unit)
+			for _, v := range unit {
+				if v.State == snapshot.TaskBound {
+					c.evictVictim(v, pol)
+				}
+			}
+			cands[i].t = nil
+			took = true
+			break
+		}
+		if !took {
+			return fmt.Sprintf("no pod of department %s's projects above their %s frees room for the gang under the department's %s", x.Name, pol.level, pol.level)
 		}
 	}
 }

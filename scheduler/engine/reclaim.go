@@ -449,10 +449,12 @@ func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (placeFailure, *victimPolicy)
 }
 
 // wantsGathering reports whether a pod the gang needs asks for more than one GPU, or a share of
-// one: only such a pod may need moves to gather free capacity on one node or GPU.
+// one, or one whole GPU while shares leave GPUs part used: only such a pod may need moves to
+// gather free capacity on one node or GPU.
 func (c *cycle) wantsGathering(g *snapshot.Gang) bool {
+	sharesScattered := bitset.NextAnd(c.snap.NodesWithSharedRoom(), nil, nil, 0) >= 0
 	for _, t := range g.Pending {
-		if t.Req.WholeGPUs > 1 || t.Req.Shared() {
+		if t.Req.WholeGPUs > 1 || t.Req.Shared() || (t.Req.WholeGPUs == 1 && sharesScattered) {
 			return true
 		}
 	}

@@ -941,7 +941,11 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 					continue
 				}
 				seen[v] = true
-				if pol.verdict(v.Gang).kind != refuseNone || (blockedBudget(v, c.now) != nil && !pol.overrideBudgets) {
+				if pol.verdict(v.Gang).kind != refuseNone {
+					continue
+				}
+				if b := blockedBudget(v, c.now); b != nil && !pol.overrideBudgets {
+					pol.refuseBudget(b, v.Gang)
 					continue
 				}
 				k := pol.key(v)
@@ -1044,7 +1048,11 @@ func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queu
 					continue
 				}
 				seen[v] = true
-				if pol.verdict(v.Gang).kind != refuseNone || (blockedBudget(v, c.now) != nil && !pol.overrideBudgets) {
+				if pol.verdict(v.Gang).kind != refuseNone {
+					continue
+				}
+				if b := blockedBudget(v, c.now); b != nil && !pol.overrideBudgets {
+					pol.refuseBudget(b, v.Gang)
 					continue
 				}
 				k := pol.key(v)

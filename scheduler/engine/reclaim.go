@@ -955,6 +955,9 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 		}
 	}
 	slices.SortFunc(cands, compareCands)
+	// Each victim is evicted at once, so the snapshot's accounting (Releasing) already counts
+	// what it frees: the policy's floors see it there, and acc stays empty (adding the units to
+	// it too would count them twice and refuse the next victim at a floor it keeps).
 	var acc freedAcc
 	for {
 		f := c.gangOverLimit(g, a.set)
@@ -996,7 +999,6 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 			if pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone {
 				continue
 			}
-			acc.add(unit)
 			for _, v := range unit {
 				if v.State == snapshot.TaskBound {
 					c.evictVictim(v, pol)
@@ -1062,6 +1064,9 @@ func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queu
 		}
 	}
 	slices.SortFunc(cands, compareCands)
+	// Each victim is evicted at once, so the snapshot's accounting (Releasing) already counts
+	// what it frees: the policy's floors see it there, and acc stays empty (adding the units to
+	// it too would count them twice and refuse the next victim at a floor it keeps).
 	var acc freedAcc
 	for {
 		dims := over()
@@ -1087,7 +1092,6 @@ func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queu
 			if !helps || (pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone) {
 				continue
 			}
-			acc.add(unit)
 			for _, v := range unit {
 				if v.State == snapshot.TaskBound {
 					c.evictVictim(v, pol)

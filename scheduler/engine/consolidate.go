@@ -4,7 +4,8 @@ package engine
 // cluster has enough free GPUs for it: the free GPUs are scattered over nodes (for example four
 // 8-GPU nodes with two free GPUs each cannot take one 8-GPU pod). A what-if evicts pods to make
 // the gang fit, preferring the lowest priority and the fewest GPUs, and then places every evicted
-// pod again, on capacity that is free now, as if its controller had already recreated it. Only
+// pod again, on capacity that is free now or once the pods leaving have left (never on what the
+// gang's placement takes), as if its controller had already recreated it. Only
 // if every one of them fits elsewhere are the evictions made; the gang is nominated on the
 // capacity they free, as after reclaim. Victims must have run at least their queue's
 // PreemptMinRuntime, must not need a topology domain or sub-groups to be placed again, and must
@@ -107,12 +108,18 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 	}, ""
 }
 
-// replaceVictims places a shadow of every moved pod on capacity free now, and says which one
-// fits nowhere ("" when all fit).
+// replaceVictims places a shadow of every moved pod on capacity free now, else on capacity free
+// once the pods leaving have left (the moved pods' own, say: two halves of one gang on two GPUs
+// go together and come back sharing one; their controller recreates them only once they have
+// terminated), never on what the beneficiary's placement took. It says which one fits nowhere
+// ("" when all fit).
 func (c *cycle) replaceVictims(moved []*snapshot.Task) string {
 	for _, v := range moved {
 		sh := c.snap.Shadow(v)
 		n, a, ok := c.findNode(sh, v.Gang, nil, false)
+		if !ok {
+			n, a, ok = c.findNode(sh, v.Gang, nil, true)
+		}
 		if !ok {
 			return fmt.Sprintf("pod %s could not be placed again elsewhere", v.Key)
 		}

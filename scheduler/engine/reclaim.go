@@ -306,6 +306,13 @@ type reclaimMode struct {
 	under *snapshot.Queue
 	// evictAgain lets the what-if take pods evicted for the gang lately (victimPolicy.spared).
 	evictAgain bool
+	// takeHolds lets the what-if release capacity held for gangs of queues above their
+	// guaranteed quota (holdsOverQuota): a hold is over-quota work that disrupts no pod.
+	takeHolds bool
+	// deptRoom, when set, is a department the gang's placement would take above its bound: the
+	// what-if first evicts its own projects' over-bound pods until the department has room for
+	// the gang (freeAncestorRoom), then makes node room anywhere, as usual.
+	deptRoom *snapshot.Queue
 }
 
 // victimsWhatIfMode runs the what-if of kind under mode and returns its failure ("" msg on
@@ -323,11 +330,26 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 		return placeFailure{msg: why}, nil
 	}
 	pol.noSpare = mode.evictAgain
-	// Without room unless pods evicted for the gang lately go again, a reclaim or preemption
-	// runs again with them: a guarantee, a fair share or a priority is not kept waiting for them
-	// (only consolidation, which is optional, is).
-	again := func() bool { return pol.sparedHit && !mode.evictAgain && kind != kindConsolidate }
+	// Without room unless pods evicted for the gang lately go again, a guarantee reclaim or a
+	// preemption runs again with them: what is promised (a guarantee, a priority) is not kept
+	// waiting for them. A fair share, like consolidation, is not a promise: it waits for the
+	// memory to lapse rather than evict a pod twice for one gang (a gang within its guarantee
+	// goes on to the guarantee what-if, which may). Nor does a guarantee reclaim that a
+	// PodDisruptionBudget of over-quota pods holds up: the budget may delay it, up to the
+	// queue's budget timeout, and once that passes the budget's pods go before a pod is evicted
+	// twice for the gang.
+	again := func() bool {
+		if !pol.sparedHit || mode.evictAgain || kind == kindConsolidate || kind == kindReclaimFair {
+			return false
+		}
+		return kind != kindReclaimGuarantee || mode.overrideBudgets || whyCode(pol) != ReasonWaitingForBudget
+	}
 	cp := c.stmt.Checkpoint()
+	if mode.takeHolds {
+		for _, h := range c.holdsOverQuota(g) {
+			c.stmt.ClearHolds(h)
+		}
+	}
 	if (kind == kindPreempt || kind == kindReclaimGuarantee) && c.limited[g] {
 		c.limitsAfterRelease = true
 		defer func() { c.limitsAfterRelease = false }()
@@ -337,6 +359,12 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 				mode.evictAgain = true
 				return c.victimsWhatIfMode(g, kind, mode)
 			}
+			return placeFailure{msg: why, refusal: why}, pol
+		}
+	}
+	if mode.deptRoom != nil {
+		if why := c.freeAncestorRoom(a, pol, mode.deptRoom); why != "" {
+			c.stmt.Rollback(cp)
 			return placeFailure{msg: why, refusal: why}, pol
 		}
 	}
@@ -353,12 +381,21 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 	}
 	if why := c.checkAfter(kind, a, pol); why != "" {
 		c.stmt.Rollback(cp)
-		if x := pol.overAncestor; x != nil && mode.under == nil {
+		if x := pol.overAncestor; x != nil && mode.under == nil && mode.deptRoom == nil {
 			// Victims from elsewhere left the department above its bound: try its own
-			// projects' borrowed pods instead.
-			mode.under = x
-			if f2, pol2 := c.victimsWhatIfMode(g, kind, mode); f2.msg == "" {
+			// projects' borrowed pods instead; for a guarantee, then both: the department's
+			// own borrowed pods for room under its bound, anyone's for room on the nodes.
+			m := mode
+			m.under = x
+			if f2, pol2 := c.victimsWhatIfMode(g, kind, m); f2.msg == "" {
 				return f2, pol2
+			}
+			if kind == kindReclaimGuarantee {
+				m = mode
+				m.deptRoom = x
+				if f2, pol2 := c.victimsWhatIfMode(g, kind, m); f2.msg == "" {
+					return f2, pol2
+				}
 			}
 		}
 		return placeFailure{msg: why}, pol
@@ -397,18 +434,50 @@ func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (placeFailure, *victimPolicy)
 			break
 		}
 	}
+	// Capacity held for gangs of queues above their guarantee (a fair-share reclaim whose plan a
+	// budget broke, say, holding what its other evictions freed until the hold lapses) is
+	// over-quota too: a guarantee takes it before it waits for the hold to lapse.
+	if len(c.holdsOverQuota(g)) > 0 {
+		mode := reclaimMode{overQuota: true, moves: c.wantsGathering(g), overrideBudgets: override, takeHolds: true}
+		f, pol := c.victimsWhatIfMode(g, kindReclaimGuarantee, mode)
+		c.noteBudget(g, pol)
+		if f.msg == "" {
+			return f, nil
+		}
+	}
 	return first, heldUp
 }
 
 // wantsGathering reports whether a pod the gang needs asks for more than one GPU, or a share of
-// one: only such a pod may need moves to gather free capacity on one node or GPU.
+// one, or one whole GPU while shares leave GPUs part used: only such a pod may need moves to
+// gather free capacity on one node or GPU.
 func (c *cycle) wantsGathering(g *snapshot.Gang) bool {
+	sharesScattered := bitset.NextAnd(c.snap.NodesWithSharedRoom(), nil, nil, 0) >= 0
 	for _, t := range g.Pending {
-		if t.Req.WholeGPUs > 1 || t.Req.Shared() {
+		if t.Req.WholeGPUs > 1 || t.Req.Shared() || (t.Req.WholeGPUs == 1 && sharesScattered) {
 			return true
 		}
 	}
 	return false
+}
+
+// holdsOverQuota returns the gangs other than g that hold capacity for over-quota work: their
+// queue, the holds counted, is above its guaranteed quota of GPUs, or the gang would not keep its
+// queue within its guarantee once placed (it claims a fair share, not a guarantee). A reclaim
+// for a guarantee may release what they hold.
+func (c *cycle) holdsOverQuota(g *snapshot.Gang) []*snapshot.Gang {
+	var out []*snapshot.Gang
+	for _, h := range c.snap.HeldGangs() {
+		if h == g || h.Queue == nil || len(h.Holds()) == 0 {
+			continue
+		}
+		if q := h.Queue; q.Effective(snapshot.DimGPU) > q.Quota.At(snapshot.DimGPU) {
+			out = append(out, h)
+		} else if a := c.newAttempt(h); a == nil || !c.withinGuarantee(a) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // budgetOverdue reports whether the gang has waited its queue's reclaim budget timeout since a
@@ -543,12 +612,19 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 		info evictInfo
 	}
 	var evs []ev
+	var released []*snapshot.Gang // other gangs' holds the what-if took (reclaimMode.takeHolds)
 	for _, o := range c.stmt.ops[cp:] {
-		if o.kind == opEvict {
+		switch {
+		case o.kind == opEvict:
 			evs = append(evs, ev{o.task, o.evict})
+		case o.kind == opClearHolds && o.gang != g:
+			released = append(released, o.gang)
 		}
 	}
 	c.stmt.Rollback(cp)
+	for _, h := range released {
+		c.stmt.ClearHolds(h)
+	}
 	for _, e := range evs {
 		c.stmt.evict(e.t, e.info)
 	}
@@ -578,6 +654,14 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 		len(evs), strings.ToLower(string(pol.reason)), strings.Join(names, ", "))
 	if len(evs) == 0 {
 		msg = fmt.Sprintf("waiting for pods already leaving %s; the capacity there is held for the gang", strings.Join(names, ", "))
+	}
+	if len(released) > 0 {
+		var from []string
+		for _, h := range released {
+			from = append(from, h.Key.String())
+		}
+		slices.Sort(from)
+		msg += fmt.Sprintf("; capacity held for over-quota gangs (%s) was released for its guarantee", strings.Join(from, ", "))
 	}
 	c.setReason(g, ReasonWaitingEvictions, msg)
 	c.e.opts.Logger.V(2).Info("nominated", "gang", g.Key.String(), "nodes", names, "evictions", len(evs), "reason", pol.reason)
@@ -857,7 +941,11 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 					continue
 				}
 				seen[v] = true
-				if pol.verdict(v.Gang).kind != refuseNone || (blockedBudget(v, c.now) != nil && !pol.overrideBudgets) {
+				if pol.verdict(v.Gang).kind != refuseNone {
+					continue
+				}
+				if b := blockedBudget(v, c.now); b != nil && !pol.overrideBudgets {
+					pol.refuseBudget(b, v.Gang)
 					continue
 				}
 				k := pol.key(v)
@@ -867,6 +955,9 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 		}
 	}
 	slices.SortFunc(cands, compareCands)
+	// Each victim is evicted at once, so the snapshot's accounting (Releasing) already counts
+	// what it frees: the policy's floors see it there, and acc stays empty (adding the units to
+	// it too would count them twice and refuse the next victim at a floor it keeps).
 	var acc freedAcc
 	for {
 		f := c.gangOverLimit(g, a.set)
@@ -908,7 +999,6 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 			if pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone {
 				continue
 			}
-			acc.add(unit)
 			for _, v := range unit {
 				if v.State == snapshot.TaskBound {
 					c.evictVictim(v, pol)
@@ -923,6 +1013,96 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 				return "no pod above its queue's guarantee under the limited queue frees room under the limit; " + f.msg
 			}
 			return "no lower-priority pod of queue " + q.Name + " that may be preempted frees room under its limit; " + f.msg
+		}
+	}
+}
+
+// freeAncestorRoom evicts, for a gang whose placement would take department x above its bound
+// (the reclaim policy's level), pods of x's own projects that the policy may take, most
+// evictable first, until x has room for the gang: the rule checkAncestors applies after the
+// placement, with these evictions counted. It returns why it could not ("" once there is room).
+func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queue) string {
+	g := a.g
+	over := func() []int {
+		var out []int
+		for _, d := range pol.dims {
+			if x.Effective(d)-gangHeld(g, d)+a.req[d] > pol.bound(x, d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if len(over()) == 0 {
+		return ""
+	}
+	var cands []cand
+	nodes := c.snap.Nodes()
+	seen := map[*snapshot.Task]bool{}
+	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
+	for _, vq := range pol.victimQueues {
+		if !x.IsAncestorOf(vq) {
+			continue
+		}
+		pn := vq.PreemptibleNodes()
+		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
+			for _, v := range nodes[id].Tasks {
+				if seen[v] || v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Queue != vq || v.Gang.Assumed > 0 || v.GPUs.Loan {
+					continue
+				}
+				seen[v] = true
+				if pol.verdict(v.Gang).kind != refuseNone {
+					continue
+				}
+				if b := blockedBudget(v, c.now); b != nil && !pol.overrideBudgets {
+					pol.refuseBudget(b, v.Gang)
+					continue
+				}
+				k := pol.key(v)
+				k.violates = violatesBudget(v, nil) || blockedBudget(v, c.now) != nil
+				cands = append(cands, cand{t: v, key: k})
+			}
+		}
+	}
+	slices.SortFunc(cands, compareCands)
+	// Each victim is evicted at once, so the snapshot's accounting (Releasing) already counts
+	// what it frees: the policy's floors see it there, and acc stays empty (adding the units to
+	// it too would count them twice and refuse the next victim at a floor it keeps).
+	var acc freedAcc
+	for {
+		dims := over()
+		if len(dims) == 0 {
+			return ""
+		}
+		took := false
+		for i, cd := range cands {
+			if cd.t == nil || cd.t.State != snapshot.TaskBound {
+				continue
+			}
+			unit := appendUnit(nil, cd.t)
+			if spared && c.spares(g, unit) {
+				pol.sparedHit = true
+				continue
+			}
+			helps := false
+			for _, d := range dims {
+				if unitAmount(unit, d) > 0 {
+					helps = true
+				}
+			}
+			if !helps || (pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone) {
+				continue
+			}
+			for _, v := range unit {
+				if v.State == snapshot.TaskBound {
+					c.evictVictim(v, pol)
+				}
+			}
+			cands[i].t = nil
+			took = true
+			break
+		}
+		if !took {
+			return fmt.Sprintf("no pod of department %s's projects above their %s frees room for the gang under the department's %s", x.Name, pol.level, pol.level)
 		}
 	}
 }

@@ -201,6 +201,16 @@ func (p *victimPolicy) refuse(r refusal, g *snapshot.Gang, pods int, unit bool) 
 	p.refused[r] += pods
 }
 
+// refuseBudget records, tallying or not, that a blocked PodDisruptionBudget kept a pod of the
+// gang from going: searches outside nodeVictims (room under a limit or a department's bound)
+// make no tally pass, and the gang's budget wait (noteBudget) must start from them too.
+func (p *victimPolicy) refuseBudget(b *snapshot.Budget, g *snapshot.Gang) {
+	tally := p.tally
+	p.tally = true
+	p.refuse(refusal{kind: refuseBudget, budget: b}, g, 1, false)
+	p.tally = tally
+}
+
 func (p *victimPolicy) resetRefusals() {
 	clear(p.refused)
 	clear(p.refusedGangs)

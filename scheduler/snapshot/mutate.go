@@ -196,6 +196,9 @@ func (s *Snapshot) ShrinkHolds(g *Gang, victim *Task) {
 		return
 	}
 	whole := int64(len(victim.GPUs.Whole)) + victim.GPUs.Floating
+	if victim.GPUs.Shared >= 0 {
+		whole++ // a fraction freed for the gang was held as a whole GPU
+	}
 	milli, cpu, mem, pods := victim.GPUs.MilliGPU(), victim.Req.MilliCPU, victim.Req.Memory, int64(1)
 	saved := slices.Clone(g.holds)
 	s.clearHolds(g)

@@ -125,6 +125,7 @@ func PreemptibilityOf(labels map[string]string) (Preemptibility, error) {
 // PodBinding is what fairway records on a pod it placed on a shared GPU, and on a reservation
 // pod: the binding keys that carry values. Only fairway's identities write them (the chart's
 // admission policy fairway-owned-pod-keys).
+// +kubebuilder:object:generate=false
 type PodBinding struct {
 	// GPUIndexes is GPUIndexAnnotation: the slot a fractional pod shares (the scheduler's
 	// numbering), or for a reservation pod the GPU the kubelet gave it (the agent's); several,

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -152,19 +153,30 @@ func testAgentPublishes(t *testing.T, c *cluster.Cluster, nodes []gpuagents.Node
 }
 
 func testReservationAssignment(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fleet) {
-	// The scheduler's runtime is not built yet: create the reservation pod the way it will.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "default",
-			Name:      "gpu-reservation-e2e",
-			Labels:    map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.GPUGroupLabel: "group-e2e"},
-		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name:      "reserve",
-			Image:     "fairway/reservation",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}},
-		}}},
+	// A reservation pod as the scheduler's runtime makes it, in fairway's namespace (the only one
+	// whose pods the agent takes for reservations), and the same pod in another namespace.
+	reservation := func(ns string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns,
+				Name:      "gpu-reservation-e2e",
+				Labels:    map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.GPUGroupLabel: "group-e2e"},
+			},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name:      "reserve",
+				Image:     "fairway/reservation",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}},
+			}}},
+		}
 	}
+	if err := c.Client().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fairwayv1.DefaultNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	forged := reservation("default")
+	if err := c.Client().Create(t.Context(), forged); err != nil {
+		t.Fatal(err)
+	}
+	pod := reservation(fairwayv1.DefaultNamespace)
 	if err := c.Client().Create(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +200,13 @@ func testReservationAssignment(t *testing.T, c *cluster.Cluster, fleet *gpuagent
 		t.Errorf("gpu-index %q does not name %s in %s's inventory", idx, uuid, node)
 	}
 	t.Logf("reservation pod on %s got GPU %s (index %s)", node, uuid, idx)
+	// By now the agents have passed over the forged one too: nothing was written on it.
+	if err := c.Client().Get(t.Context(), client.ObjectKeyFromObject(forged), forged); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := forged.Annotations[fairwayv1.GPUUUIDAnnotation]; ok {
+		t.Errorf("a pod labelled as a reservation outside fairway's namespace got GPU %s from the agent", v)
+	}
 }
 
 func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {

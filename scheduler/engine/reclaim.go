@@ -929,32 +929,8 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 			}
 		}
 	}
-	var cands []cand
-	nodes := c.snap.Nodes()
-	seen := map[*snapshot.Task]bool{}
+	cands := c.boundCandidates(g, pol, queues)
 	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
-	for _, vq := range queues {
-		pn := vq.PreemptibleNodes()
-		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
-			for _, v := range nodes[id].Tasks {
-				if seen[v] || v.State != snapshot.TaskBound || v.Gang == nil || v.Gang == g || v.Gang.Queue != vq || v.Gang.Assumed > 0 || v.GPUs.Loan {
-					continue
-				}
-				seen[v] = true
-				if pol.verdict(v.Gang).kind != refuseNone {
-					continue
-				}
-				if b := blockedBudget(v, c.now); b != nil && !pol.overrideBudgets {
-					pol.refuseBudget(b, v.Gang)
-					continue
-				}
-				k := pol.key(v)
-				k.violates = violatesBudget(v, nil) || blockedBudget(v, c.now) != nil
-				cands = append(cands, cand{t: v, key: k})
-			}
-		}
-	}
-	slices.SortFunc(cands, compareCands)
 	// Each victim is evicted at once, so the snapshot's accounting (Releasing) already counts
 	// what it frees: the policy's floors see it there, and acc stays empty (adding the units to
 	// it too would count them twice and refuse the next victim at a floor it keeps).
@@ -1017,32 +993,14 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 	}
 }
 
-// freeAncestorRoom evicts, for a gang whose placement would take department x above its bound
-// (the reclaim policy's level), pods of x's own projects that the policy may take, most
-// evictable first, until x has room for the gang: the rule checkAncestors applies after the
-// placement, with these evictions counted. It returns why it could not ("" once there is room).
-func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queue) string {
-	g := a.g
-	over := func() []int {
-		var out []int
-		for _, d := range pol.dims {
-			if x.Effective(d)-gangHeld(g, d)+a.req[d] > pol.bound(x, d) {
-				out = append(out, d)
-			}
-		}
-		return out
-	}
-	if len(over()) == 0 {
-		return ""
-	}
+// boundCandidates lists, most evictable first, the bound pods of queues that pol may take for
+// gang g (its own pods, loans and gangs still binding aside); a pod whose budget refused an
+// eviction lately is left out, and the budget noted, unless pol overrides budgets.
+func (c *cycle) boundCandidates(g *snapshot.Gang, pol *victimPolicy, queues []*snapshot.Queue) []cand {
 	var cands []cand
 	nodes := c.snap.Nodes()
 	seen := map[*snapshot.Task]bool{}
-	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
-	for _, vq := range pol.victimQueues {
-		if !x.IsAncestorOf(vq) {
-			continue
-		}
+	for _, vq := range queues {
 		pn := vq.PreemptibleNodes()
 		for id := bitset.NextAnd(pn, nil, nil, 0); id >= 0; id = bitset.NextAnd(pn, nil, nil, id+1) {
 			for _, v := range nodes[id].Tasks {
@@ -1064,6 +1022,35 @@ func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queu
 		}
 	}
 	slices.SortFunc(cands, compareCands)
+	return cands
+}
+
+// freeAncestorRoom evicts, for a gang whose placement would take department x above its bound
+// (the reclaim policy's level), pods of x's own projects that the policy may take, most
+// evictable first, until x has room for the gang: the rule checkAncestors applies after the
+// placement, with these evictions counted. It returns why it could not ("" once there is room).
+func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queue) string {
+	g := a.g
+	over := func() []int {
+		var out []int
+		for _, d := range pol.dims {
+			if x.Effective(d)-gangHeld(g, d)+a.req[d] > pol.bound(x, d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if len(over()) == 0 {
+		return ""
+	}
+	var queues []*snapshot.Queue
+	for _, vq := range pol.victimQueues {
+		if x.IsAncestorOf(vq) {
+			queues = append(queues, vq)
+		}
+	}
+	cands := c.boundCandidates(g, pol, queues)
+	spared := !pol.noSpare && c.snap.EvictedForAny(g.Key)
 	// Each victim is evicted at once, so the snapshot's accounting (Releasing) already counts
 	// what it frees: the policy's floors see it there, and acc stays empty (adding the units to
 	// it too would count them twice and refuse the next victim at a floor it keeps).

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,13 +174,17 @@ func TestQueueIsolation(t *testing.T) {
 		if err := patchPod(labelPatch("example.com/owner", phase)); err != nil {
 			t.Errorf("%s: an ordinary label change of a managed pod was refused: %v", phase, err)
 		}
-		var cur corev1.Pod
-		if err := c.Client().Get(ctx, key, &cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{
-			Type: corev1.PodConditionType("example.com/" + phase), Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
-		if err := c.Client().Status().Update(ctx, &cur); err != nil {
+		// The scheduler writes the pending pod's PodScheduled condition meanwhile: a Conflict is
+		// that race, retried; what must not happen is a refusal by a webhook.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var cur corev1.Pod
+			if err := c.Client().Get(ctx, key, &cur); err != nil {
+				return err
+			}
+			cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{
+				Type: corev1.PodConditionType("example.com/" + phase), Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+			return c.Client().Status().Update(ctx, &cur)
+		}); err != nil {
 			t.Errorf("%s: a status update of a managed pod was refused: %v", phase, err)
 		}
 	}

@@ -953,38 +953,7 @@ func (c *cycle) freeLimitRoom(a *attempt, pol *victimPolicy) string {
 				over = append(over, d)
 			}
 		}
-		took := false
-		for i, cd := range cands {
-			if cd.t == nil || cd.t.State != snapshot.TaskBound {
-				continue
-			}
-			unit := appendUnit(nil, cd.t)
-			if spared && c.spares(g, unit) {
-				pol.sparedHit = true
-				continue
-			}
-			helps := false
-			for _, d := range over {
-				if unitAmount(unit, d) > 0 {
-					helps = true
-				}
-			}
-			if !helps {
-				continue
-			}
-			if pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone {
-				continue
-			}
-			for _, v := range unit {
-				if v.State == snapshot.TaskBound {
-					c.evictVictim(v, pol)
-				}
-			}
-			cands[i].t = nil
-			took = true
-			break
-		}
-		if !took {
+		if !c.evictOneHelping(g, pol, cands, spared, over, &acc) {
 			if pol.reason == EvictReclaim {
 				return "no pod above its queue's guarantee under the limited queue frees room under the limit; " + f.msg
 			}
@@ -1025,6 +994,39 @@ func (c *cycle) boundCandidates(g *snapshot.Gang, pol *victimPolicy, queues []*s
 	return cands
 }
 
+// evictOneHelping evicts the first unit of cands (most evictable first) that frees some of dims
+// and that pol allows, skipping pods evicted for g lately when spared; it reports whether it
+// evicted one. A taken candidate is cleared from cands.
+func (c *cycle) evictOneHelping(g *snapshot.Gang, pol *victimPolicy, cands []cand, spared bool, dims []int, acc *freedAcc) bool {
+	for i, cd := range cands {
+		if cd.t == nil || cd.t.State != snapshot.TaskBound {
+			continue
+		}
+		unit := appendUnit(nil, cd.t)
+		if spared && c.spares(g, unit) {
+			pol.sparedHit = true
+			continue
+		}
+		helps := false
+		for _, d := range dims {
+			if unitAmount(unit, d) > 0 {
+				helps = true
+			}
+		}
+		if !helps || (pol.allow != nil && pol.allow(unit, acc).kind != refuseNone) {
+			continue
+		}
+		for _, v := range unit {
+			if v.State == snapshot.TaskBound {
+				c.evictVictim(v, pol)
+			}
+		}
+		cands[i].t = nil
+		return true
+	}
+	return false
+}
+
 // freeAncestorRoom evicts, for a gang whose placement would take department x above its bound
 // (the reclaim policy's level), pods of x's own projects that the policy may take, most
 // evictable first, until x has room for the gang: the rule checkAncestors applies after the
@@ -1060,35 +1062,7 @@ func (c *cycle) freeAncestorRoom(a *attempt, pol *victimPolicy, x *snapshot.Queu
 		if len(dims) == 0 {
 			return ""
 		}
-		took := false
-		for i, cd := range cands {
-			if cd.t == nil || cd.t.State != snapshot.TaskBound {
-				continue
-			}
-			unit := appendUnit(nil, cd.t)
-			if spared && c.spares(g, unit) {
-				pol.sparedHit = true
-				continue
-			}
-			helps := false
-			for _, d := range dims {
-				if unitAmount(unit, d) > 0 {
-					helps = true
-				}
-			}
-			if !helps || (pol.allow != nil && pol.allow(unit, &acc).kind != refuseNone) {
-				continue
-			}
-			for _, v := range unit {
-				if v.State == snapshot.TaskBound {
-					c.evictVictim(v, pol)
-				}
-			}
-			cands[i].t = nil
-			took = true
-			break
-		}
-		if !took {
+		if !c.evictOneHelping(g, pol, cands, spared, dims, &acc) {
 			return fmt.Sprintf("no pod of department %s's projects above their %s frees room for the gang under the department's %s", x.Name, pol.level, pol.level)
 		}
 	}

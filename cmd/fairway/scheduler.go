@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,9 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +32,7 @@ import (
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	schedruntime "github.com/fairway-sched/fairway/scheduler/runtime"
+	"github.com/fairway-sched/fairway/scheduler/runtime/leasefence"
 )
 
 // schedulerFlags are the command-line settings of `fairway scheduler`.
@@ -43,6 +47,7 @@ type schedulerFlags struct {
 	lease            time.Duration
 	renew            time.Duration
 	retry            time.Duration
+	writeTimeout     time.Duration
 	metricsAddr      string
 	probeAddr        string
 	pprofAddr        string
@@ -86,6 +91,7 @@ and takes over when the leader goes.`,
 	fl.DurationVar(&f.lease, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before taking over.")
 	fl.DurationVar(&f.renew, "leader-elect-renew-deadline", 10*time.Second, "How long the leader tries to renew before it gives up leadership (and exits).")
 	fl.DurationVar(&f.retry, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
+	fl.DurationVar(&f.writeTimeout, "write-timeout", 5*time.Second, "Server-side deadline of every binding, eviction and reservation write. With leader election, a write is sent only while it would end before the Lease could pass to another replica (package leasefence): it must be below the lease duration minus the retry period.")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9410", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9411", "Address of /healthz and /readyz; 0 disables them.")
 	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof endpoints; off when empty.")
@@ -148,7 +154,20 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	clientset := func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(proto) }
 	var c schedruntime.Clients
-	if c.Scheduling, err = clientset(); err != nil {
+	fence, lock, err := f.leaseFence(cfg)
+	if err != nil {
+		return err
+	}
+	writes := rest.CopyConfig(proto)
+	writes.Timeout = f.writeTimeout
+	if fence != nil {
+		writes = fence.Config(proto)
+	}
+	if c.Scheduling, err = kubernetes.NewForConfig(writes); err != nil {
+		return err
+	}
+	setup, err := clientset()
+	if err != nil {
 		return err
 	}
 	if c.Status, err = clientset(); err != nil {
@@ -174,7 +193,7 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 		}
 		f.opts.AdmissionKey = k
 	}
-	ensureNamespace(ctx, c.Scheduling, f.opts.Namespace, log)
+	ensureNamespace(ctx, setup, f.opts.Namespace, log)
 
 	f.opts.Log = log.WithName("scheduler")
 	f.opts.GangShapers = registry.GangShapers(registry.All())
@@ -196,6 +215,9 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 		RetryPeriod:                   &f.retry,
 		Logger:                        log,
 	}
+	if lock != nil {
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+	}
 	mgrOpts.PprofBindAddress = f.pprofAddr
 	mgr, err := manager.New(rest.CopyConfig(cfg), mgrOpts)
 	if err != nil {
@@ -204,8 +226,49 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 	if err := rt.SetupWithManager(mgr, ctrlmetrics.Registry); err != nil {
 		return err
 	}
+	if fence != nil {
+		if err := mgr.Add(fence); err != nil {
+			return err
+		}
+	}
 	log.Info("Starting fairway scheduler", "namespace", f.opts.Namespace, "leaderElection", f.leaderElect, "qps", f.qps, "burst", f.burst)
 	return mgr.Start(ctx)
+}
+
+// leaseFence returns the fence of the scheduler's writes and the leader election's lock that
+// feeds it (nil, nil without leader election). The lock is the one controller-runtime would
+// make (a Lease named --leader-elect-id, a hostname_uuid identity, a client timeout of half the
+// renew deadline), wrapped so that the fence sees every renewal.
+func (f *schedulerFlags) leaseFence(cfg *rest.Config) (*leasefence.Fence, resourcelock.Interface, error) {
+	if f.writeTimeout <= 0 {
+		return nil, nil, fmt.Errorf("--write-timeout must be above 0, got %v", f.writeTimeout)
+	}
+	if !f.leaderElect {
+		return nil, nil, nil
+	}
+	if f.writeTimeout >= f.lease-f.retry {
+		return nil, nil, fmt.Errorf("--write-timeout (%v) must be below --leader-elect-lease-duration (%v) minus --leader-elect-retry-period (%v): a write is sent only while it ends before the Lease could pass on", f.writeTimeout, f.lease, f.retry)
+	}
+	fence, err := leasefence.New(f.writeTimeout, f.lease, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, nil, fmt.Errorf("naming this replica for the leader election: %w", err)
+	}
+	lc := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	lc.Timeout = max(f.renew/2, time.Second)
+	cs, err := kubernetes.NewForConfig(lc)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := resourcelock.New(resourcelock.LeasesResourceLock, f.opts.Namespace, f.leaderID, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the leader election's lock: %w", err)
+	}
+	return fence, fence.Lock(l), nil
 }
 
 // ensureNamespace creates fairway's namespace when it is missing (the chart creates it; a

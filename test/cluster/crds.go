@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,6 +95,18 @@ func (c *Cluster) applyAndWait(ctx context.Context, crds []*unstructured.Unstruc
 				}
 			}
 			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+		// Established is not yet served: discovery lags it, and the client's REST mapper
+		// caches what discovery said (CI once got "no matches for kind Queue" right after).
+		// Each miss makes the mapper look again.
+		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		err = poll(ctx, 100*time.Millisecond, "CRD "+name+" to be served", nil, func(context.Context) (bool, error) {
+			_, err := c.client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind})
+			return err == nil, nil
 		})
 		if err != nil {
 			return err

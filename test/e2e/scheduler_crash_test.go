@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -186,14 +187,21 @@ func TestSchedulerCrashSafety(t *testing.T) {
 	}
 	leaders[waitLeader(t, &mu, &replicas, restartExited, 30*time.Second).Name()] = true
 
+	progress := "none yet"
 	eventually(t, 4*time.Minute, "every pod of the burst run to completion", func(ctx context.Context) (bool, error) {
+		// A list that outlasts the last poll's deadline must not hide how far the burst got.
+		all, err := listPods(ctx, c, ns, nil)
+		if err != nil {
+			return false, fmt.Errorf("listing pods: %w (last count: %s)", err, progress)
+		}
 		done := 0
-		for _, p := range podsIn(t, c, ctx, ns, nil) {
+		for _, p := range all {
 			if p.Status.Phase == corev1.PodSucceeded {
 				done++
 			}
 		}
-		return done == len(pods), fmt.Errorf("%d of %d done", done, len(pods))
+		progress = fmt.Sprintf("%d of %d done", done, len(pods))
+		return done == len(pods), errors.New(progress)
 	})
 	t.Logf("all 500 pods ran in %v with 10 leader kills; %d replicas led; %d replicas exited on their own", time.Since(begin).Round(time.Millisecond), len(leaders), selfExits)
 	cancel()

@@ -206,10 +206,18 @@ func replicaSet(p *podB, n int32) client.Object {
 // podsIn lists the pods of a namespace with a label selector ("" for all).
 func podsIn(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace string, labels map[string]string) []corev1.Pod {
 	t.Helper()
+	pods, err := listPods(ctx, c, namespace, labels)
+	if err != nil {
+		t.Fatalf("listing pods: %v", err)
+	}
+	return pods
+}
+
+// listPods lists the pods in namespace with the given labels, sorted by name. A list of
+// hundreds of pods can outlast the client's timeout when the suite's clusters and the unit tests
+// share two cores (CI once failed TestSchedulerCrashSafety so): a read is tried three times.
+func listPods(ctx context.Context, c *cluster.Cluster, namespace string, labels map[string]string) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	// A list of hundreds of pods can outlast the client's timeout when the suite's clusters and
-	// the unit tests share two cores (CI once failed TestSchedulerCrashSafety so): a read is tried
-	// three times before the test gives up.
 	var err error
 	for try := range 3 {
 		if err = c.Client().List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(labels)); err == nil || ctx.Err() != nil {
@@ -218,10 +226,10 @@ func podsIn(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace str
 		time.Sleep(time.Duration(try+1) * time.Second)
 	}
 	if err != nil {
-		t.Fatalf("listing pods: %v", err)
+		return nil, err
 	}
 	slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	return list.Items
+	return list.Items, nil
 }
 
 func bound(pods []corev1.Pod) (out []corev1.Pod) {

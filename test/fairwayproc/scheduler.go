@@ -21,7 +21,7 @@ import (
 // FastSchedulerFlags make `fairway scheduler` react at test speed: short leases, short grace
 // periods, frequent status. Production defaults are the flags' own.
 var FastSchedulerFlags = []string{
-	"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+	"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms", "--write-timeout=2s",
 	"--status-update-interval=500ms", "--eviction-grace-period=1s", "--stale-gang-grace-period=3s",
 	"--orphan-pod-grace-period=2s", "--reservation-timeout=20s", "--zap-log-level=2",
 }

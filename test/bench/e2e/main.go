@@ -252,7 +252,7 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: b.bin, Args: []string{"scheduler",
 			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
-			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}})
+			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", "--write-timeout=2s"}})
 	case noopName:
 		self, serr := os.Executable()
 		if serr != nil {

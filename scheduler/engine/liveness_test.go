@@ -43,6 +43,8 @@ var livenessDebug func(cycle int, decisions any)
 
 var livenessSeeds = flag.Int("liveness.seeds", 500, "seeds TestGuaranteeLiveness runs")
 
+var livenessDump = flag.Bool("liveness.dump", false, "log the cluster's final state of a seed that fails")
+
 const (
 	// livenessK is the cycles a guarantee may take once claimed, beyond the budget timeout.
 	livenessK = 10
@@ -179,6 +181,78 @@ func livenessRun(t *testing.T, seed uint64, stats *livenessStats) {
 		stats.reclaimed++
 	}
 	g.check(t, last, stats)
+	if t.Failed() && *livenessDump {
+		t.Log("final state:\n" + g.dump())
+	}
+}
+
+// dump describes the cluster as the harness sees it: queues, then each node's pods.
+func (g *livenessGen) dump() string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(g.s.queues)) {
+		q := g.s.queues[name]
+		limit := ""
+		if gq := q.Spec.Resources.GPU; gq != nil && gq.Limit != nil {
+			limit = " limit " + gq.Limit.String()
+		}
+		fmt.Fprintf(&b, "queue %s parent=%q guarantee %s%s holds %s\n", name, q.Spec.Parent,
+			snapshot.FormatAmount(snapshot.DimGPU, g.quota[name]), limit, snapshot.FormatAmount(snapshot.DimGPU, g.held(name)))
+	}
+	budgets := map[string]string{}
+	for _, bs := range g.s.budgets {
+		for _, j := range bs.Jobs {
+			budgets[j] = fmt.Sprintf(" pdb(maxUnavailable %d)", bs.MaxUnavailable)
+		}
+	}
+	pod := func(k types.NamespacedName) string {
+		p := g.s.pods[k]
+		info := snapshot.PodInfoFromPod(p)
+		size := fmt.Sprintf("%dgpu", info.Req.WholeGPUs)
+		if info.Req.Shared() {
+			size = fmt.Sprintf("%dm", info.Req.SharedMilli(0))
+		}
+		flags := ""
+		if !podPreemptible(p) {
+			flags += " nonpreempt"
+		}
+		if g.s.recreate[k] {
+			flags += " recreate"
+		}
+		if p.DeletionTimestamp != nil {
+			flags += " leaving"
+		}
+		if info.MinMember > 0 {
+			flags += fmt.Sprintf(" gang(min %d)", info.MinMember)
+		}
+		idx := p.Annotations[v1alpha1.GPUIndexAnnotation]
+		return fmt.Sprintf("%s %s [%s] prio %d%s%s", k, size, idx, ptrOr(p.Spec.Priority), flags, budgets[p.Labels[jobLabel]])
+	}
+	byNode := map[string][]string{}
+	for _, k := range slices.SortedFunc(maps.Keys(g.s.pods), cmpKey) {
+		p := g.s.pods[k]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], pod(k))
+	}
+	for _, n := range slices.Sorted(maps.Keys(g.s.nodes)) {
+		fmt.Fprintf(&b, "node %s (%d GPUs):\n", n, g.nodeGPUs)
+		for _, l := range byNode[n] {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	b.WriteString("pending:\n")
+	for _, l := range byNode[""] {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}
+
+func ptrOr(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // refusedLately reports whether the API server refused an eviction of the pod in the harness's

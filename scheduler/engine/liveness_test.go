@@ -35,8 +35,10 @@ import (
 // timeout in simulated time. Then, for every queue, every waiting gang whose minimum would keep
 // the queue within its guarantee must have been placed, unless it could not be placed even if
 // every pod that nothing may evict or move (non-preemptible pods, the queue's own, pods nothing
-// recreates) stayed where it is and everything else were gone (probePlaceable). And no pod was
-// evicted twice for the same beneficiary: no ping-pong.
+// recreates, and pods within their queue's guarantee whose PodDisruptionBudget allows no
+// disruption: such a budget keeps its full protection, no budget timeout overrides it) stayed
+// where it is and everything else were gone (probePlaceable). And no pod was evicted twice for
+// the same beneficiary: no ping-pong.
 
 // livenessDebug, when set, is told each cycle's decisions (a debugging hook for one seed).
 var livenessDebug func(cycle int, decisions any)
@@ -525,9 +527,9 @@ func (g *livenessGen) check(t *testing.T, last engine.Result, stats *livenessSta
 
 // probePlaceable reports whether the gang's minimum fits the cluster with only the pods nothing
 // may take away for it kept where they are (non-preemptible pods, its own queue's pods, pods
-// whose controller would not recreate them), after the other queues' recreatable pods within
-// their guarantees are placed again. One cycle of a fresh engine, one queue without limits,
-// decides.
+// whose controller would not recreate them, pods within their queue's guarantee whose budget
+// allows no disruption), after the other queues' recreatable pods within their guarantees are
+// placed again. One cycle of a fresh engine, one queue without limits, decides.
 func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 	p := newSim(engine.Options{StarvationThreshold: -1}, g.s.now)
 	for _, name := range slices.Sorted(maps.Keys(g.s.nodes)) {
@@ -566,12 +568,25 @@ func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 			}
 		}
 	}
+	// A pod within its queue's guarantee keeps the full protection of its PodDisruptionBudgets:
+	// nothing may move it while one of them allows no disruption (the API server refuses, and
+	// no budget timeout overrides it), so it stays where it is.
+	pinned := map[types.NamespacedName]bool{}
+	for k := range inGuarantee {
+		if t := g.s.snap.Task(k); t != nil {
+			for _, b := range t.Budgets {
+				if !b.Gone() && b.Allowed <= 0 {
+					pinned[k] = true
+				}
+			}
+		}
+	}
 	for _, k := range slices.SortedFunc(maps.Keys(g.s.pods), cmpKey) {
 		pod := g.s.pods[k]
 		info := snapshot.PodInfoFromPod(pod)
 		mine := info.Gang == gang.Key
 		running := pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodRunning
-		keep := running && (!podPreemptible(pod) || pod.Labels[v1alpha1.QueueLabel] == gang.Queue.Name || !g.s.recreate[k])
+		keep := running && (!podPreemptible(pod) || pod.Labels[v1alpha1.QueueLabel] == gang.Queue.Name || !g.s.recreate[k] || pinned[k])
 		cp := pod.DeepCopy()
 		switch {
 		case mine && !running && pod.Spec.NodeName == "":

@@ -37,8 +37,9 @@ import (
 // every pod that nothing may evict or move (non-preemptible pods, the queue's own, pods nothing
 // recreates, and pods within their queue's guarantee whose PodDisruptionBudget allows no
 // disruption: such a budget keeps its full protection, no budget timeout overrides it) stayed
-// where it is and everything else were gone (probePlaceable). And no pod was evicted twice for
-// the same beneficiary: no ping-pong.
+// where it is, the other pods within their queues' guarantees found room again, and everything
+// else were gone (probePlaceable). And no pod was evicted twice for the same beneficiary: no
+// ping-pong.
 
 // livenessDebug, when set, is told each cycle's decisions (a debugging hook for one seed).
 var livenessDebug func(cycle int, decisions any)
@@ -529,7 +530,8 @@ func (g *livenessGen) check(t *testing.T, last engine.Result, stats *livenessSta
 // may take away for it kept where they are (non-preemptible pods, its own queue's pods, pods
 // whose controller would not recreate them, pods within their queue's guarantee whose budget
 // allows no disruption), after the other queues' recreatable pods within their guarantees are
-// placed again. One cycle of a fresh engine, one queue without limits, decides.
+// placed again, every one of them. One cycle of a fresh engine, one queue without limits,
+// decides.
 func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 	p := newSim(engine.Options{StarvationThreshold: -1}, g.s.now)
 	for _, name := range slices.Sorted(maps.Keys(g.s.nodes)) {
@@ -581,6 +583,7 @@ func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 			}
 		}
 	}
+	moved := map[types.NamespacedName]bool{}
 	for _, k := range slices.SortedFunc(maps.Keys(g.s.pods), cmpKey) {
 		pod := g.s.pods[k]
 		info := snapshot.PodInfoFromPod(pod)
@@ -591,11 +594,14 @@ func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 		switch {
 		case mine && !running && pod.Spec.NodeName == "":
 		case keep:
+		case pod.Status.Phase == corev1.PodSucceeded:
+			// It takes nothing, and counts towards its gang's minimum as in the engine.
 		case inGuarantee[k]:
 			cp.Spec.NodeName = ""
 			cp.Status = corev1.PodStatus{Phase: corev1.PodPending}
 			delete(cp.Annotations, v1alpha1.GPUIndexAnnotation)
 			cp.Spec.Priority = ptr(int32(1000))
+			moved[k] = true
 		default:
 			continue
 		}
@@ -607,10 +613,12 @@ func (g *livenessGen) probePlaceable(t *testing.T, gang *snapshot.Gang) bool {
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
+	// The gang is placeable only where every moved pod found its room again: a placement that
+	// leaves a pod within its queue's guarantee out is not one the engine may make.
+	placed := false
 	for _, b := range res.Bindings {
-		if b.Gang == gang.Key {
-			return true
-		}
+		delete(moved, b.Pod)
+		placed = placed || b.Gang == gang.Key
 	}
-	return false
+	return placed && len(moved) == 0
 }

@@ -111,14 +111,23 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 // replaceVictims places a shadow of every moved pod on capacity free now, else on capacity free
 // once the pods leaving have left (the moved pods' own, say: two halves of one gang on two GPUs
 // go together and come back sharing one; their controller recreates them only once they have
-// terminated), never on what the beneficiary's placement took. It says which one fits nowhere
-// ("" when all fit).
-func (c *cycle) replaceVictims(moved []*snapshot.Task) string {
+// terminated), never on what the beneficiary's placement took. With a reclaim's policy (pol not
+// nil), a moved pod that fits nowhere may have room made for it by evicting pods the policy may
+// take outright, over-quota work, but no further moves: a guarantee's plan may take one queue's
+// borrowed GPU on one node so that a pod within its guarantee moves there from the node the
+// gang needs. It says which one fits nowhere ("" when all fit).
+func (c *cycle) replaceVictims(moved []*snapshot.Task, pol *victimPolicy) string {
 	for _, v := range moved {
 		sh := c.snap.Shadow(v)
 		n, a, ok := c.findNode(sh, v.Gang, nil, false)
 		if !ok {
 			n, a, ok = c.findNode(sh, v.Gang, nil, true)
+		}
+		if !ok && pol != nil {
+			move := pol.move
+			pol.move = nil
+			n, a, ok = c.makeRoom(sh, v.Gang, nil, pol)
+			pol.move = move
 		}
 		if !ok {
 			return fmt.Sprintf("pod %s could not be placed again elsewhere", v.Key)

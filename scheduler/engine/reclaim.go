@@ -527,8 +527,9 @@ func (c *cycle) checkAfter(kind victimKind, a *attempt, pol *victimPolicy) strin
 			}
 		}
 	case kindReclaimFair, kindReclaimGuarantee:
-		// Moved pods come back first: they stay in their queues' accounting.
-		if why := c.replaceVictims(pol.moved); why != "" {
+		// Moved pods come back first: they stay in their queues' accounting. One that fits
+		// nowhere may take the room of over-quota pods the policy evicts for it.
+		if why := c.replaceVictims(pol.moved, pol); why != "" {
 			return why
 		}
 		return c.checkAncestors(a, pol)
@@ -538,7 +539,7 @@ func (c *cycle) checkAfter(kind victimKind, a *attempt, pol *victimPolicy) strin
 			// which is not consolidation's to give (reclaim decided whom it is for).
 			return "only capacity being freed for others would take it"
 		}
-		return c.replaceVictims(pol.evicted)
+		return c.replaceVictims(pol.evicted, nil)
 	}
 	return ""
 }

@@ -123,3 +123,15 @@ func unitBlocked(unit []*snapshot.Task, now time.Time) bool {
 	}
 	return false
 }
+
+// unitViolates reports whether evicting the unit, after the victims of one node evaluation
+// (used), violates a budget of one of its pods.
+func unitViolates(unit []*snapshot.Task, used []budgetUse) bool {
+	for _, t := range unit {
+		if len(t.Budgets) > 0 {
+			_, v := takeBudgets(slices.Clone(used), unit)
+			return v > 0
+		}
+	}
+	return false
+}

@@ -680,7 +680,8 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		moving := false
 		if pol.allow != nil {
 			if r := pol.allow(unit, &sc.acc); r.kind != refuseNone {
-				if pol.move == nil || !pol.move(unit) || unitBlocked(unit, c.now) {
+				// A move keeps its pods' budgets: one the API server would refuse is no move.
+				if pol.move == nil || !pol.move(unit) || unitBlocked(unit, c.now) || unitViolates(unit, sc.budgets) {
 					pol.refuse(r, cd.t.Gang, len(unit), true)
 					sc.chosen = sc.chosen[:start]
 					continue

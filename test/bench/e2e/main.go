@@ -153,7 +153,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	rates := map[string][]float64{}
+	rates, cpuPer1000, planeCPU := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for i := range o.runs {
 		order := []string{"fairway", "kube-scheduler", noopName}
 		if o.gang > 0 {
@@ -170,6 +170,8 @@ func run(ctx context.Context, o options) error {
 			fmt.Printf("bench-e2e: run %d %-14s %7.1f pods/s (created in %v, last bound %v after the first creation, p50 latency %v, p99 %v, RSS %d MiB)\n",
 				i+1, s, r.rate, r.created.Round(time.Millisecond), r.span.Round(time.Millisecond), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.rssMiB)
 			rates[s] = append(rates[s], r.rate)
+			cpuPer1000[s] = append(cpuPer1000[s], r.cpuPer1000)
+			planeCPU[s] = append(planeCPU[s], r.controlPlaneCPU)
 		}
 	}
 	fmt.Printf("bench-e2e: %d runs in %v (cluster start included)\n", o.runs, time.Since(begin).Round(time.Second))
@@ -178,12 +180,12 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 	x, y, z := median(rates["fairway"]), median(rates["kube-scheduler"]), median(rates[noopName])
-	fmt.Printf("bench-e2e: %-16s %8s  %s\n", "scheduler", "pods/s", "share of ceiling")
+	fmt.Printf("bench-e2e: %-16s %8s  %16s  %22s  %s\n", "scheduler", "pods/s", "share of ceiling", "CPU s per 1,000 pods", "control plane CPU s")
 	for _, row := range []struct {
-		name string
-		rate float64
-	}{{"fairway", x}, {"kube-scheduler", y}, {"ceiling", z}} {
-		fmt.Printf("bench-e2e: %-16s %8.1f  %5.1f%%\n", row.name, row.rate, 100*row.rate/z)
+		name, key string
+		rate      float64
+	}{{"fairway", "fairway", x}, {"kube-scheduler", "kube-scheduler", y}, {"ceiling", noopName, z}} {
+		fmt.Printf("bench-e2e: %-16s %8.1f  %15.1f%%  %22.2f  %.1f\n", row.name, row.rate, 100*row.rate/z, median(cpuPer1000[row.key]), median(planeCPU[row.key]))
 	}
 	fmt.Printf("bench-e2e: nodes=%d pods=%d fairway=%.1f pods/s kube-scheduler=%.1f pods/s ceiling=%.1f pods/s ratio=%.2f fairway/ceiling=%.1f%%\n",
 		o.nodes, o.pods, x, y, z, x/y, 100*x/z)
@@ -234,6 +236,9 @@ type result struct {
 	created, span time.Duration
 	p50, p99      time.Duration
 	rssMiB        int64
+	// cpuPer1000 is the scheduler's CPU seconds per 1,000 bound pods; controlPlaneCPU the API
+	// server's, etcd's and kwok's CPU seconds during the burst.
+	cpuPer1000, controlPlaneCPU float64
 }
 
 // runOnce starts one scheduler, runs one burst through it, stops it and deletes the pods.
@@ -309,6 +314,8 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		return result{}, errors.New("watch did not sync")
 	}
 
+	cpu := newCPUMeter(b.c, proc)
+	cpuBefore := cpu.read()
 	callsBefore, cerr := readAPICalls(ctx, b.cs)
 	if cerr != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
@@ -375,8 +382,11 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	mu.Unlock()
 	slices.Sort(lat)
 	span := last.Sub(begin)
+	used, cpuText := cpu.since(cpuBefore)
 	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid())}
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid()),
+		cpuPer1000: used[0] * 1000 / float64(b.o.pods), controlPlaneCPU: sum(used[1 : len(used)-1])}
+	fmt.Printf("bench-e2e: %s: CPU during the burst: %s; the scheduler's per 1,000 bound pods: %.2fs\n", sched, cpuText, r.cpuPer1000)
 	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
 		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
 	}
@@ -479,6 +489,13 @@ func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
 	return nil
 }
 
+func sum(xs []float64) (s float64) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -569,6 +586,65 @@ func keepLogs(from, to string) {
 }
 
 func clientInNamespace(ns string) ctrlclient.InNamespace { return ctrlclient.InNamespace(ns) }
+
+// cpuSeconds is the CPU time (user and system) a process has used, from /proc (0 where there is
+// none): read before and after a burst, the difference is what the burst cost it.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	// Fields 14 and 15 of stat (utime, stime), in clock ticks: 100 a second on Linux (USER_HZ).
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+
+// cpuMeter reads the CPU time of the scheduler under test and of the control plane around it.
+type cpuMeter struct {
+	names []string
+	pids  []int
+}
+
+func newCPUMeter(c *cluster.Cluster, sched *cluster.Process) cpuMeter {
+	m := cpuMeter{names: []string{"scheduler"}, pids: []int{sched.Pid()}}
+	for _, p := range c.Processes() {
+		switch n := p.Name(); n {
+		case "kube-apiserver", "etcd", "kwok":
+			m.names, m.pids = append(m.names, n), append(m.pids, p.Pid())
+		}
+	}
+	m.names, m.pids = append(m.names, "bench (creator and watch)"), append(m.pids, os.Getpid())
+	return m
+}
+
+func (m cpuMeter) read() []float64 {
+	out := make([]float64, len(m.pids))
+	for i, pid := range m.pids {
+		out[i] = cpuSeconds(pid)
+	}
+	return out
+}
+
+// since is what each process used since before, as "name 1.23s" pairs.
+func (m cpuMeter) since(before []float64) (used []float64, text string) {
+	now := m.read()
+	var parts []string
+	for i := range now {
+		used = append(used, now[i]-before[i])
+		parts = append(parts, fmt.Sprintf("%s %.2fs", m.names[i], now[i]-before[i]))
+	}
+	return used, strings.Join(parts, ", ")
+}
 
 // rssMiB is a process's resident memory, from /proc (0 where there is none).
 func rssMiB(pid int) int64 {

@@ -39,9 +39,15 @@ func TestPipelineAdmissionPeak(t *testing.T) {
 		GPUMemoryMiB: 81559, CPU: "64", Memory: "512Gi"}
 	vision := exampleQueue("vision", ns, "4")
 	vision.Spec.PipelineAdmission = fairwayv1.PipelineAdmissionPeak
+	// A second team's queue with pipeline admission, deleted while its run is held.
+	const nsGone = "kubeflow-user-bob"
+	gone := exampleQueue("vision-gone", nsGone, "4")
+	gone.Spec.PipelineAdmission = fairwayv1.PipelineAdmissionPeak
 	c := startExampleCluster(t, cluster.Config{NodePools: []cluster.NodePool{gpu}, KubeScheduler: true},
-		[]client.Object{vision, exampleQueue("research", "research", "4")}, stack.Options{})
-	mustCreate(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pipeline-runner", Namespace: ns}})
+		[]client.Object{vision, exampleQueue("research", "research", "4"), gone}, stack.Options{})
+	for _, n := range []string{ns, nsGone} {
+		mustCreate(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pipeline-runner", Namespace: n}})
+	}
 	if _, err := c.StartArgo(ctx, cluster.ArgoOptions{}); err != nil {
 		t.Fatalf("starting Argo: %v", err)
 	}
@@ -106,6 +112,30 @@ func TestPipelineAdmissionPeak(t *testing.T) {
 		t.Errorf("no %s event on the Workflow", fairwayv1.EventRunHeld)
 	}
 	t.Logf("no pod for %s while held", heldFor)
+
+	// A run held under Peak whose queue is then deleted is not left suspended for ever: the
+	// scheduler releases it within a cycle (it runs pod by pod, as in a queue without pipeline
+	// admission) and says why.
+	wfGone := exampleObject(t, nsGone, "pipeline-admission", "workflow.yaml")
+	trainOn(t, wfGone, "8")
+	mustCreate(t, c, wfGone)
+	waitUnstructured(t, c, wfGone, 30*time.Second, func(u *unstructured.Unstructured) (string, bool) {
+		return u.GetAnnotations()[fairwayv1.RunAdmissionAnnotation], u.GetAnnotations()[fairwayv1.RunAdmissionAnnotation] == string(fairwayv1.RunHeld)
+	})
+	if err := c.Client().Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	released := waitUnstructured(t, c, wfGone, 10*time.Second, func(u *unstructured.Unstructured) (string, bool) {
+		s, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend")
+		a := u.GetAnnotations()
+		return a[fairwayv1.RunAdmissionAnnotation] + "/" + a[fairwayv1.RunReasonAnnotation] + ": " + a[fairwayv1.RunMessageAnnotation],
+			!s && a[fairwayv1.RunReasonAnnotation] == string(fairwayv1.RunQueueUnavailable)
+	})
+	t.Logf("a held run whose queue was deleted was released %v after the deletion: %s", time.Since(deleted).Round(time.Millisecond), released)
+	if err := c.Client().Delete(ctx, wfGone); err != nil {
+		t.Fatal(err)
+	}
 
 	// Room appears: the other job ends. The run starts, and its training step gets 8 GPUs.
 	if err := c.Client().Delete(ctx, &blocker.Pod, client.GracePeriodSeconds(0)); err != nil {

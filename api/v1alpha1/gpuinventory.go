@@ -22,6 +22,13 @@ type GPUInventory struct {
 	// MPS is true when the agent runs the MPS control daemon, so fractional pods on this node
 	// get hard memory limits.
 	MPS bool `json:"mps,omitempty"`
+	// Replicas is how many devices the node's device plugin advertises under nvidia.com/gpu for
+	// each physical GPU: more than 1 when the plugin time-slices them (its sharing config,
+	// `replicas: n`), 0 when each GPU is advertised once. The node's nvidia.com/gpu is then
+	// GPUs × Replicas, and the scheduler counts the node's GPUs as the physical ones
+	// (PhysicalGPUs): without it, two pods that each hold a whole GPU would land on one.
+	// Written by the gpu-agent's discovery only; read through PhysicalGPUs.
+	Replicas int32 `json:"replicas,omitempty"`
 	// GPUs lists the node's devices by index.
 	GPUs []GPUDevice `json:"gpus"`
 }
@@ -44,4 +51,17 @@ type GPUDevice struct {
 	NVLinkPeers []int32 `json:"nvlinkPeers,omitempty"`
 	// Healthy is false when NVML reported the device lost or in error.
 	Healthy bool `json:"healthy"`
+}
+
+// PhysicalGPUs is how many physical GPUs stand behind advertised nvidia.com/gpu devices of the
+// node: advertised itself on a node whose GPUs are advertised once, advertised divided by
+// Replicas, rounded up, on a time-sliced node (a GPU whose replicas the device plugin reports
+// unhealthy drops out of the node's allocatable with all of them). Never negative.
+func (inv *GPUInventory) PhysicalGPUs(advertised int64) int64 {
+	advertised = max(advertised, 0)
+	if inv == nil || inv.Replicas <= 1 {
+		return advertised
+	}
+	r := int64(inv.Replicas)
+	return (advertised + r - 1) / r
 }

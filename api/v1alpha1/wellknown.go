@@ -186,6 +186,17 @@ const (
 // ResourceGPU is the extended resource of whole NVIDIA GPUs.
 const ResourceGPU = "nvidia.com/gpu"
 
+// Node labels NVIDIA's GPU feature discovery writes from the device plugin's sharing config. The
+// gpu-agent reads them to tell a time-sliced node (GPUInventory.Replicas); nothing else does.
+const (
+	// NVIDIAReplicasLabel is how many devices the device plugin advertises per GPU ("1" when
+	// it does not share them).
+	NVIDIAReplicasLabel = "nvidia.com/gpu.replicas"
+	// NVIDIASharingStrategyLabel is how those replicas share their GPU: "time-slicing", "mps"
+	// or "none".
+	NVIDIASharingStrategyLabel = "nvidia.com/gpu.sharing-strategy"
+)
+
 // NonPreemptiblePriority is the lowest priority value that is non-preemptible by default, as in
 // Run:ai and KAI-Scheduler: training and pipeline steps run below it, notebooks and inference at
 // or above it.

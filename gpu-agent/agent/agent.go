@@ -62,6 +62,13 @@ type Agent struct {
 	nvmlErr     error
 	inventory   *fairwayv1alpha1.GPUInventory
 	publishedAt time.Time
+
+	// node reads the agent's node and allocatable lists the nvidia.com/gpu devices the kubelet
+	// can hand out: the evidence of time-slicing replicas (discovery.Replicas). lastReplicas is
+	// the reason last logged; both owned by the discovery loop.
+	node         func(ctx context.Context) (*corev1.Node, error)
+	allocatable  func(ctx context.Context) ([]string, error)
+	lastReplicas string
 }
 
 // newManager is the agent's controller-runtime manager: its caches see only the agent's own node
@@ -143,6 +150,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		return err
 	}
 	defer lister.Close()
+	a.node = func(ctx context.Context) (*corev1.Node, error) {
+		var n corev1.Node
+		if err := c.Get(ctx, client.ObjectKey{Name: opts.NodeName}, &n); err != nil {
+			return nil, fmt.Errorf("reading node %s: %w", opts.NodeName, err)
+		}
+		return &n, nil
+	}
+	a.allocatable = func(ctx context.Context) ([]string, error) {
+		return lister.Allocatable(ctx, fairwayv1alpha1.ResourceGPU)
+	}
 	assigner := assign.New(lister, c, assign.Options{Pods: pods, Inventory: a.Inventory, Namespace: opts.Namespace, Log: log.WithName("assign")})
 	writer := usage.NewConditionWriter(c, log.WithName("idleness"))
 	monitor := usage.NewMonitor(usage.NewSampler(lib, lib.Resolver), usage.MonitorOptions{
@@ -329,6 +346,7 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 		}
 	}
 	inv := res.Inventory
+	inv.Replicas = a.replicas(ctx, &inv)
 	inv.MPS = a.mps.Available().Enabled
 	inv.RefreshSeconds = int32(a.opts.RefreshInterval / time.Second)
 	a.downLogged = false
@@ -339,6 +357,38 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 	a.nvmlUp, a.nvmlErr, a.inventory = true, nil, &inv
 	a.mu.Unlock()
 	a.publish(ctx, p, discovery.Labels(&inv, res.NVLinkDomain), inv)
+}
+
+// replicas is how many times the device plugin advertises each GPU of inv (discovery.Replicas),
+// so that the scheduler counts the node's physical GPUs rather than one per time-slicing replica.
+// What cannot be read this pass (the node not in the cache yet, a kubelet without
+// GetAllocatableResources) is no evidence; when neither source answers, the previous inventory's
+// count stands, so that a transient failure does not hand the scheduler replicas as GPUs.
+func (a *Agent) replicas(ctx context.Context, inv *fairwayv1alpha1.GPUInventory) int32 {
+	if a.node == nil || a.allocatable == nil {
+		return 0
+	}
+	node, nodeErr := a.node(ctx)
+	ids, kubeletErr := a.allocatable(ctx)
+	if kubeletErr != nil {
+		a.log.V(1).Info("The kubelet does not list allocatable devices; telling time-slicing by the node alone", "error", kubeletErr.Error())
+	}
+	if nodeErr != nil && kubeletErr != nil {
+		if prev := a.Inventory(); prev != nil {
+			return prev.Replicas
+		}
+		return 0
+	}
+	n, why := discovery.Replicas(inv, discovery.AdvertisedBy(node, ids))
+	if why != a.lastReplicas {
+		a.lastReplicas = why
+		if n > 0 {
+			a.log.Info("The device plugin time-slices this node's GPUs; the scheduler counts the physical ones", "replicas", n, "evidence", why)
+		} else {
+			a.log.Info("Each GPU is advertised once")
+		}
+	}
+	return n
 }
 
 // nvmlDown reports a library-wide failure: logged, counted, visible in readiness and

@@ -147,3 +147,31 @@ func TestResolve(t *testing.T) {
 		t.Error("resolved without an inventory")
 	}
 }
+
+// Allocatable reads what a time-slicing device plugin advertises: each GPU once per replica.
+func TestAllocatableListsReplicas(t *testing.T) {
+	ids := []string{"GPU-aaaa::0", "GPU-aaaa::1", "GPU-bbbb::0", "GPU-bbbb::1"}
+	kubelet := podresources.NewServer("n1", ids)
+	socket := filepath.Join(t.TempDir(), "kubelet.sock")
+	stop, err := kubelet.Serve(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	lister, err := assign.Dial(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lister.Close()
+	got, err := lister.Allocatable(context.Background(), fairwayv1alpha1.ResourceGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, ids) {
+		t.Errorf("Allocatable = %v, want %v", got, ids)
+	}
+	if other, err := lister.Allocatable(context.Background(), "example.com/fpga"); err != nil || len(other) != 0 {
+		t.Errorf("Allocatable(other resource) = %v, %v; want none", other, err)
+	}
+}

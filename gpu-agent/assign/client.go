@@ -70,3 +70,22 @@ func (c *Client) List(ctx context.Context, resource string) (map[types.Namespace
 	}
 	return out, nil
 }
+
+// Allocatable lists the device IDs of resource the kubelet can hand out (GetAllocatableResources):
+// every device the device plugin advertises, allocated or not. A time-slicing device plugin lists
+// each GPU once per replica, which is how the agent tells a time-sliced node.
+func (c *Client) Allocatable(ctx context.Context, resource string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.api.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing allocatable resources: %w", err)
+	}
+	var ids []string
+	for _, d := range resp.GetDevices() {
+		if d.GetResourceName() == resource {
+			ids = append(ids, d.GetDeviceIds()...)
+		}
+	}
+	return ids, nil
+}

@@ -24,7 +24,9 @@ import (
 // every cycle sim.cycle checks, from the pod objects and independently of the engine's
 // bookkeeping:
 //
-//   - no node over its CPU, memory or pod capacity, no GPU index out of range;
+//   - no node over its CPU, memory or pod capacity, no GPU index out of range, no more GPUs
+//     held than the node has physically (some nodes are time-sliced: each GPU advertised
+//     several times under nvidia.com/gpu);
 //   - GPU shares on a GPU sum to at most 1000 milli-GPU, memory to at most the GPU's memory, and
 //     no GPU is held by a whole-GPU pod and a fraction at once;
 //   - gangs all or nothing: a gang that gets pods gets at least its minimum;
@@ -200,6 +202,11 @@ func (g *gen) cluster(t *testing.T, flat bool) (queues []string) {
 			// CPU only.
 		case 1:
 			b.GPUs(4, "A100").Inventory(40960)
+			if i%2 == 1 {
+				// Every other one time-sliced 2 to 4 ways: the same 4 GPUs, advertised as 8 to
+				// 16 (decided without r, so that the rest of a seed's workload stays as it was).
+				b.TimeSliced(2+i%3, 40960)
+			}
 		default:
 			b.GPUs(8, []string{"H100", "A100"}[g.pick(2)])
 		}

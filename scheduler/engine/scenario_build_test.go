@@ -38,11 +38,14 @@ func buildNodes(ns nodeSpec) []*corev1.Node {
 		case ns.GPUMemoryMiB < 0: // the node publishes no GPU memory
 			delete(b.Labels, v1alpha1.GPUMemoryLabel)
 		}
-		if ns.Inventory {
-			mem := ns.GPUMemoryMiB
-			if mem == 0 {
-				mem = 81920
-			}
+		mem := ns.GPUMemoryMiB
+		if mem == 0 {
+			mem = 81920
+		}
+		switch {
+		case ns.Replicas > 1:
+			b.TimeSliced(ns.Replicas, mem)
+		case ns.Inventory:
 			b.Inventory(mem)
 		}
 		if ns.CPU != "" {

@@ -92,6 +92,9 @@ type nodeSpec struct {
 	Labels        map[string]string `json:"labels"`
 	Taints        []string          `json:"taints"`
 	Unschedulable bool              `json:"unschedulable"`
+	// Replicas > 1 time-slices the node's GPUs: its device plugin advertises gpus × replicas
+	// nvidia.com/gpu, and its inventory (published whatever Inventory says) has the replicas.
+	Replicas int `json:"replicas"`
 }
 
 // budgetSpec is a PodDisruptionBudget with maxUnavailable over the pods of some jobs (a job's
@@ -293,6 +296,7 @@ var scenarioFeatures = map[string]string{
 	"lending":          "idle interactive GPUs lent and returned",
 	"queue-policy":     "per-kind rules of a queue (borrowing, GPU types)",
 	"volumes":          "pods whose volumes cannot be used yet wait with the claim named",
+	"time-slicing":     "a time-sliced node counts as its physical GPUs, not its replicas",
 
 	"story-reclaim-guarantee":           "product story: a team takes back its guarantee",
 	"story-notebooks-share-a-gpu":       "product story: notebooks share one GPU",

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -392,13 +393,13 @@ func (s *sim) checkCluster() error {
 	for name, u := range use {
 		n := s.nodes[name]
 		a := n.Status.Allocatable
-		gpus := a[v1alpha1.ResourceGPU]
+		gpus := physicalGPUs(n)
 		if u.cpu > a.Cpu().MilliValue() || u.mem > a.Memory().Value() || u.pods > a.Pods().Value() {
 			errs = append(errs, fmt.Errorf("node %s over capacity: cpu %d mem %d pods %d", name, u.cpu, u.mem, u.pods))
 		}
 		shared := 0
 		for i, g := range u.perGPU {
-			if i >= int(gpus.Value()) {
+			if i >= int(gpus) {
 				errs = append(errs, fmt.Errorf("node %s: GPU index %d out of range", name, i))
 			}
 			if g.whole > 1 || (g.whole == 1 && g.fractions > 0) {
@@ -417,8 +418,8 @@ func (s *sim) checkCluster() error {
 				errs = append(errs, err)
 			}
 		}
-		if u.gpus+int64(shared) > gpus.Value() {
-			errs = append(errs, fmt.Errorf("node %s: %d whole GPUs and %d shared GPUs on %d", name, u.gpus, shared, gpus.Value()))
+		if u.gpus+int64(shared) > gpus {
+			errs = append(errs, fmt.Errorf("node %s: %d whole GPUs and %d shared GPUs on %d", name, u.gpus, shared, gpus))
 		}
 	}
 	// Limits: GPU of every queue and its ancestors.
@@ -567,6 +568,19 @@ func perGPU(m map[int]*gpuUse, i int) *gpuUse {
 		m[i] = g
 	}
 	return g
+}
+
+// physicalGPUs is how many GPUs the node really has: its nvidia.com/gpu, divided by the
+// time-slicing replicas its gpu-agent's inventory reports (v1alpha1.GPUInventory.PhysicalGPUs).
+// Read from the node object, not the snapshot, so that a snapshot counting replicas as GPUs
+// fails the checks.
+func physicalGPUs(n *corev1.Node) int64 {
+	q := n.Status.Allocatable[v1alpha1.ResourceGPU]
+	var inv v1alpha1.GPUInventory
+	if err := json.Unmarshal([]byte(n.Annotations[v1alpha1.GPUInventoryAnnotation]), &inv); err == nil {
+		return inv.PhysicalGPUs(q.Value())
+	}
+	return q.Value()
 }
 
 func nodeGPUMem(n *corev1.Node) int64 {

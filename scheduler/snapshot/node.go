@@ -25,38 +25,47 @@ type GPUInventoryEntry struct {
 // agent reports unhealthy are left out (the device plugin does not offer them either). Entries
 // come back sorted by index; duplicate or negative indexes are an error.
 func ParseGPUInventory(v string) ([]GPUInventoryEntry, error) {
-	inv, _, err := parseGPUInventory(v)
-	return inv, err
+	p, err := parseGPUInventory(v)
+	return p.gpus, err
 }
 
-// parseGPUInventory is ParseGPUInventory that also counts the unhealthy GPUs (not in MIG mode)
-// it left out.
-func parseGPUInventory(v string) (inv []GPUInventoryEntry, unhealthy int, err error) {
+// parsedInventory is what readNode takes from the inventory annotation.
+type parsedInventory struct {
+	// gpus are the usable GPUs (ParseGPUInventory).
+	gpus []GPUInventoryEntry
+	// unhealthy counts the unhealthy GPUs (not in MIG mode) left out of gpus.
+	unhealthy int
+	// obj is the annotation's object; a bare list is read as an object with only its GPUs
+	// (no replicas).
+	obj v1alpha1.GPUInventory
+}
+
+// parseGPUInventory is ParseGPUInventory that also keeps what else readNode needs.
+func parseGPUInventory(v string) (p parsedInventory, err error) {
 	if t := strings.TrimSpace(v); strings.HasPrefix(t, "{") {
-		var obj v1alpha1.GPUInventory
-		if err := json.Unmarshal([]byte(t), &obj); err != nil {
-			return nil, 0, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
+		if err := json.Unmarshal([]byte(t), &p.obj); err != nil {
+			return parsedInventory{}, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
 		}
-		for _, g := range obj.GPUs {
+		for _, g := range p.obj.GPUs {
 			switch {
 			case g.MIGEnabled:
 				continue
 			case !g.Healthy:
-				unhealthy++
+				p.unhealthy++
 				continue
 			}
-			inv = append(inv, GPUInventoryEntry{Index: int(g.Index), UUID: g.UUID, MemoryMiB: g.MemoryMiB})
+			p.gpus = append(p.gpus, GPUInventoryEntry{Index: int(g.Index), UUID: g.UUID, MemoryMiB: g.MemoryMiB})
 		}
-	} else if err := json.Unmarshal([]byte(v), &inv); err != nil {
-		return nil, 0, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
+	} else if err := json.Unmarshal([]byte(v), &p.gpus); err != nil {
+		return parsedInventory{}, fmt.Errorf("parse %s: %w", v1alpha1.GPUInventoryAnnotation, err)
 	}
-	slices.SortFunc(inv, func(a, b GPUInventoryEntry) int { return a.Index - b.Index })
-	for i, e := range inv {
-		if e.Index < 0 || (i > 0 && inv[i-1].Index == e.Index) {
-			return nil, 0, fmt.Errorf("parse %s: bad or duplicate GPU index %d", v1alpha1.GPUInventoryAnnotation, e.Index)
+	slices.SortFunc(p.gpus, func(a, b GPUInventoryEntry) int { return a.Index - b.Index })
+	for i, e := range p.gpus {
+		if e.Index < 0 || (i > 0 && p.gpus[i-1].Index == e.Index) {
+			return parsedInventory{}, fmt.Errorf("parse %s: bad or duplicate GPU index %d", v1alpha1.GPUInventoryAnnotation, e.Index)
 		}
 	}
-	return inv, unhealthy, nil
+	return p, nil
 }
 
 // GPUSlot is one physical GPU of a node and what holds it. A slot is held either by one whole-GPU
@@ -190,6 +199,9 @@ type Node struct {
 	// slots). Both 0 without an inventory.
 	InventoryGPUs int
 	UnhealthyGPUs int
+	// Replicas is how many times the node's device plugin advertises each GPU (time-slicing),
+	// from the inventory; 0 when once. Slots are the physical GPUs either way.
+	Replicas int32
 
 	// Tasks are the pods bound to the node, in no particular order.
 	Tasks []*Task
@@ -375,18 +387,22 @@ func (n *Node) PortFree(p HostPort) bool {
 type NodeInfo struct {
 	// Allocatable holds CPU, memory, pods and extended resources (GPUs excluded).
 	Allocatable NodeResources
-	// GPUs are the node's GPUs (nvidia.com/gpu allocatable), with index, UUID and memory from
+	// GPUs are the node's GPUs (nvidia.com/gpu allocatable, divided by the inventory's
+	// time-slicing replicas), with index, UUID and memory from
 	// the fairway.dev/gpu-inventory annotation, or memory from the fairway.dev/gpu-memory label.
 	GPUs          []GPUSlot
 	GPUType       string
 	Unschedulable bool
+	// Replicas is the inventory's time-slicing replicas per GPU (0: each GPU advertised once);
+	// GPUs are the physical ones either way.
+	Replicas int32
 }
 
 // NodeInfoFromNode reads a node. A malformed GPU inventory is returned as an error together with
 // a usable NodeInfo (its GPUs without UUIDs).
 func NodeInfoFromNode(obj *corev1.Node) (NodeInfo, error) {
 	ns, err := readNode(obj)
-	return NodeInfo{Allocatable: ns.alloc, GPUs: ns.slots, GPUType: ns.gpuType, Unschedulable: ns.unschedulable}, err
+	return NodeInfo{Allocatable: ns.alloc, GPUs: ns.slots, GPUType: ns.gpuType, Unschedulable: ns.unschedulable, Replicas: ns.replicas}, err
 }
 
 // nodeSpec is what the snapshot reads from a corev1.Node.
@@ -398,6 +414,8 @@ type nodeSpec struct {
 	inventory     bool
 	invGPUs       int
 	unhealthy     int
+	// replicas is the inventory's time-slicing replicas per GPU, 0 when not time-sliced.
+	replicas int32
 }
 
 func readNode(obj *corev1.Node) (nodeSpec, error) {
@@ -424,14 +442,24 @@ func readNode(obj *corev1.Node) (nodeSpec, error) {
 	if q, ok := obj.Status.Allocatable[v1alpha1.ResourceGPU]; ok {
 		gpus = max(q.Value(), 0)
 	}
-	gpus = min(gpus, 1024)
 	var inv []GPUInventoryEntry
 	if v, ok := obj.Annotations[v1alpha1.GPUInventoryAnnotation]; ok && v != "" {
-		inv, ns.unhealthy, err = parseGPUInventory(v)
+		var p parsedInventory
+		p, err = parseGPUInventory(v)
+		inv, ns.unhealthy = p.gpus, p.unhealthy
 		// A bad inventory leaves the GPUs usable, without UUIDs; the error is reported.
 		ns.inventory = err == nil && len(inv) > 0
 		ns.invGPUs = len(inv) + ns.unhealthy
+		if err == nil && p.obj.Replicas > 1 {
+			// A time-sliced node advertises each GPU Replicas times; its slots are the physical
+			// GPUs, so no two holders of a whole GPU (whole-GPU pods, reservations) are counted
+			// onto one device. The kubelet's distributed allocation of replicas puts each holder
+			// on a GPU no other holds (docs/isolation.md, "Time-sliced nodes").
+			ns.replicas = p.obj.Replicas
+			gpus = min(p.obj.PhysicalGPUs(gpus), int64(len(inv)))
+		}
 	}
+	gpus = min(gpus, 1024)
 	labelMem := int64(0)
 	if v, ok := obj.Labels[v1alpha1.GPUMemoryLabel]; ok {
 		labelMem, _ = strconv.ParseInt(v, 10, 64)

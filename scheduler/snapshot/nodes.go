@@ -119,6 +119,7 @@ func (s *Snapshot) applyNodeSpec(n *Node, obj *corev1.Node, spec nodeSpec) {
 	n.Unschedulable = spec.unschedulable
 	n.Inventory = spec.inventory
 	n.InventoryGPUs, n.UnhealthyGPUs = spec.invGPUs, spec.unhealthy
+	n.Replicas = spec.replicas
 	n.Version++
 	if prevDRA != nil || n.DRADevices != nil {
 		s.indexDRANode(n, prevDRA)

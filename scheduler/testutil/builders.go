@@ -285,6 +285,22 @@ func (n *NodeWrapper) Inventory(memMiB int64) *NodeWrapper {
 	return n
 }
 
+// TimeSliced makes the node's GPUs time-sliced by its device plugin: the GPUs it has so far
+// (GPUs) are the physical ones, each advertised replicas times under nvidia.com/gpu, and the
+// gpu-agent's inventory (an object, UUIDs GPU-<node>-<i>) says so.
+func (n *NodeWrapper) TimeSliced(replicas int, memMiB int64) *NodeWrapper {
+	q := n.Status.Allocatable[v1alpha1.ResourceGPU]
+	physical := int(q.Value())
+	inv := v1alpha1.GPUInventory{Replicas: int32(replicas)}
+	for i := range physical {
+		inv.GPUs = append(inv.GPUs, v1alpha1.GPUDevice{Index: int32(i), UUID: fmt.Sprintf("GPU-%s-%d", n.Name, i), MemoryMiB: memMiB, Healthy: true})
+	}
+	b, _ := json.Marshal(inv)
+	n.Annotations[v1alpha1.GPUInventoryAnnotation] = string(b)
+	n.Status.Allocatable[v1alpha1.ResourceGPU] = *resource.NewQuantity(int64(physical*replicas), resource.DecimalSI)
+	return n
+}
+
 // Allocatable sets an allocatable resource.
 func (n *NodeWrapper) Allocatable(name corev1.ResourceName, qty string) *NodeWrapper {
 	n.Status.Allocatable[name] = resource.MustParse(qty)

@@ -266,7 +266,12 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		if s.PodGroup != nil {
 			v.PodGroup = s.PodGroup.Name
 			g := podGroupJob(s.PodGroup, s.members(), prio, now)
-			v.MinMember, v.Running, v.WaitSeconds = g.MinMember, g.Running, g.WaitSeconds
+			v.MinMember, v.Running = g.MinMember, g.Running
+			if !v.Waiting {
+				// A waiting pod's wait stays its own, from its creation: the gang's may count from
+				// an older pod, or end at a start this pod (recreated since) never had.
+				v.WaitSeconds = g.WaitSeconds
+			}
 			if c := unschedulable(s.PodGroup); c != nil && v.Waiting {
 				v.Reason, v.Message = c.Reason, c.Message
 			}
@@ -281,9 +286,9 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		v = WhyView{Object: ObjectRef{Kind: "PodGroup", Namespace: s.PodGroup.Namespace, Name: s.PodGroup.Name},
 			Queue: j.Queue, PriorityClass: j.PriorityClass, Priority: j.Priority, State: j.State, Running: j.Running,
 			MinMember: j.MinMember, WaitSeconds: j.WaitSeconds}
-		v.Waiting = j.State == string(fairwayv1.PodGroupPending)
+		v.Waiting = gangWaits(s.PodGroup)
 		if c := unschedulable(s.PodGroup); c != nil {
-			v.Waiting, v.Reason, v.Message = true, c.Reason, c.Message
+			v.Reason, v.Message = c.Reason, c.Message
 		}
 	}
 	v.Kind = "Why"
@@ -443,7 +448,7 @@ func PrintWhy(w io.Writer, v WhyView) error {
 	if v.PodGroup != "" {
 		line("Gang", "podgroup/%s", v.PodGroup)
 	}
-	state := fmt.Sprintf("%s, %d of minimum %d pods running", v.State, v.Running, v.MinMember)
+	state := v.State + ", " + runningText(v.Running, v.MinMember)
 	if v.WaitSeconds != nil {
 		d := age(time.Duration(*v.WaitSeconds) * time.Second)
 		if v.Waiting {
@@ -467,8 +472,8 @@ func PrintWhy(w io.Writer, v WhyView) error {
 		}
 		line("To unblock", "%s", v.Hint)
 		for _, c := range v.Competing {
-			line("Competing", "%d pods of scheduler %s wait for %d %s; fairway does not place them, and only the capacity it holds for a gang is kept from them",
-				c.Pods, c.Scheduler, c.GPUs, fairwayv1.ResourceGPU)
+			line("Competing", "%s of scheduler %s %s for %s (%s); fairway does not place them, and only the capacity it holds for a gang is kept from them",
+				plural(int64(c.Pods), "pod", "pods"), c.Scheduler, verbFor(c.Pods, "waits", "wait"), plural(c.GPUs, "GPU", "GPUs"), fairwayv1.ResourceGPU)
 		}
 	} else if v.Message != "" {
 		line("Note", "%s", v.Message)
@@ -507,7 +512,7 @@ func describePlacement(p PlacementView) string {
 	}
 	switch {
 	case p.GPUs > 0:
-		s += fmt.Sprintf(", %d whole GPUs", p.GPUs)
+		s += ", " + plural(p.GPUs, "whole GPU", "whole GPUs")
 	case p.Share != "":
 		gpu := "a shared GPU"
 		switch {
@@ -525,4 +530,22 @@ func describePlacement(p PlacementView) string {
 		}
 	}
 	return s
+}
+
+// runningText says how many of a gang's pods run, with its minimum when it has one above a
+// single pod: "29 pods running (min 25)", "1 pod running".
+func runningText(running, minMember int32) string {
+	s := plural(int64(running), "pod", "pods") + " running"
+	if minMember > 1 {
+		s += fmt.Sprintf(" (min %d)", minMember)
+	}
+	return s
+}
+
+// verbFor is the verb that goes with a count: one for 1, many otherwise.
+func verbFor(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

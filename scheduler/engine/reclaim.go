@@ -763,7 +763,7 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 	for i, v := range victimQueues {
 		sources[i] = v.PreemptibleNodes()
 	}
-	reclaimHead := "reclaimed for gang " + g.Key.String() + " of queue " + q.Name + ", which is below its " + level + "; queue "
+	reclaimHead := "reclaimed for " + claimantName(g) + " of queue " + q.Name + ", which is below its " + level + "; queue "
 	pol := &victimPolicy{
 		reason:          EvictReclaim,
 		beneficiary:     g,
@@ -856,10 +856,9 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 			}
 			return true
 		}
-		pol.moveMessage = func(v *snapshot.Task) string {
-			return "moved to deliver the guaranteed quota of queue " + q.Name + " to gang " + g.Key.String() +
-				", which fits only if pods move; there is room for this pod on another node"
-		}
+		moveMessage := "moved to deliver the guaranteed quota of queue " + q.Name + " to " + claimantName(g) +
+			", which fits only if pods move; there is room for this pod on another node"
+		pol.moveMessage = func(*snapshot.Task) string { return moveMessage }
 	}
 	return pol, ""
 }
@@ -882,6 +881,7 @@ func givable(x, q *snapshot.Queue, d int) int64 {
 
 func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 	g, q := a.g, a.g.Queue
+	by := claimantName(g)
 	return &victimPolicy{
 		reason:       EvictPreempt,
 		beneficiary:  g,
@@ -903,8 +903,8 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 		},
 		key: evictabilityKey,
 		message: func(v *snapshot.Task) string {
-			const format = "preempted by gang %s of priority %d in queue %s (this pod has priority %d)"
-			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), g.Key, g.Priority, q.Name, v.Gang.Priority)
+			const format = "preempted by %s of priority %d in queue %s (this pod has priority %d)"
+			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), by, g.Priority, q.Name, v.Gang.Priority)
 		},
 	}, ""
 }

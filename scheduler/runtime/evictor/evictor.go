@@ -55,10 +55,10 @@ import (
 )
 
 // ReasonNodeDeleted evicts a pod whose node is gone.
-const ReasonNodeDeleted engine.EvictionReason = "NodeDeleted"
+const ReasonNodeDeleted = v1alpha1.EvictNodeDeleted
 
 // ConditionReason is the DisruptionTarget condition's reason for an eviction reason.
-func ConditionReason(r engine.EvictionReason) string { return "Fairway" + string(r) }
+func ConditionReason(r engine.EvictionReason) string { return v1alpha1.DisruptionReason(r) }
 
 // ConditionEvictionRefused is the reason of a DisruptionTarget condition set back to False
 // because a PodDisruptionBudget refused the eviction it announced.
@@ -359,12 +359,12 @@ func (e *Evictor) returnLoan(ctx context.Context, r *Request) error {
 
 // ReasonLoanReturnedPastBudget is the event reason on a pod on loan deleted although a
 // PodDisruptionBudget refused its eviction.
-const ReasonLoanReturnedPastBudget = "LoanReturnedPastBudget"
+const ReasonLoanReturnedPastBudget = string(v1alpha1.EvictLoanReturnedPastBudget)
 
 // ReasonGuaranteePastBudget is the event reason on an over-quota pod deleted although a
 // PodDisruptionBudget refused its eviction: the queue it was reclaimed for waited its
 // reclaim.budgetTimeout (engine.Eviction.OverridesBudget).
-const ReasonGuaranteePastBudget = "GuaranteeReclaimedPastBudget"
+const ReasonGuaranteePastBudget = string(v1alpha1.EvictGuaranteePastBudget)
 
 // overrideBudget takes back borrowed capacity a PodDisruptionBudget has delayed for longer than
 // the claimant queue's reclaim.budgetTimeout, as returnLoan takes back a lent GPU: the Eviction

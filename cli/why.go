@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -47,10 +48,29 @@ type WhyView struct {
 	// names the misspelt GPU-share keys it carries: a newcomer whose notebook runs without the
 	// GPU it "asked for" sees only Running otherwise.
 	NoGPU string `json:"noGPU,omitempty"`
+	// LastEviction is the newest of fairway's evictions of the pod asked about, or of the gang's
+	// pods (by name: a recreated pod's earlier self counts), read from the events on them; nil
+	// when none is known (events expire, an hour by default).
+	LastEviction *EvictionView `json:"lastEviction,omitempty"`
 	// Competing are the pending pods of other schedulers that ask for GPUs, per scheduler, while
 	// the gang (or pod) waits for GPUs: fairway does not place them, and capacity it does not
 	// hold for a gang goes to whichever scheduler binds first (docs/coexistence.md).
 	Competing []CompetingView `json:"competing,omitempty"`
+}
+
+// EvictionView is one of fairway's evictions of a pod: when, why, and for whom.
+type EvictionView struct {
+	// Pod is the evicted pod's name.
+	Pod string `json:"pod"`
+	// Reason is the eviction's reason (v1alpha1.EvictionReason: Reclaim, Preempt, ...).
+	Reason string `json:"reason"`
+	// By is what the eviction made room for (the event's related object), when it had one.
+	By *ObjectRef `json:"by,omitempty"`
+	// Message is the scheduler's note: why, naming who it made room for.
+	Message string      `json:"message"`
+	Time    metav1.Time `json:"time"`
+	// AgoSeconds is how long before the command the eviction was.
+	AgoSeconds int64 `json:"agoSeconds"`
 }
 
 // CompetingView counts one other scheduler's pending pods that ask for GPUs.
@@ -184,6 +204,11 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 			}
 		}
 	}
+	// Optional too: without the right to list events, no last eviction.
+	var evs eventsv1.EventList
+	if err := o.Client.List(ctx, &evs, client.InNamespace(ns)); err == nil {
+		s.Events = evs.Items
+	}
 	view := BuildWhy(s, o.Now())
 	if ok, err := o.printStructured(view); ok {
 		return err
@@ -232,6 +257,8 @@ type WhySnapshot struct {
 	ForeignPending []corev1.Pod
 	// Queue is the queue of the pod asked about, nil when it could not be read.
 	Queue *fairwayv1.Queue
+	// Events are the namespace's events (those of fairway's evictions are read).
+	Events []eventsv1.Event
 }
 
 // members are the pods explained: the pod asked about, or the PodGroup's pods.
@@ -303,6 +330,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 				"check that `fairway scheduler` runs (its leader logs every cycle) and that the pods' schedulerName is fairway."
 		}
 	}
+	v.LastEviction = lastEviction(s.Events, s.members(), now)
 	v.Pods = []PlacementView{}
 	for _, p := range s.members() {
 		v.Pods = append(v.Pods, placement(p, s))
@@ -311,6 +339,41 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		v.Competing = competing(s.ForeignPending)
 	}
 	return v
+}
+
+// lastEviction is the newest event of one of fairway's evictions (by its reason,
+// v1alpha1.EvictionReason) on a pod named as one of pods, nil when there is none.
+func lastEviction(events []eventsv1.Event, pods []*corev1.Pod, now time.Time) *EvictionView {
+	var last *EvictionView
+	for i := range events {
+		ev := &events[i]
+		if ev.Regarding.Kind != "Pod" || !fairwayv1.EvictionReason(ev.Reason).Known() ||
+			!slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.Name == ev.Regarding.Name && p.Namespace == ev.Regarding.Namespace }) {
+			continue
+		}
+		at := eventTime(ev)
+		if last != nil && !at.After(last.Time.Time) {
+			continue
+		}
+		last = &EvictionView{Pod: ev.Regarding.Name, Reason: ev.Reason, Message: ev.Note, Time: metav1.NewTime(at), AgoSeconds: *seconds(now.Sub(at))}
+		if r := ev.Related; r != nil && r.Name != "" {
+			last.By = &ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		}
+	}
+	return last
+}
+
+// eventTime is when an event last happened.
+func eventTime(ev *eventsv1.Event) time.Time {
+	switch {
+	case ev.Series != nil && !ev.Series.LastObservedTime.IsZero():
+		return ev.Series.LastObservedTime.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	case !ev.DeprecatedLastTimestamp.IsZero():
+		return ev.DeprecatedLastTimestamp.Time
+	}
+	return ev.CreationTimestamp.Time
 }
 
 // noGPU explains pods (the pod asked about, or a gang's) that ask for no GPU in a queue that has
@@ -458,6 +521,10 @@ func PrintWhy(w io.Writer, v WhyView) error {
 		}
 	}
 	line("State", "%s", state)
+	if e := v.LastEviction; e != nil {
+		// The message names who the eviction made room for; By is there for -o json|yaml.
+		line("Evicted", "%s %s ago (%s): %s", e.Pod, age(time.Duration(e.AgoSeconds)*time.Second), e.Reason, e.Message)
+	}
 	if v.NoGPU != "" {
 		line("GPU", "%s", v.NoGPU)
 	}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"strconv"
+
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
@@ -33,4 +35,12 @@ func claimantName(g *snapshot.Gang) string {
 		return name
 	}
 	return name + " (" + what + ")"
+}
+
+// count is n with its noun: "1 pod", "4 pods", never "1 pods".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

@@ -650,8 +650,12 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 	slices.Sort(names)
 	c.placed[g] = true
 	c.res.Nominations = append(c.res.Nominations, Nomination{Gang: g.Key, Nodes: names, Pods: pods})
-	msg := fmt.Sprintf("%d pods are being evicted (%s) to make room; the gang will be bound on %s once they have terminated",
-		len(evs), strings.ToLower(string(pol.reason)), strings.Join(names, ", "))
+	they := "they have"
+	if len(evs) == 1 {
+		they = "it has"
+	}
+	msg := fmt.Sprintf("%s being evicted (%s) to make room; the gang will be bound on %s once %s terminated",
+		count(len(evs), "pod is", "pods are"), strings.ToLower(string(pol.reason)), strings.Join(names, ", "), they)
 	if len(evs) == 0 {
 		msg = fmt.Sprintf("waiting for pods already leaving %s; the capacity there is held for the gang", strings.Join(names, ", "))
 	}

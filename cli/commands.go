@@ -54,7 +54,8 @@ that have jobs.`,
 			Short: "Explain why a pod, gang or pipeline run waits, and what would unblock it; or where it runs",
 			Long: `Explain one PodGroup or pod: while it waits, the scheduler's reason code and message and what
 would unblock it; once placed, the nodes its pods run on and, for a GPU share, which GPU and who
-shares it. A bare NAME is looked up as a PodGroup first, then as a pod. When the namespace has
+shares it; and the last time fairway evicted one of its pods (when, why, for whom), from the
+events on them. A bare NAME is looked up as a PodGroup first, then as a pod. When the namespace has
 neither, the other namespaces you may read are searched and the -n to add is printed.`,
 			Example: "  fairway why train-llama -n team-a\n  fairway why pod/notebook-0 -n team-b\n  fairway why workflow/vision-training-x7k2p -n kubeflow-user-alice",
 			Args:    cobra.ExactArgs(1),

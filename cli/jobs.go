@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -186,12 +187,39 @@ func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int
 		j.Queue = queueOf(pods[0])
 	}
 	switch {
+	case gangWaits(pg):
+		// From the creation of the oldest pod that waits (the PodGroup may be younger, and a gang
+		// that ran before waits again from its recreated pods' creation, not from its first start).
+		since := pg.CreationTimestamp.Time
+		if c, ok := oldestWaiting(pods); ok {
+			since = c
+		}
+		j.WaitSeconds = seconds(now.Sub(since))
 	case pg.Status.LastStartTime != nil:
 		j.WaitSeconds = seconds(pg.Status.LastStartTime.Sub(pg.CreationTimestamp.Time))
-	case j.State == string(fairwayv1.PodGroupPending):
-		j.WaitSeconds = seconds(now.Sub(pg.CreationTimestamp.Time))
 	}
 	return j
+}
+
+// gangWaits reports whether the PodGroup's gang waits to be scheduled: it is Pending, or the
+// scheduler says it is unschedulable (a running gang whose evicted pods wait to come back).
+func gangWaits(pg *fairwayv1.PodGroup) bool {
+	return pg.Status.Phase == "" || pg.Status.Phase == fairwayv1.PodGroupPending || unschedulable(pg) != nil
+}
+
+// oldestWaiting is the creation time of the oldest pod that waits for a node: how long a gang
+// has waited is measured from it.
+func oldestWaiting(pods []*corev1.Pod) (time.Time, bool) {
+	var oldest time.Time
+	for _, p := range pods {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminated(p) {
+			continue
+		}
+		if c := p.CreationTimestamp.Time; oldest.IsZero() || c.Before(oldest) {
+			oldest = c
+		}
+	}
+	return oldest, !oldest.IsZero()
 }
 
 func podJob(p *corev1.Pod, prio map[string]int32, now time.Time) JobView {
@@ -278,11 +306,20 @@ func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
 		default:
 			state += fmt.Sprintf(" (%d on loan)", j.OnLoan)
 		}
-		cells := []string{name, j.Queue, j.WorkloadKind, prio, state, j.Reason, j.GPUs, fmt.Sprintf("%d/%d", j.Running, j.MinMember), wait, j.Framework}
+		cells := []string{name, j.Queue, j.WorkloadKind, prio, state, j.Reason, j.GPUs, runningCell(j.Running, j.MinMember), wait, j.Framework}
 		if withNamespace {
 			cells = append([]string{j.Namespace}, cells...)
 		}
 		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// runningCell is the RUNNING column: the pods running, and the gang's minimum when it has one
+// above a single pod ("29 (min 25)"; "29/25" read as a fraction, or as 29 of 25 asked for).
+func runningCell(running, minMember int32) string {
+	if minMember <= 1 {
+		return strconv.Itoa(int(running))
+	}
+	return fmt.Sprintf("%d (min %d)", running, minMember)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -47,10 +48,29 @@ type WhyView struct {
 	// names the misspelt GPU-share keys it carries: a newcomer whose notebook runs without the
 	// GPU it "asked for" sees only Running otherwise.
 	NoGPU string `json:"noGPU,omitempty"`
+	// LastEviction is the newest of fairway's evictions of the pod asked about, or of the gang's
+	// pods (by name: a recreated pod's earlier self counts), read from the events on them; nil
+	// when none is known (events expire, an hour by default).
+	LastEviction *EvictionView `json:"lastEviction,omitempty"`
 	// Competing are the pending pods of other schedulers that ask for GPUs, per scheduler, while
 	// the gang (or pod) waits for GPUs: fairway does not place them, and capacity it does not
 	// hold for a gang goes to whichever scheduler binds first (docs/coexistence.md).
 	Competing []CompetingView `json:"competing,omitempty"`
+}
+
+// EvictionView is one of fairway's evictions of a pod: when, why, and for whom.
+type EvictionView struct {
+	// Pod is the evicted pod's name.
+	Pod string `json:"pod"`
+	// Reason is the eviction's reason (v1alpha1.EvictionReason: Reclaim, Preempt, ...).
+	Reason string `json:"reason"`
+	// By is what the eviction made room for (the event's related object), when it had one.
+	By *ObjectRef `json:"by,omitempty"`
+	// Message is the scheduler's note: why, naming who it made room for.
+	Message string      `json:"message"`
+	Time    metav1.Time `json:"time"`
+	// AgoSeconds is how long before the command the eviction was.
+	AgoSeconds int64 `json:"agoSeconds"`
 }
 
 // CompetingView counts one other scheduler's pending pods that ask for GPUs.
@@ -184,6 +204,11 @@ func RunWhy(ctx context.Context, o *Options, arg string) error {
 			}
 		}
 	}
+	// Optional too: without the right to list events, no last eviction.
+	var evs eventsv1.EventList
+	if err := o.Client.List(ctx, &evs, client.InNamespace(ns)); err == nil {
+		s.Events = evs.Items
+	}
 	view := BuildWhy(s, o.Now())
 	if ok, err := o.printStructured(view); ok {
 		return err
@@ -232,6 +257,8 @@ type WhySnapshot struct {
 	ForeignPending []corev1.Pod
 	// Queue is the queue of the pod asked about, nil when it could not be read.
 	Queue *fairwayv1.Queue
+	// Events are the namespace's events (those of fairway's evictions are read).
+	Events []eventsv1.Event
 }
 
 // members are the pods explained: the pod asked about, or the PodGroup's pods.
@@ -266,7 +293,12 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		if s.PodGroup != nil {
 			v.PodGroup = s.PodGroup.Name
 			g := podGroupJob(s.PodGroup, s.members(), prio, now)
-			v.MinMember, v.Running, v.WaitSeconds = g.MinMember, g.Running, g.WaitSeconds
+			v.MinMember, v.Running = g.MinMember, g.Running
+			if !v.Waiting {
+				// A waiting pod's wait stays its own, from its creation: the gang's may count from
+				// an older pod, or end at a start this pod (recreated since) never had.
+				v.WaitSeconds = g.WaitSeconds
+			}
 			if c := unschedulable(s.PodGroup); c != nil && v.Waiting {
 				v.Reason, v.Message = c.Reason, c.Message
 			}
@@ -281,9 +313,9 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		v = WhyView{Object: ObjectRef{Kind: "PodGroup", Namespace: s.PodGroup.Namespace, Name: s.PodGroup.Name},
 			Queue: j.Queue, PriorityClass: j.PriorityClass, Priority: j.Priority, State: j.State, Running: j.Running,
 			MinMember: j.MinMember, WaitSeconds: j.WaitSeconds}
-		v.Waiting = j.State == string(fairwayv1.PodGroupPending)
+		v.Waiting = gangWaits(s.PodGroup)
 		if c := unschedulable(s.PodGroup); c != nil {
-			v.Waiting, v.Reason, v.Message = true, c.Reason, c.Message
+			v.Reason, v.Message = c.Reason, c.Message
 		}
 	}
 	v.Kind = "Why"
@@ -298,6 +330,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 				"check that `fairway scheduler` runs (its leader logs every cycle) and that the pods' schedulerName is fairway."
 		}
 	}
+	v.LastEviction = lastEviction(s.Events, s.members(), now)
 	v.Pods = []PlacementView{}
 	for _, p := range s.members() {
 		v.Pods = append(v.Pods, placement(p, s))
@@ -306,6 +339,41 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 		v.Competing = competing(s.ForeignPending)
 	}
 	return v
+}
+
+// lastEviction is the newest event of one of fairway's evictions (by its reason,
+// v1alpha1.EvictionReason) on a pod named as one of pods, nil when there is none.
+func lastEviction(events []eventsv1.Event, pods []*corev1.Pod, now time.Time) *EvictionView {
+	var last *EvictionView
+	for i := range events {
+		ev := &events[i]
+		if ev.Regarding.Kind != "Pod" || !fairwayv1.EvictionReason(ev.Reason).Known() ||
+			!slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.Name == ev.Regarding.Name && p.Namespace == ev.Regarding.Namespace }) {
+			continue
+		}
+		at := eventTime(ev)
+		if last != nil && !at.After(last.Time.Time) {
+			continue
+		}
+		last = &EvictionView{Pod: ev.Regarding.Name, Reason: ev.Reason, Message: ev.Note, Time: metav1.NewTime(at), AgoSeconds: *seconds(now.Sub(at))}
+		if r := ev.Related; r != nil && r.Name != "" {
+			last.By = &ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		}
+	}
+	return last
+}
+
+// eventTime is when an event last happened.
+func eventTime(ev *eventsv1.Event) time.Time {
+	switch {
+	case ev.Series != nil && !ev.Series.LastObservedTime.IsZero():
+		return ev.Series.LastObservedTime.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	case !ev.DeprecatedLastTimestamp.IsZero():
+		return ev.DeprecatedLastTimestamp.Time
+	}
+	return ev.CreationTimestamp.Time
 }
 
 // noGPU explains pods (the pod asked about, or a gang's) that ask for no GPU in a queue that has
@@ -443,7 +511,7 @@ func PrintWhy(w io.Writer, v WhyView) error {
 	if v.PodGroup != "" {
 		line("Gang", "podgroup/%s", v.PodGroup)
 	}
-	state := fmt.Sprintf("%s, %d of minimum %d pods running", v.State, v.Running, v.MinMember)
+	state := v.State + ", " + runningText(v.Running, v.MinMember)
 	if v.WaitSeconds != nil {
 		d := age(time.Duration(*v.WaitSeconds) * time.Second)
 		if v.Waiting {
@@ -453,6 +521,10 @@ func PrintWhy(w io.Writer, v WhyView) error {
 		}
 	}
 	line("State", "%s", state)
+	if e := v.LastEviction; e != nil {
+		// The message names who the eviction made room for; By is there for -o json|yaml.
+		line("Evicted", "%s %s ago (%s): %s", e.Pod, age(time.Duration(e.AgoSeconds)*time.Second), e.Reason, e.Message)
+	}
 	if v.NoGPU != "" {
 		line("GPU", "%s", v.NoGPU)
 	}
@@ -467,8 +539,8 @@ func PrintWhy(w io.Writer, v WhyView) error {
 		}
 		line("To unblock", "%s", v.Hint)
 		for _, c := range v.Competing {
-			line("Competing", "%d pods of scheduler %s wait for %d %s; fairway does not place them, and only the capacity it holds for a gang is kept from them",
-				c.Pods, c.Scheduler, c.GPUs, fairwayv1.ResourceGPU)
+			line("Competing", "%s of scheduler %s %s for %s (%s); fairway does not place them, and only the capacity it holds for a gang is kept from them",
+				plural(int64(c.Pods), "pod", "pods"), c.Scheduler, verbFor(c.Pods, "waits", "wait"), plural(c.GPUs, "GPU", "GPUs"), fairwayv1.ResourceGPU)
 		}
 	} else if v.Message != "" {
 		line("Note", "%s", v.Message)
@@ -507,7 +579,7 @@ func describePlacement(p PlacementView) string {
 	}
 	switch {
 	case p.GPUs > 0:
-		s += fmt.Sprintf(", %d whole GPUs", p.GPUs)
+		s += ", " + plural(p.GPUs, "whole GPU", "whole GPUs")
 	case p.Share != "":
 		gpu := "a shared GPU"
 		switch {
@@ -525,4 +597,22 @@ func describePlacement(p PlacementView) string {
 		}
 	}
 	return s
+}
+
+// runningText says how many of a gang's pods run, with its minimum when it has one above a
+// single pod: "29 pods running (min 25)", "1 pod running".
+func runningText(running, minMember int32) string {
+	s := plural(int64(running), "pod", "pods") + " running"
+	if minMember > 1 {
+		s += fmt.Sprintf(" (min %d)", minMember)
+	}
+	return s
+}
+
+// verbFor is the verb that goes with a count: one for 1, many otherwise.
+func verbFor(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

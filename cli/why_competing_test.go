@@ -46,7 +46,8 @@ func TestWhyCompeting(t *testing.T) {
 	if err := cli.PrintWhy(&b, v); err != nil {
 		t.Fatal(err)
 	}
-	if out := b.String(); !strings.Contains(out, "Competing:  3 pods of scheduler default-scheduler wait for 3 nvidia.com/gpu") {
-		t.Errorf("output\n%s\nwants a Competing line for default-scheduler", out)
+	if out := b.String(); !strings.Contains(out, "Competing:  3 pods of scheduler default-scheduler wait for 3 GPUs (nvidia.com/gpu)") ||
+		!strings.Contains(out, "Competing:  1 pod of scheduler volcano waits for 4 GPUs (nvidia.com/gpu)") {
+		t.Errorf("output\n%s\nwants a Competing line for default-scheduler (3 pods) and for volcano (1 pod)", out)
 	}
 }

@@ -226,7 +226,7 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 	}
 	need := int(g.MinMember - g.Bound - g.Succeeded)
 	if placeable == 0 && gated > 0 {
-		return &placeFailure{code: ReasonSchedulingGated, msg: fmt.Sprintf("%d pods wait for their scheduling gates to be removed", gated)}
+		return &placeFailure{code: ReasonSchedulingGated, msg: count(gated, "pod waits", "pods wait") + " for their scheduling gates to be removed"}
 	}
 	if placeable < need {
 		return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("the gang needs %d pods to start and only %d exist (%d running, %d succeeded, %d pending, %d gated)",

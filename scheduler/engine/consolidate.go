@@ -77,6 +77,7 @@ func (c *cycle) fragmented(a *attempt) bool {
 
 func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 	g := a.g
+	message := "moved to make room for " + claimantName(g) + ", which fits only if pods move; there is room for this pod on another node or GPU"
 	return &victimPolicy{
 		reason:      EvictConsolidate,
 		beneficiary: g,
@@ -102,9 +103,7 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 			k.gpu = v.GPUs.MilliGPU()
 			return k
 		},
-		message: func(v *snapshot.Task) string {
-			return fmt.Sprintf("moved to make room for gang %s, which fits only if pods move; there is room for this pod on another node or GPU", g.Key)
-		},
+		message: func(*snapshot.Task) string { return message },
 	}, ""
 }
 

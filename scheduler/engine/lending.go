@@ -349,7 +349,7 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 				parts = append(parts, fmt.Sprintf("%d %s", why[i], phrase))
 			}
 		}
-		msg := fmt.Sprintf("%d lendable GPUs, none takes pod %s: %s", len(gpus), t.Key, strings.Join(parts, ", "))
+		msg := fmt.Sprintf("%s, none takes pod %s: %s", count(len(gpus), "lendable GPU", "lendable GPUs"), t.Key, strings.Join(parts, ", "))
 		if overLimit != "" {
 			msg += " (" + overLimit + ")"
 		}

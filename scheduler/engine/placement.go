@@ -613,12 +613,17 @@ func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set,
 		}
 		counts[f]++
 	}
-	var parts []string
+	// "on 4 nodes: not enough free GPUs (1 needed)", most nodes first.
+	type part struct {
+		nodes int
+		text  string
+	}
+	var parts []part
 	for f := FitFailure(1); f < numFitFailures; f++ {
 		if counts[f] == 0 {
 			continue
 		}
-		p := fmt.Sprintf("%d %s", counts[f], f)
+		p := "on " + count(counts[f], "node", "nodes") + ": " + f.String()
 		if f == FailTaint && example != "" {
 			p += " (" + example + ")"
 		}
@@ -633,28 +638,21 @@ func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set,
 		if f == FailTooFewGPUs || f == FailGPUs {
 			p += fmt.Sprintf(" (%d needed)", t.Req.WholeGPUs)
 		}
-		parts = append(parts, p)
+		parts = append(parts, part{counts[f], p})
 	}
 	if held > 0 {
-		parts = append(parts, fmt.Sprintf("%d with capacity held for other gangs", held))
+		parts = append(parts, part{held, "on " + count(held, "node", "nodes") + ": capacity held for other gangs"})
 	}
-	slices.SortStableFunc(parts, func(a, b string) int { return cmp.Compare(leadingInt(b), leadingInt(a)) })
+	slices.SortStableFunc(parts, func(a, b part) int { return cmp.Compare(b.nodes, a.nodes) })
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		texts[i] = p.text
+	}
 	when := ""
 	if afterRelease {
 		when = " even after evictions in progress"
 	}
-	return fmt.Sprintf("0/%d nodes fit pod %s (%s)%s: %s", total, t.Key, t.Req.String(), when, strings.Join(parts, ", "))
-}
-
-func leadingInt(s string) int {
-	n := 0
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			break
-		}
-		n = n*10 + int(r-'0')
-	}
-	return n
+	return fmt.Sprintf("0/%d nodes fit pod %s (%s)%s: %s", total, t.Key, t.Req.String(), when, strings.Join(texts, ", "))
 }
 
 func (c *cycle) fitsIgnoringHolds(n *snapshot.Node, t *snapshot.Task, afterRelease bool) bool {

@@ -651,8 +651,12 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 	slices.Sort(names)
 	c.placed[g] = true
 	c.res.Nominations = append(c.res.Nominations, Nomination{Gang: g.Key, Nodes: names, Pods: pods})
-	msg := fmt.Sprintf("%d pods are being evicted (%s) to make room; the gang will be bound on %s once they have terminated",
-		len(evs), strings.ToLower(string(pol.reason)), strings.Join(names, ", "))
+	they := "they have"
+	if len(evs) == 1 {
+		they = "it has"
+	}
+	msg := fmt.Sprintf("%s being evicted (%s) to make room; the gang will be bound on %s once %s terminated",
+		count(len(evs), "pod is", "pods are"), strings.ToLower(string(pol.reason)), strings.Join(names, ", "), they)
 	if len(evs) == 0 {
 		msg = fmt.Sprintf("waiting for pods already leaving %s; the capacity there is held for the gang", strings.Join(names, ", "))
 	}
@@ -764,7 +768,7 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 	for i, v := range victimQueues {
 		sources[i] = v.PreemptibleNodes()
 	}
-	reclaimHead := "reclaimed for gang " + g.Key.String() + " of queue " + q.Name + ", which is below its " + level + "; queue "
+	reclaimHead := "reclaimed for " + claimantName(g) + " of queue " + q.Name + ", which is below its " + level + "; queue "
 	pol := &victimPolicy{
 		reason:          EvictReclaim,
 		beneficiary:     g,
@@ -857,10 +861,9 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 			}
 			return true
 		}
-		pol.moveMessage = func(v *snapshot.Task) string {
-			return "moved to deliver the guaranteed quota of queue " + q.Name + " to gang " + g.Key.String() +
-				", which fits only if pods move; there is room for this pod on another node"
-		}
+		moveMessage := "moved to deliver the guaranteed quota of queue " + q.Name + " to " + claimantName(g) +
+			", which fits only if pods move; there is room for this pod on another node"
+		pol.moveMessage = func(*snapshot.Task) string { return moveMessage }
 	}
 	return pol, ""
 }
@@ -883,6 +886,7 @@ func givable(x, q *snapshot.Queue, d int) int64 {
 
 func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 	g, q := a.g, a.g.Queue
+	by := claimantName(g)
 	return &victimPolicy{
 		reason:       EvictPreempt,
 		beneficiary:  g,
@@ -904,8 +908,8 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 		},
 		key: evictabilityKey,
 		message: func(v *snapshot.Task) string {
-			const format = "preempted by gang %s of priority %d in queue %s (this pod has priority %d)"
-			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), g.Key, g.Priority, q.Name, v.Gang.Priority)
+			const format = "preempted by %s of priority %d in queue %s (this pod has priority %d)"
+			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), by, g.Priority, q.Name, v.Gang.Priority)
 		},
 	}, ""
 }

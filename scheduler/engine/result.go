@@ -80,23 +80,23 @@ type Nomination struct {
 	Pods int
 }
 
-// EvictionReason is why a pod is evicted.
-type EvictionReason string
+// EvictionReason is why a pod is evicted (owned by v1alpha1, which readers of the events share).
+type EvictionReason = v1alpha1.EvictionReason
 
 // Eviction reasons.
 const (
 	// EvictReclaim: borrowed capacity goes back to a queue below its fair share.
-	EvictReclaim EvictionReason = "Reclaim"
+	EvictReclaim = v1alpha1.EvictReclaim
 	// EvictPreempt: higher-priority work of the same queue needs the capacity.
-	EvictPreempt EvictionReason = "Preempt"
+	EvictPreempt = v1alpha1.EvictPreempt
 	// EvictConsolidate: the pod moves to make room for a gang; there is room for it elsewhere.
-	EvictConsolidate EvictionReason = "Consolidate"
+	EvictConsolidate = v1alpha1.EvictConsolidate
 	// EvictStaleGang: the pod's gang ran below its minimum for too long.
-	EvictStaleGang EvictionReason = "StaleGang"
+	EvictStaleGang = v1alpha1.EvictStaleGang
 	// EvictLoanReturn: the pod ran on loan on an idle interactive pod's GPU, and the GPU goes
 	// back (a holder does GPU work again, left, or lending was switched off). Decided first in
 	// the cycle, for every loan of the GPU at once, with Options.LoanReturnGracePeriod.
-	EvictLoanReturn EvictionReason = "LoanReturn"
+	EvictLoanReturn = v1alpha1.EvictLoanReturn
 )
 
 // Eviction evicts one pod.
@@ -108,6 +108,10 @@ type Eviction struct {
 	Message string
 	// Beneficiary is the gang the capacity goes to; nil for a stale gang.
 	Beneficiary *snapshot.GangKey
+	// BeneficiaryPod is the beneficiary's pod when the gang is one pod (zero otherwise): the
+	// runtime's events name it, as the message does (a one-pod gang's PodGroup is often one the
+	// webhook made up, which nobody looks for).
+	BeneficiaryPod types.NamespacedName
 	// GracePeriod is the time the pod has to checkpoint and exit: its own
 	// terminationGracePeriodSeconds (Options.EvictionGracePeriod when its spec sets none),
 	// capped by its queue's maxEvictionGracePeriod; Options.LoanReturnGracePeriod for a

@@ -125,11 +125,17 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 			res.Bindings = append(res.Bindings, bindingOf(o.task))
 		case opEvict:
 			t := o.task
-			res.Evictions = append(res.Evictions, Eviction{
+			ev := Eviction{
 				Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName, Reason: o.evict.reason,
 				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace(t),
 				OverridesBudget: o.evict.overrides,
-			})
+			}
+			if b := o.evict.beneficiary; b != nil {
+				if g := s.snap.Gang(*b); g != nil && len(g.Tasks) == 1 {
+					ev.BeneficiaryPod = g.Tasks[0].Key
+				}
+			}
+			res.Evictions = append(res.Evictions, ev)
 			if b := o.evict.beneficiary; b != nil && o.evict.reason != EvictLoanReturn {
 				s.snap.NoteEvictedFor(*b, t.Key, s.now)
 			}

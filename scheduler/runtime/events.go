@@ -16,7 +16,6 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
 	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
-	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
 func scheme() *apiruntime.Scheme {
@@ -35,17 +34,15 @@ func podRef(pod types.NamespacedName, uid types.UID) *corev1.ObjectReference {
 	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: uid}
 }
 
-// Victim records an eviction on the evicted pod.
-func (s *eventSink) Victim(pod types.NamespacedName, uid types.UID, reason, note string) {
-	s.rec.Eventf(podRef(pod, uid), nil, corev1.EventTypeNormal, reason, "Evict", "%s", note)
+// Victim records an eviction on the evicted pod, related to the object it makes room for (the
+// beneficiary's pod or PodGroup; nil for none), which readers such as `fairway why` name.
+func (s *eventSink) Victim(pod types.NamespacedName, uid types.UID, related *corev1.ObjectReference, reason, note string) {
+	s.rec.Eventf(podRef(pod, uid), related, corev1.EventTypeNormal, reason, "Evict", "%s", note)
 }
 
-// Beneficiary records an eviction on the gang it makes room for: its PodGroup, or its pod.
-func (s *eventSink) Beneficiary(gang snapshot.GangKey, reason, note string) {
-	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: gang.Namespace, Name: gang.Name}
-	if gang.PodGroup {
-		ref = &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "PodGroup", Namespace: gang.Namespace, Name: gang.Name}
-	}
+// Beneficiary records an eviction on the object it makes room for: the pod of a gang of one
+// pod, else the gang's PodGroup (or lone pod).
+func (s *eventSink) Beneficiary(ref *corev1.ObjectReference, reason, note string) {
 	s.rec.Eventf(ref, nil, corev1.EventTypeNormal, reason, "Preempt", "%s", note)
 }
 

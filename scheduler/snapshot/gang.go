@@ -112,6 +112,10 @@ type Gang struct {
 	// its bound pods, placed before the queue stopped serving the namespace, stay accounted.
 	Foreign string
 	Created time.Time
+	// Workload is the object that made the gang's pods (v1alpha1.WorkloadOf), zero when they
+	// have none or were made by different objects; for messages that name the gang as its users
+	// know it.
+	Workload v1alpha1.Workload
 
 	// Tasks are the gang's pods that are pending, bound or releasing.
 	Tasks []*Task
@@ -156,6 +160,8 @@ type podHints struct {
 	topology       Topology
 	preemptibility string
 	subGroups      []SubGroup
+	// mixedWorkloads: the gang's pods were made by different objects (Gang.Workload).
+	mixedWorkloads bool
 }
 
 // Holds returns the gang's holds. The slice is owned by the gang.

@@ -39,6 +39,14 @@ func (s *Snapshot) gangFor(info *PodInfo) *Gang {
 	if h.subGroups == nil {
 		h.subGroups = info.SubGroups
 	}
+	switch {
+	case h.mixedWorkloads || g.Workload == info.Workload:
+	case g.Workload == (v1alpha1.Workload{}):
+		g.Workload = info.Workload
+	default:
+		// Pods of several objects (a JobSet's Jobs): none of them names the gang.
+		g.Workload, h.mixedWorkloads = v1alpha1.Workload{}, true
+	}
 	if g.spec == nil && (g.Created.IsZero() || info.Created.Before(g.Created)) {
 		g.Created = info.Created
 	}

@@ -83,6 +83,8 @@ type PodInfo struct {
 	// Kind is the pod's fairway.dev/workload-kind (KindPod when it has none or an unknown one):
 	// the queue policy that applies to it.
 	Kind v1alpha1.WorkloadKind
+	// Workload is the object that made the pod (v1alpha1.WorkloadOf), for messages.
+	Workload v1alpha1.Workload
 }
 
 // readIdle fills the idle-lending fields of info from the pod.
@@ -170,6 +172,7 @@ func podInfo(pod *corev1.Pod, r podReading) PodInfo {
 	}
 
 	readIdle(pod, &info)
+	info.Workload = v1alpha1.WorkloadOf(pod)
 	problems := readRequest(pod, v1alpha1.IsReservationPod(pod, fairwayNamespace), &info.Req)
 	if queueErr != nil {
 		problems = append(problems, queueErr.Error())

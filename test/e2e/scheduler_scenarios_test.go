@@ -105,8 +105,8 @@ func testReclaim(t *testing.T, c *cluster.Cluster, sched *schedProc) {
 		t.Errorf("want 2 Reclaim events on team B's pods, got %d: %v", len(victims), victims)
 	}
 	for _, n := range victims {
-		if !strings.Contains(n, "Reclaimed by team-a/train-a-") {
-			t.Errorf("victim event does not name the beneficiary: %q", n)
+		if !strings.HasPrefix(n, "Reclaimed for pod team-a/train-a-") || strings.Count(n, "team-a/train-a-") != 1 {
+			t.Errorf("victim event does not name the beneficiary pod, once: %q", n)
 		}
 	}
 	fams, err := scrape(ctx, sched.MetricsURL)

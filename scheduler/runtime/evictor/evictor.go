@@ -14,8 +14,10 @@
 //     returned loan is deleted when a budget refuses (see Evict);
 //  4. sets the condition again: the API server's eviction replaces its reason with
 //     EvictionByEvictionAPI, and fairway's says why;
-//  5. records events: on the victim ("Preempted by team-a/train because ...") and on the
-//     beneficiary's PodGroup, or on the beneficiary pod when it has none.
+//  5. records events: on the victim ("Preempted by pod team-a/serve-6cc45dbb8-q8fk7 (inference
+//     Deployment serve) of priority ...", the engine's message, which names the beneficiary
+//     once), related to the beneficiary; and on the beneficiary: its pod when it is a gang of
+//     one pod, else its PodGroup.
 //
 // A refusal by a budget (429 with the DisruptionBudget cause) is not retried: it is reported to
 // the loop (EvictionBlocked), which cancels the eviction in the snapshot and blocks the budget
@@ -45,6 +47,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 	"github.com/fairway-sched/fairway/scheduler/runtime/internal/podqueue"
@@ -52,10 +55,10 @@ import (
 )
 
 // ReasonNodeDeleted evicts a pod whose node is gone.
-const ReasonNodeDeleted engine.EvictionReason = "NodeDeleted"
+const ReasonNodeDeleted = v1alpha1.EvictNodeDeleted
 
 // ConditionReason is the DisruptionTarget condition's reason for an eviction reason.
-func ConditionReason(r engine.EvictionReason) string { return "Fairway" + string(r) }
+func ConditionReason(r engine.EvictionReason) string { return v1alpha1.DisruptionReason(r) }
 
 // ConditionEvictionRefused is the reason of a DisruptionTarget condition set back to False
 // because a PodDisruptionBudget refused the eviction it announced.
@@ -356,12 +359,12 @@ func (e *Evictor) returnLoan(ctx context.Context, r *Request) error {
 
 // ReasonLoanReturnedPastBudget is the event reason on a pod on loan deleted although a
 // PodDisruptionBudget refused its eviction.
-const ReasonLoanReturnedPastBudget = "LoanReturnedPastBudget"
+const ReasonLoanReturnedPastBudget = string(v1alpha1.EvictLoanReturnedPastBudget)
 
 // ReasonGuaranteePastBudget is the event reason on an over-quota pod deleted although a
 // PodDisruptionBudget refused its eviction: the queue it was reclaimed for waited its
 // reclaim.budgetTimeout (engine.Eviction.OverridesBudget).
-const ReasonGuaranteePastBudget = "GuaranteeReclaimedPastBudget"
+const ReasonGuaranteePastBudget = string(v1alpha1.EvictGuaranteePastBudget)
 
 // overrideBudget takes back borrowed capacity a PodDisruptionBudget has delayed for longer than
 // the claimant queue's reclaim.budgetTimeout, as returnLoan takes back a lent GPU: the Eviction
@@ -395,7 +398,7 @@ func (e *Evictor) evictPastBudget(ctx context.Context, r *Request, past pastBudg
 	if _, refused := errors.AsType[*BudgetError](err); refused {
 		e.opts.Log.Info(past.log, "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "budgets", r.Budgets, "err", err.Error())
 		if e.opts.Events != nil {
-			e.opts.Events.Victim(r.Pod, r.UID, past.reason, past.note)
+			e.opts.Events.Victim(r.Pod, r.UID, claimantRef(r), past.reason, past.note)
 		}
 		return e.deleteOnly(ctx, r)
 	}
@@ -409,12 +412,31 @@ func (e *Evictor) evictPastBudget(ctx context.Context, r *Request, past pastBudg
 	return nil
 }
 
-// claimant names the beneficiary of an eviction for messages.
+// claimant names the beneficiary of an eviction for messages: its pod when it is a gang of one
+// pod, else its gang.
 func claimant(r *Request) string {
-	if r.Beneficiary == nil {
+	switch {
+	case r.Beneficiary == nil:
 		return "another queue"
+	case r.BeneficiaryPod.Name != "":
+		return "pod " + r.BeneficiaryPod.String()
 	}
 	return gangName(*r.Beneficiary)
+}
+
+// claimantRef is the object an eviction's beneficiary events go on, and its victim's event is
+// related to: the beneficiary's pod when it is a gang of one pod, else its PodGroup (or its
+// lone pod); nil without a beneficiary.
+func claimantRef(r *Request) *corev1.ObjectReference {
+	switch {
+	case r.Beneficiary == nil:
+		return nil
+	case r.BeneficiaryPod.Name != "":
+		return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: r.BeneficiaryPod.Namespace, Name: r.BeneficiaryPod.Name}
+	case r.Beneficiary.PodGroup:
+		return &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "PodGroup", Namespace: r.Beneficiary.Namespace, Name: r.Beneficiary.Name}
+	}
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: r.Beneficiary.Namespace, Name: r.Beneficiary.Name}
 }
 
 // deletePod deletes a pod whose node is gone, after its condition, guarded by its UID.
@@ -450,59 +472,45 @@ func (e *Evictor) retry(ctx context.Context, f func() error) error {
 	}, f)
 }
 
-// conditionMessage is the DisruptionTarget message: who benefits and why.
+// conditionMessage is the DisruptionTarget message, and the victim's event: the engine's message,
+// which says why and names who benefits, once ("preempted by pod team-a/serve-... (inference
+// Deployment serve) of priority 100 ..."), as a sentence.
 func conditionMessage(r *Request) string {
-	if r.Beneficiary != nil {
-		return fmt.Sprintf("%s by %s: %s", verb(r.Reason), gangName(*r.Beneficiary), r.Message)
-	}
-	return r.Message
+	return sentence(r.Message)
 }
 
-// verb is the past participle of an eviction reason, for messages.
-func verb(r engine.EvictionReason) string {
-	switch r {
-	case engine.EvictReclaim:
-		return "Reclaimed"
-	case engine.EvictPreempt:
-		return "Preempted"
-	case engine.EvictConsolidate:
-		return "Moved to make room"
-	case engine.EvictStaleGang:
-		return "Evicted with its stale gang"
-	case engine.EvictLoanReturn:
-		return "Returned the lent GPU"
-	case ReasonNodeDeleted:
-		return "Deleted with its node"
+// sentence starts s with a capital letter.
+func sentence(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
 	}
-	return "Evicted"
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 func gangName(k snapshot.GangKey) string {
 	if k.PodGroup {
-		return k.Namespace + "/" + k.Name
+		return "gang " + k.Namespace + "/" + k.Name
 	}
-	return k.Namespace + "/" + k.Name + " (pod)"
+	return "pod " + k.Namespace + "/" + k.Name
 }
 
 // EventSink is what the evictor records events with.
 type EventSink interface {
-	// Victim records an event on the evicted pod.
-	Victim(pod types.NamespacedName, uid types.UID, reason, note string)
-	// Beneficiary records an event on the gang that gets the capacity.
-	Beneficiary(gang snapshot.GangKey, reason, note string)
+	// Victim records an event on the evicted pod, related to the beneficiary (nil for none).
+	Victim(pod types.NamespacedName, uid types.UID, related *corev1.ObjectReference, reason, note string)
+	// Beneficiary records an event on the object that gets the capacity (claimantRef).
+	Beneficiary(ref *corev1.ObjectReference, reason, note string)
 }
 
 func (e *Evictor) record(r *Request) {
 	if e.opts.Events == nil {
 		return
 	}
-	reason := string(r.Reason)
-	if r.Beneficiary == nil {
-		e.opts.Events.Victim(r.Pod, r.UID, reason, conditionMessage(r))
+	ref := claimantRef(r)
+	e.opts.Events.Victim(r.Pod, r.UID, ref, string(r.Reason), conditionMessage(r))
+	if ref == nil {
 		return
 	}
-	b := gangName(*r.Beneficiary)
-	e.opts.Events.Victim(r.Pod, r.UID, reason, fmt.Sprintf("%s by %s because %s", verb(r.Reason), b, r.Message))
-	e.opts.Events.Beneficiary(*r.Beneficiary, "EvictingForThis",
+	e.opts.Events.Beneficiary(ref, "EvictingForThis",
 		fmt.Sprintf("Evicting %s/%s on node %s (%s, grace %v): %s", r.Pod.Namespace, r.Pod.Name, r.Node, r.Reason, r.GracePeriod, r.Message))
 }

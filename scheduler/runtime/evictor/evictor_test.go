@@ -23,14 +23,26 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
-type events struct{ victim, beneficiary []string }
-
-func (e *events) Victim(pod types.NamespacedName, _ types.UID, reason, note string) {
-	e.victim = append(e.victim, pod.Name+" "+reason+": "+note)
+type events struct {
+	victim, beneficiary []string
+	// related are the objects the victim events were related to ("-" for none).
+	related []string
 }
 
-func (e *events) Beneficiary(g snapshot.GangKey, reason, note string) {
-	e.beneficiary = append(e.beneficiary, g.String()+" "+reason+": "+note)
+func refString(r *corev1.ObjectReference) string {
+	if r == nil {
+		return "-"
+	}
+	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
+func (e *events) Victim(pod types.NamespacedName, _ types.UID, related *corev1.ObjectReference, reason, note string) {
+	e.victim = append(e.victim, pod.Name+" "+reason+": "+note)
+	e.related = append(e.related, refString(related))
+}
+
+func (e *events) Beneficiary(ref *corev1.ObjectReference, reason, note string) {
+	e.beneficiary = append(e.beneficiary, refString(ref)+" "+reason+": "+note)
 }
 
 func victim() *corev1.Pod {
@@ -84,7 +96,7 @@ func TestEvictOrderConditionEvictionEvents(t *testing.T) {
 	}
 	for _, i := range []int{0, 2} {
 		c := condition(t, cs.Actions()[i])
-		if c.Type != corev1.DisruptionTarget || c.Status != corev1.ConditionTrue || c.Reason != "FairwayReclaim" || !strings.HasPrefix(c.Message, "Reclaimed by team-a/train: reclaimed for gang") {
+		if c.Type != corev1.DisruptionTarget || c.Status != corev1.ConditionTrue || c.Reason != "FairwayReclaim" || c.Message != "Reclaimed for gang team-a/train of queue team-a, which is below its guarantee" {
 			t.Errorf("condition %d: %+v", i, c)
 		}
 	}
@@ -92,9 +104,48 @@ func TestEvictOrderConditionEvictionEvents(t *testing.T) {
 	if o := evic.DeleteOptions; *o.GracePeriodSeconds != 30 || *o.Preconditions.UID != "v-uid" || len(o.DryRun) != 0 || evic.Name != "train-b-1" {
 		t.Errorf("eviction %+v", evic)
 	}
-	if len(ev.victim) != 1 || !strings.Contains(ev.victim[0], "Reclaimed by team-a/train because reclaimed for gang") ||
-		len(ev.beneficiary) != 1 || !strings.Contains(ev.beneficiary[0], "Evicting team-b/train-b-1 on node n1") {
-		t.Errorf("events: victim %v beneficiary %v", ev.victim, ev.beneficiary)
+	if len(ev.victim) != 1 || ev.victim[0] != "train-b-1 Reclaim: Reclaimed for gang team-a/train of queue team-a, which is below its guarantee" ||
+		ev.related[0] != "PodGroup team-a/train" ||
+		len(ev.beneficiary) != 1 || !strings.HasPrefix(ev.beneficiary[0], "PodGroup team-a/train EvictingForThis: Evicting team-b/train-b-1 on node n1") {
+		t.Errorf("events: victim %v related %v beneficiary %v", ev.victim, ev.related, ev.beneficiary)
+	}
+}
+
+// The events of an eviction name its beneficiary once, as the engine's message does: the
+// victim's says "Preempted by pod ..." (not "Preempted by X because preempted by X"), and is
+// related to the beneficiary's pod when the beneficiary is a gang of one pod, whose PodGroup is
+// one the webhook made up; the beneficiary's event goes on that pod too.
+func TestEvictionEventsNameTheBeneficiaryOnce(t *testing.T) {
+	serve := types.NamespacedName{Namespace: "team-a", Name: "serve-6cc45dbb8-q8fk7"}
+	for _, tc := range []struct {
+		name          string
+		gang          snapshot.GangKey
+		pod           types.NamespacedName
+		related, onto string
+	}{
+		{"one-pod gang", snapshot.GangKey{Namespace: "team-a", Name: "pod-serve-6cc45dbb8-3eb6c340", PodGroup: true}, serve,
+			"Pod team-a/serve-6cc45dbb8-q8fk7", "Pod team-a/serve-6cc45dbb8-q8fk7"},
+		{"gang", snapshot.GangKey{Namespace: "team-a", Name: "train", PodGroup: true}, types.NamespacedName{},
+			"PodGroup team-a/train", "PodGroup team-a/train"},
+		{"lone pod", snapshot.GangKey{Namespace: "team-a", Name: "debug"}, types.NamespacedName{},
+			"Pod team-a/debug", "Pod team-a/debug"},
+	} {
+		cs := fake.NewClientset(victim())
+		ev := &events{}
+		e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{Events: ev})
+		r := reclaim()
+		r.Reason, r.Beneficiary, r.BeneficiaryPod = engine.EvictPreempt, &tc.gang, tc.pod
+		r.Message = "preempted by pod team-a/serve-6cc45dbb8-q8fk7 (inference Deployment serve) of priority 100 in queue team-a (this pod has priority 50)"
+		if err := e.Evict(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		want := "train-b-1 Preempt: Preempted by pod team-a/serve-6cc45dbb8-q8fk7 (inference Deployment serve) of priority 100 in queue team-a (this pod has priority 50)"
+		if len(ev.victim) != 1 || ev.victim[0] != want || ev.related[0] != tc.related {
+			t.Errorf("%s: victim events %q related to %q, want %q related to %q", tc.name, ev.victim, ev.related, want, tc.related)
+		}
+		if len(ev.beneficiary) != 1 || !strings.HasPrefix(ev.beneficiary[0], tc.onto+" EvictingForThis: Evicting team-b/train-b-1") {
+			t.Errorf("%s: beneficiary events %q, want one on %s", tc.name, ev.beneficiary, tc.onto)
+		}
 	}
 }
 

@@ -117,10 +117,10 @@ func PodGroupStatus(cur *v1alpha1.PodGroupStatus, minMember int32, pods []*corev
 	}
 	meta.SetStatusCondition(&out.Conditions, unsched)
 	sched := metav1.Condition{Type: v1alpha1.PodGroupConditionScheduled, Status: metav1.ConditionFalse, Reason: ReasonWaiting,
-		Message: fmt.Sprintf("%d of the gang's minimum of %d pods are bound", c.Scheduled, minMember), LastTransitionTime: now}
+		Message: fmt.Sprintf("%s bound, of the gang's minimum of %d", count(c.Scheduled, "pod", "pods"), minMember), LastTransitionTime: now}
 	if c.Scheduled+c.Succeeded >= minMember || out.Phase == v1alpha1.PodGroupSucceeded {
 		sched.Status, sched.Reason = metav1.ConditionTrue, ReasonGangScheduled
-		sched.Message = fmt.Sprintf("the gang was placed whole (minimum %d pods)", minMember)
+		sched.Message = fmt.Sprintf("the gang was placed whole (minimum %s)", count(minMember, "pod", "pods"))
 	}
 	meta.SetStatusCondition(&out.Conditions, sched)
 	return out
@@ -146,4 +146,12 @@ func PodConditionDiffers(pod *corev1.Pod, c corev1.PodCondition) bool {
 		}
 	}
 	return true
+}
+
+// count is n with its noun: "1 pod", "4 pods", never "1 pods".
+func count(n int32, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -106,3 +106,25 @@ func TestPodConditionDiffers(t *testing.T) {
 		t.Errorf("condition %+v", c)
 	}
 }
+
+// The Scheduled condition's message counts pods as a sentence: "1 pod", never "1 pods".
+func TestPodGroupScheduledMessageCounts(t *testing.T) {
+	pod := func(node string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	}
+	for _, tc := range []struct {
+		min  int32
+		pods []*corev1.Pod
+		want string
+	}{
+		{1, []*corev1.Pod{pod("")}, "0 pods bound, of the gang's minimum of 1"},
+		{4, []*corev1.Pod{pod("n"), pod("")}, "1 pod bound, of the gang's minimum of 4"},
+		{1, []*corev1.Pod{pod("n")}, "the gang was placed whole (minimum 1 pod)"},
+		{2, []*corev1.Pod{pod("n"), pod("n")}, "the gang was placed whole (minimum 2 pods)"},
+	} {
+		got := PodGroupStatus(&v1alpha1.PodGroupStatus{}, tc.min, tc.pods, nil, t0)
+		if c := meta.FindStatusCondition(got.Conditions, v1alpha1.PodGroupConditionScheduled); c == nil || c.Message != tc.want {
+			t.Errorf("minimum %d, %d pods: Scheduled %+v, want message %q", tc.min, len(tc.pods), c, tc.want)
+		}
+	}
+}

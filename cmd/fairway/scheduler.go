@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -263,8 +265,12 @@ func (f *schedulerFlags) leaseFence(cfg *rest.Config) (*leasefence.Fence, resour
 	if err != nil {
 		return nil, nil, err
 	}
+	// Like controller-runtime's, the lock records "became leader" events on the Lease.
+	id := host + "_" + string(uuid.NewUUID())
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(f.opts.Namespace)})
 	l, err := resourcelock.New(resourcelock.LeasesResourceLock, f.opts.Namespace, f.leaderID, cs.CoreV1(), cs.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: id})})
 	if err != nil {
 		return nil, nil, fmt.Errorf("making the leader election's lock: %w", err)
 	}

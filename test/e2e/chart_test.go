@@ -94,7 +94,7 @@ func TestChart(t *testing.T) {
 	t.Cleanup(s.Stop)
 	t.Logf("fairway runs under the chart's ServiceAccounts, %v after the install", time.Since(begin).Round(time.Millisecond))
 
-	chartWorkload(t, c)
+	chartWorkload(t, c, func() error { return s.RestartScheduler(ctx, c) })
 	checkWebhookOutage(t, c, s.Webhook.Process.Stop, "team-c")
 
 	// The components stop before the log is read, so every request they made is in it; then the
@@ -153,7 +153,7 @@ func TestChart(t *testing.T) {
 }
 
 // chartWorkload drives every component through what needs its permissions.
-func chartWorkload(t *testing.T, c *cluster.Cluster) {
+func chartWorkload(t *testing.T, c *cluster.Cluster, restartScheduler func() error) {
 	ctx := t.Context()
 	step := func(what string) func() {
 		begin := time.Now()
@@ -217,6 +217,10 @@ func chartWorkload(t *testing.T, c *cluster.Cluster) {
 
 	done = step("a tenant's attacks on the keys fairway trusts, all refused")
 	checkTenantAttacks(t, c, client.ObjectKeyFromObject(nb))
+	done()
+
+	done = step("after the attacks, a new leader rebuilds from the API server: no GPU over-committed")
+	checkAfterLeaderRestart(t, c, restartScheduler, client.ObjectKeyFromObject(nb))
 	done()
 
 	// Team B borrows a whole node; team A asks for its guarantee and two of B's pods are reclaimed;
@@ -311,7 +315,7 @@ func checkRBAC(t *testing.T, c *cluster.Cluster, rules []chart.Rule, auditLog st
 		t.Errorf("refused: %s %s %s (%s)", e.User, e.Verb, e.URI, e.Resource)
 	}
 	for _, p := range c.Processes() {
-		if n := p.Name(); n != "fairway-scheduler" && n != "fairway-webhook" && !strings.HasPrefix(n, "gpu-agent-") {
+		if n := p.Name(); !strings.HasPrefix(n, "fairway-scheduler") && n != "fairway-webhook" && !strings.HasPrefix(n, "gpu-agent-") {
 			continue
 		}
 		b, err := os.ReadFile(p.LogPath())

@@ -231,6 +231,50 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 	}
 }
 
+// checkAfterLeaderRestart kills the scheduler after the attacks and has a new one rebuild its
+// view from the API server, then asks for a 0.75 share on the victim's node: had the attack on
+// gpu-index (or gpu-uuid, or loan) landed, the new leader would see the victim's half GPU
+// elsewhere and could put the 0.75 share on the GPU the victim really holds (1.25 GPUs). The
+// share must land on another GPU, and the queues' usage must be what it was.
+func checkAfterLeaderRestart(t *testing.T, c *cluster.Cluster, restart func() error, victim client.ObjectKey) {
+	ctx := t.Context()
+	var v corev1.Pod
+	if err := c.Client().Get(ctx, victim, &v); err != nil {
+		t.Fatal(err)
+	}
+	before := queueUsage(t, c)
+	if err := restart(); err != nil {
+		t.Fatalf("restarting the scheduler: %v", err)
+	}
+	share := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "after-restart", Namespace: victim.Namespace,
+			Annotations: map[string]string{fairwayv1.GPUFractionAnnotation: "0.75"}},
+		Spec: corev1.PodSpec{Affinity: onNodes(v.Spec.NodeName), Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	mustCreate(t, c, share)
+	defer func() { _ = c.Client().Delete(context.Background(), share) }()
+	eventually(t, 60*time.Second, "the 0.75 share bound by the new leader", func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(share), &p); err != nil {
+			return false, err
+		}
+		if p.Spec.NodeName == "" || p.Annotations[fairwayv1.GPUUUIDAnnotation] == "" {
+			return false, fmt.Errorf("node %q, GPU %q, reason %q", p.Spec.NodeName, p.Annotations[fairwayv1.GPUUUIDAnnotation], reasonOf(&p))
+		}
+		if got, held := p.Annotations[fairwayv1.GPUUUIDAnnotation], v.Annotations[fairwayv1.GPUUUIDAnnotation]; p.Spec.NodeName == v.Spec.NodeName && got == held {
+			t.Fatalf("the new leader put a 0.75 share on GPU %s, which the victim's half-GPU pod holds: 1.25 GPUs", got)
+		}
+		return true, nil
+	})
+	after := queueUsage(t, c)
+	for q, a := range before {
+		if q != victim.Namespace && after[q] != a {
+			t.Errorf("queue %s's usage changed across the restart: %s -> %s", q, a, after[q])
+		}
+	}
+	t.Logf("after a leader restart the 0.75 share landed beside, not on, the victim's GPU; queues %v", after)
+}
+
 // queueUsage is each Queue's allocated GPUs, as its status says.
 func queueUsage(t *testing.T, c *cluster.Cluster) map[string]string {
 	var list fairwayv1.QueueList

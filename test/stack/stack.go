@@ -9,12 +9,17 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/fairwayproc"
@@ -60,6 +65,10 @@ type Stack struct {
 	Scheduler *fairwayproc.Scheduler
 	Webhook   *fairwayproc.Webhook
 	workDir   string
+	// schedOpts start the scheduler again (RestartScheduler); restarts counts the restarts,
+	// whose processes are named fairway-scheduler-restart-N.
+	schedOpts fairwayproc.SchedulerOptions
+	restarts  int
 }
 
 // Start runs the components Options ask for, in dependency order (agents publish the GPU
@@ -130,9 +139,10 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 		if err != nil {
 			return nil, err
 		}
-		if s.Scheduler, err = fairwayproc.StartScheduler(ctx, c, fairwayproc.SchedulerOptions{
+		s.schedOpts = fairwayproc.SchedulerOptions{
 			Binary: s.Binary, Namespace: o.Namespace, Args: slices.Concat(o.SchedulerArgs, sealArgs, kc),
-		}); err != nil {
+		}
+		if s.Scheduler, err = fairwayproc.StartScheduler(ctx, c, s.schedOpts); err != nil {
 			return nil, err
 		}
 	}
@@ -149,6 +159,42 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (_ *Stack, err er
 		}
 	}
 	return s, nil
+}
+
+// RestartScheduler kills the scheduler as a crash would (SIGKILL: no Lease released, nothing
+// flushed) and starts another with the same flags, returning once the new one leads: it
+// rebuilds its view from what the API server holds, as a new leader does.
+func (s *Stack) RestartScheduler(ctx context.Context, c *cluster.Cluster) error {
+	if s.Scheduler == nil {
+		return errors.New("the stack runs no scheduler")
+	}
+	if err := syscall.Kill(s.Scheduler.Pid(), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing the scheduler: %w", err)
+	}
+	<-s.Scheduler.Done()
+	s.restarts++
+	o := s.schedOpts
+	o.NoWait = true
+	o.Name = fmt.Sprintf("fairway-scheduler-restart-%d", s.restarts)
+	next, err := fairwayproc.StartScheduler(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	s.Scheduler = next
+	// Ready says nothing of leading (a standby is ready too): the leader gauge does.
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, next.MetricsURL, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return err == nil && regexp.MustCompile(`(?m)^fairway_leader 1$`).Match(body), nil
+	})
 }
 
 // Stop stops every component Start started (the cluster stops the processes too, so this is

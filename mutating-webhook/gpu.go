@@ -56,8 +56,12 @@ func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapte
 		return []string{fmt.Sprintf("fairway: %s is ignored on this %s helper pod, which never gets a GPU", share.Key, w.Kind)}, nil
 	}
 	if c, n := wholeGPUs(pod); c != "" {
-		return nil, deny("%s %q: cannot be combined with container %q asking for %s whole GPUs (%s): ask for a GPU share or for whole GPUs, not both",
-			share.Key, pod.Annotations[share.Key], c, n, fairwayv1.ResourceGPU)
+		noun := "whole GPUs"
+		if n == "1" {
+			noun = "whole GPU"
+		}
+		return nil, deny("%s %q: cannot be combined with container %q asking for %s %s (%s): ask for a GPU share or for whole GPUs, not both",
+			share.Key, pod.Annotations[share.Key], c, n, noun, fairwayv1.ResourceGPU)
 	}
 	var warnings []string
 	if share.MemoryMiB > 0 {

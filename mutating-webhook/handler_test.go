@@ -182,7 +182,7 @@ func TestDenials(t *testing.T) {
 		},
 		"fraction with an nvidia.com/gpu limit": {
 			pod:     makePod("p").annotate("fairway.dev/gpu-fraction", "0.5").limits(gpuLimit).obj(),
-			wantMsg: `fairway.dev/gpu-fraction "0.5": cannot be combined with container "c" asking for 1 whole GPUs (nvidia.com/gpu)`,
+			wantMsg: `fairway.dev/gpu-fraction "0.5": cannot be combined with container "c" asking for 1 whole GPU (nvidia.com/gpu)`,
 		},
 		"memory above the largest GPU": {
 			pod:     makePod("p").annotate("fairway.dev/gpu-memory", "100000").obj(),

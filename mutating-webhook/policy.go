@@ -99,7 +99,11 @@ func (d *PodDefaulter) podGPUMilli(pod *corev1.Pod) (int64, string, error) {
 	// An extended resource's request equals its limit, and only the limit is sure to be set
 	// before the API server's defaulting.
 	gpus := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[fairwayv1.ResourceGPU]
-	return gpus.Value() * 1000, fmt.Sprintf("%d GPUs (%s)", gpus.Value(), fairwayv1.ResourceGPU), nil
+	noun := "GPUs"
+	if gpus.Value() == 1 {
+		noun = "GPU"
+	}
+	return gpus.Value() * 1000, fmt.Sprintf("%d %s (%s)", gpus.Value(), noun, fairwayv1.ResourceGPU), nil
 }
 
 // pinnedGPUTypes returns the GPU types the pod's node constraints confine it to, sorted, and

@@ -135,6 +135,15 @@ func TestPolicyRefusals(t *testing.T) {
 			ns:      "jhub",
 			wantMsg: "queue research-dept's policy for notebook pods allows at most 0.5 GPU per pod; the pod asks for 2 GPUs (nvidia.com/gpu)",
 		},
+		"notebook with one whole GPU above the per-pod cap": {
+			pod: func(t *testing.T) *corev1.Pod {
+				p := notebook(t)
+				p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
+				return p
+			},
+			ns:      "jhub",
+			wantMsg: "queue research-dept's policy for notebook pods allows at most 0.5 GPU per pod; the pod asks for 1 GPU (nvidia.com/gpu)",
+		},
 		"plain pod whose affinity allows only T4": {
 			pod: func(*testing.T) *corev1.Pod {
 				p := makePod("p").obj()

@@ -265,7 +265,7 @@ func Pods() []client.Object {
 		// idle, and one that waits for a loan.
 		Pod(PodSpec{Namespace: "team-a", Name: "train-lora", Group: "train-lora", Queue: "team-a", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassTraining, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3), Loan: true, Borrow: true}),
 		Pod(PodSpec{Namespace: "team-b", Name: "sweep", Queue: "team-b", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassTraining, Fraction: "0.5", Borrow: true,
-			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): on 3 nodes: no GPU with enough free share or memory; idle GPU lending: 1 lendable GPU, none takes pod team-b/sweep: 1 at their loan cap"}),
+			Waiting: "NoNodeFits: 0/3 nodes fit pod team-b/sweep (0.5 GPU, 1 CPU): on 3 nodes: no GPU with enough free share or memory; idle GPU lending: 1 lendable GPU, none takes pod team-b/sweep: 1 at its loan cap"}),
 		// A notebook whose author misspelt the fraction key (admitted before the webhook checked
 		// keys, or while it was down): it runs, without a GPU.
 		Pod(PodSpec{Namespace: "team-b", Name: "nb-dave", Group: "nb-dave", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "a100-0",

@@ -229,8 +229,8 @@ func (c *cycle) precheck(g *snapshot.Gang) *placeFailure {
 		return &placeFailure{code: ReasonSchedulingGated, msg: count(gated, "pod waits", "pods wait") + " for their scheduling gates to be removed"}
 	}
 	if placeable < need {
-		return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("the gang needs %d pods to start and only %d exist (%d running, %d succeeded, %d pending, %d gated)",
-			g.MinMember, int(g.Bound+g.Succeeded)+placeable+gated, g.Bound, g.Succeeded, placeable, gated)}
+		return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("the gang needs %s to start and only %s (%d running, %d succeeded, %d pending, %d gated)",
+			count(int(g.MinMember), "pod", "pods"), count(int(g.Bound+g.Succeeded)+placeable+gated, "exists", "exist"), g.Bound, g.Succeeded, placeable, gated)}
 	}
 	if f := c.missingSubGroup(g); f != nil {
 		return f
@@ -254,8 +254,8 @@ func (c *cycle) missingSubGroup(g *snapshot.Gang) *placeFailure {
 			}
 		}
 		if have < int(sg.MinMember) {
-			return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("sub-group %s has %d of the %d pods the gang needs of it to start (bound or pending)",
-				sg.Name, have, sg.MinMember)}
+			return &placeFailure{code: ReasonWaitingForPods, msg: fmt.Sprintf("sub-group %s has %d of the %s the gang needs of it to start (bound or pending)",
+				sg.Name, have, count(int(sg.MinMember), "pod", "pods"))}
 		}
 	}
 	return nil

@@ -170,7 +170,7 @@ func (c *cycle) returnLoans() {
 			case st.freeMiB < 0:
 				why = "the memory its holders keep grew: the loans no longer fit"
 			case int32(g.Loans-g.RelLoans) > st.maxLoans:
-				why = fmt.Sprintf("its holders' queues now allow %d loans on it", st.maxLoans)
+				why = fmt.Sprintf("its holders' queues now allow %s on it", count(int(st.maxLoans), "loan", "loans"))
 			default:
 				continue
 			}
@@ -280,7 +280,7 @@ func (c *cycle) lendIdleGPUs() {
 			for i, l := range notLent[:shown] {
 				parts[i] = fmt.Sprintf("node %s GPU %d: %s", l.n.Name, l.n.Slots[l.pos].Index, l.st.reason(c.now))
 			}
-			none = fmt.Sprintf("no GPU is lendable; of %d shared GPUs: %s", notLentCount, strings.Join(parts, "; "))
+			none = fmt.Sprintf("no GPU is lendable; of %s: %s", count(notLentCount, "shared GPU", "shared GPUs"), strings.Join(parts, "; "))
 			if notLentCount > shown {
 				none += "; ..."
 			}
@@ -344,9 +344,10 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 		if why[4] == len(gpus) { // the limit is all that stands in the way
 			return overLimit
 		}
-		for i, phrase := range []string{"at their loan cap", "too little free memory", "node selector/affinity/taints", "node cpu/memory/pods", "over a queue limit"} {
+		for i, phrase := range [][2]string{{"at its loan cap", "at their loan cap"}, {"too little free memory", "too little free memory"},
+			{"node selector/affinity/taints", "node selector/affinity/taints"}, {"node cpu/memory/pods", "node cpu/memory/pods"}, {"over a queue limit", "over a queue limit"}} {
 			if why[i] > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", why[i], phrase))
+				parts = append(parts, count(why[i], phrase[0], phrase[1]))
 			}
 		}
 		msg := fmt.Sprintf("%s, none takes pod %s: %s", count(len(gpus), "lendable GPU", "lendable GPUs"), t.Key, strings.Join(parts, ", "))

@@ -44,3 +44,12 @@ func count(n int, one, many string) string {
 	}
 	return strconv.Itoa(n) + " " + many
 }
+
+// gpus is an amount of GPU (in milli-GPUs) with its noun: "1 GPU", "0.5 GPUs", "4 GPUs".
+func gpus(milli int64) string {
+	s := snapshot.FormatAmount(snapshot.DimGPU, milli)
+	if s == "1" {
+		return "1 GPU"
+	}
+	return s + " GPUs"
+}

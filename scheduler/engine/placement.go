@@ -154,11 +154,15 @@ func (c *cycle) placeGang(g *snapshot.Gang, m placeMode) (int, *placeFailure) {
 	if !required {
 		return c.placeSets(g, tasks, need, nil, m)
 	}
-	msg := fmt.Sprintf("no %s domain can take the %d pods the gang needs together (%d domains with enough free GPUs tried)", level, max(need, 1), len(order))
+	msg := fmt.Sprintf("no %s domain can take the %s the gang needs together (%s with enough free GPUs tried)", level, count(max(need, 1), "pod", "pods"), count(len(order), "domain", "domains"))
 	if all := TightestDomains(c.snap, doms, c.snap.ClassNodes(tasks[0].Class), 0, m.afterRelease); len(order) == 0 && len(all) > 0 {
 		largest := all[len(all)-1]
-		msg = fmt.Sprintf("no %s domain can take the %d pods the gang needs together: they need %s GPUs and the most any domain has free is %s (%s)",
-			level, max(need, 1), snapshot.FormatAmount(snapshot.DimGPU, c.sumGPU(tasks[:max(minimal, 1)])),
+		they := "they need"
+		if max(need, 1) == 1 {
+			they = "it needs"
+		}
+		msg = fmt.Sprintf("no %s domain can take the %s the gang needs together: %s %s and the most any domain has free is %s (%s)",
+			level, count(max(need, 1), "pod", "pods"), they, gpus(c.sumGPU(tasks[:max(minimal, 1)])),
 			snapshot.FormatAmount(snapshot.DimGPU, c.domainFree(doms, largest, tasks[0].Class, m.afterRelease)), doms.Values[largest])
 	}
 	if len(doms.Values) == 0 {
@@ -273,7 +277,7 @@ func (c *cycle) placeSets(g *snapshot.Gang, tasks []*snapshot.Task, need int, re
 		if !done {
 			c.stmt.Rollback(cp)
 			return 0, &placeFailure{code: ReasonTopology, capacity: true,
-				msg: fmt.Sprintf("sub-group %s: no %s domain can take its %d pods together", sg.Name, sg.Topology.Required, max(sgNeed, 1))}
+				msg: fmt.Sprintf("sub-group %s: no %s domain can take its %s together", sg.Name, sg.Topology.Required, count(max(sgNeed, 1), "pod", "pods"))}
 		}
 	}
 	n, ff := c.placeTasks(g, rest, max(0, need-placed), restrict, m)

@@ -27,7 +27,7 @@ func (c *cycle) report() {
 				switch {
 				case c.placed[g]:
 					r = GangReason{Gang: g.Key, Queue: q.Name, Code: ReasonNoNodeFits,
-						Message: fmt.Sprintf("the gang runs; %d more of its pods wait for free capacity", len(g.Pending))}
+						Message: fmt.Sprintf("the gang runs; %s for free capacity", count(len(g.Pending), "more of its pods waits", "more of its pods wait"))}
 				default:
 					r = GangReason{Gang: g.Key, Queue: q.Name, Code: ReasonNoNodeFits, Message: "not tried this cycle"}
 				}
@@ -194,15 +194,11 @@ func (c *cycle) limitHolders(g *snapshot.Gang, cache map[*snapshot.Queue]string)
 	})
 	var parts []string
 	for _, h := range hs[:min(3, len(hs))] {
-		parts = append(parts, fmt.Sprintf("%s (%d pods, %s GPU, priority %d)", h.g.Key, h.pods, snapshot.FormatAmount(snapshot.DimGPU, h.gpu), h.g.Priority))
+		parts = append(parts, fmt.Sprintf("%s (%s, %s GPU, priority %d)", h.g.Key, count(h.pods, "pod", "pods"), snapshot.FormatAmount(snapshot.DimGPU, h.gpu), h.g.Priority))
 	}
 	s := ""
 	if len(parts) > 0 {
-		noun := "gangs"
-		if len(hs) == 1 {
-			noun = "gang"
-		}
-		s = fmt.Sprintf("; queue %s's limit is held by %d %s: %s", x.Name, len(hs), noun, strings.Join(parts, ", "))
+		s = fmt.Sprintf("; queue %s's limit is held by %s: %s", x.Name, count(len(hs), "gang", "gangs"), strings.Join(parts, ", "))
 		if len(hs) > 3 {
 			s += ", ..."
 		}

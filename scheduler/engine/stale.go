@@ -22,8 +22,8 @@ func (c *cycle) evictStaleGangs() {
 		if c.now.Sub(g.StaleSince) < grace {
 			continue
 		}
-		msg := fmt.Sprintf("gang %s has run with %d of its minimum %d pods since %s, longer than the %s grace period",
-			g.Key, g.Bound+g.Succeeded, g.MinMember, g.StaleSince.UTC().Format("15:04:05"), grace)
+		msg := fmt.Sprintf("gang %s has run with %d of its minimum %s since %s, longer than the %s grace period",
+			g.Key, g.Bound+g.Succeeded, count(int(g.MinMember), "pod", "pods"), g.StaleSince.UTC().Format("15:04:05"), grace)
 		for _, t := range slices.Clone(g.Tasks) {
 			// A pod whose PodDisruptionBudget refused its eviction lately waits for the
 			// runtime's backoff rather than being asked again every cycle.

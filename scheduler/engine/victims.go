@@ -147,39 +147,43 @@ type refusal struct {
 	budget *snapshot.Budget
 }
 
-func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
+// describeRefusal says what keeps n pods from going, as a sentence whose noun and verb agree
+// with n: "1 pod is non-preemptible", "4 pods would take queue x below its fair share of gpu
+// (6)". refuseExhausted is about the queues, not the pods: it ignores n.
+func (c *cycle) describeRefusal(p *victimPolicy, r refusal, n int) string {
 	switch r.kind {
 	case refuseNonPreemptible:
-		return "are non-preemptible"
+		return count(n, "pod is", "pods are") + " non-preemptible"
 	case refuseOwnQueue:
-		return "are the gang's own queue's"
+		return count(n, "pod is", "pods are") + " the gang's own queue's"
 	case refuseOtherQueue:
-		return "belong to other queues"
+		return count(n, "pod belongs to another queue", "pods belong to other queues")
 	case refuseQueueNotOver:
-		return fmt.Sprintf("belong to queue %s, which is not above its %s", r.q.Name, p.level)
+		return fmt.Sprintf("%s to queue %s, which is not above its %s", count(n, "pod belongs", "pods belong"), r.q.Name, p.level)
 	case refuseReclaimRuntime:
-		return fmt.Sprintf("have not run their queue's reclaim minimum runtime (%s)", r.q.Spec.ReclaimMinRuntime)
+		return fmt.Sprintf("%s reclaim minimum runtime (%s)", count(n, "pod has not run its queue's", "pods have not run their queue's"), r.q.Spec.ReclaimMinRuntime)
 	case refusePreemptRuntime:
-		return fmt.Sprintf("have not run their queue's preemption minimum runtime (%s)", r.q.Spec.PreemptMinRuntime)
+		return fmt.Sprintf("%s preemption minimum runtime (%s)", count(n, "pod has not run its queue's", "pods have not run their queue's"), r.q.Spec.PreemptMinRuntime)
 	case refusePriority:
-		return fmt.Sprintf("have a priority of at least %d", r.prio)
+		return fmt.Sprintf("%s a priority of at least %d", count(n, "pod has", "pods have"), r.prio)
 	case refuseNeedsPlacement:
-		return "need a topology domain or sub-groups to be placed again"
+		return count(n, "pod needs", "pods need") + " a topology domain or sub-groups to be placed again"
 	case refuseNotRecreated:
-		return "would not come back: nothing recreates them without losing their work"
+		return count(n, "pod would not come back: nothing recreates it without losing its work",
+			"pods would not come back: nothing recreates them without losing their work")
 	case refuseFloor:
-		return fmt.Sprintf("would take queue %s below its %s of %s (%s)", r.q.Name, p.level, c.snap.DimName(r.d), snapshot.FormatAmount(r.d, p.floorOf(r.q, r.d)))
+		return fmt.Sprintf("%s would take queue %s below its %s of %s (%s)", count(n, "pod", "pods"), r.q.Name, p.level, c.snap.DimName(r.d), snapshot.FormatAmount(r.d, p.floorOf(r.q, r.d)))
 	case refuseUseless:
-		return "free nothing the gang needs"
+		return count(n, "pod frees", "pods free") + " nothing the gang needs"
 	case refuseExhausted:
 		return "the queues above their " + p.level + " have too little left above it for this pod"
 	case refuseEvictedBefore:
-		return fmt.Sprintf("were evicted for this gang in the last %s already (no pod is evicted twice for the same gang)", c.e.opts.HoldTTL)
+		return fmt.Sprintf("%s evicted for this gang in the last %s already (no pod is evicted twice for the same gang)", count(n, "pod was", "pods were"), c.e.opts.HoldTTL)
 	case refuseBudget:
-		return fmt.Sprintf("wait for PodDisruptionBudget %s, which allows no more disruptions now (the API server refused an eviction; retried after %s)",
-			r.budget.Key, r.budget.BlockedUntil().Format(time.RFC3339))
+		return fmt.Sprintf("%s for PodDisruptionBudget %s, which allows no more disruptions now (the API server refused an eviction; retried after %s)",
+			count(n, "pod waits", "pods wait"), r.budget.Key, r.budget.BlockedUntil().Format(time.RFC3339))
 	}
-	return "may not be evicted"
+	return count(n, "pod", "pods") + " may not be evicted"
 }
 
 func (p *victimPolicy) refuse(r refusal, g *snapshot.Gang, pods int, unit bool) {
@@ -232,12 +236,8 @@ func (c *cycle) why(p *victimPolicy) string {
 	}
 	var parts []string
 	for r, n := range p.refused {
-		switch {
-		case slices.Contains(p.quiet, r.kind):
-		case r.kind == refuseExhausted:
-			parts = append(parts, c.describeRefusal(p, r))
-		default:
-			parts = append(parts, fmt.Sprintf("%d pods %s", n, c.describeRefusal(p, r)))
+		if !slices.Contains(p.quiet, r.kind) {
+			parts = append(parts, c.describeRefusal(p, r, n))
 		}
 	}
 	if len(parts) == 0 {

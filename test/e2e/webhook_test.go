@@ -123,7 +123,7 @@ func testDenials(t *testing.T, c *cluster.Cluster) {
 		"fraction not a number": {ann: map[string]string{"gpu-fraction": "half"}, want: `gpu-fraction "half": must be a decimal`},
 		"fraction and memory":   {ann: map[string]string{fairwayv1.GPUFractionAnnotation: "0.5", fairwayv1.GPUMemoryAnnotation: "1000"}, want: "not both"},
 		"fraction and whole GPUs": {ann: map[string]string{fairwayv1.GPUFractionAnnotation: "0.5"}, limits: gpu,
-			want: `cannot be combined with container "c" asking for 1 whole GPUs`},
+			want: `cannot be combined with container "c" asking for 1 whole GPU`},
 		"memory above the largest GPU": {ann: map[string]string{fairwayv1.GPUMemoryAnnotation: "100000"}, want: "must be at most 81559 MiB"},
 		"unknown queue":                {labels: map[string]string{fairwayv1.QueueLabel: "nope"}, want: `fairway.dev/queue "nope": no such queue; pods in namespace "team-a" may use queue "team-a"`},
 		"another team's queue":         {labels: map[string]string{fairwayv1.KAIQueueLabel: "team-b"}, want: `kai.scheduler/queue "team-b": queue "team-b" does not serve namespace "team-a"`},

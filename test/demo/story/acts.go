@@ -137,7 +137,8 @@ var acts = []act{
 				if err := e.C.Client().Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "ray-llm"}, &pg); err != nil {
 					return false, seen, err
 				}
-				seen = fmt.Sprintf("workers per node %v, PodGroup ray-llm %s (%d running, minimum %d)", sortedMap(perNode), pg.Status.Phase, pg.Status.Running, pg.Spec.MinMember)
+				// Running as `fairway jobs` shows it: "30 (min 25)".
+				seen = fmt.Sprintf("workers per node %v, PodGroup ray-llm %s, running %d (min %d)", sortedMap(perNode), pg.Status.Phase, pg.Status.Running, pg.Spec.MinMember)
 				whole := len(perNode) == 4
 				for _, n := range perNode {
 					whole = whole && n == 8

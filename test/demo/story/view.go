@@ -57,9 +57,6 @@ type eventRow struct {
 	reason, pod, note string
 }
 
-// evictionReasons are the event reasons of fairway's evictions, shown in the view.
-var evictionReasons = []string{"Reclaim", "Preempt", "Consolidate", "StaleGang", "NodeDeleted"}
-
 // snapshot reads the state the view shows.
 func (e *Env) snapshot(ctx context.Context) (*state, error) {
 	s := &state{elapsed: time.Since(e.start), kubeconfig: e.C.Kubeconfig()}
@@ -308,7 +305,8 @@ func shortReason(msg string) string {
 func eventRows(events []eventsv1.Event, n int) []eventRow {
 	var out []eventRow
 	for _, ev := range events {
-		if !slices.Contains(evictionReasons, ev.Reason) {
+		// The reasons of fairway's evictions are owned by the API (loan returns included).
+		if !slices.Contains(fairwayv1.EvictionReasons(), fairwayv1.EvictionReason(ev.Reason)) {
 			continue
 		}
 		at := ev.EventTime.Time
@@ -445,7 +443,11 @@ func renderState(s *state, width int, color bool) string {
 	if len(s.waiting) > 0 {
 		b.WriteString("WAITING\n")
 		for _, w := range s.waiting {
-			line := fmt.Sprintf("  %-10s %3d pods", w.queue, w.count)
+			noun := "pods"
+			if w.count == 1 {
+				noun = "pod"
+			}
+			line := fmt.Sprintf("  %-10s %3d %s", w.queue, w.count, noun)
 			if w.reason != "" {
 				line += ", e.g. " + w.pod + ":"
 			}

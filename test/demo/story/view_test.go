@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -62,7 +63,7 @@ func dayState() *state {
 	}
 	waiting := pod("team-b", "sweep-train-9999999999", "", "team-b", map[string]string{workflowLabel: "sweep"}, nil, 1)
 	waiting.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Message: "NoNodeFits: 0/4 nodes fit pod team-b/sweep-train-9999999999 (1 GPU, 4 CPU, 16Gi memory): 4 not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share"}}
+		Message: "NoNodeFits: 0/4 nodes fit pod team-b/sweep-train-9999999999 (1 GPU, 4 CPU, 16Gi memory): on 4 nodes: not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share"}}
 	pods = append(pods, waiting)
 	q := func(name, quota string, alloc, borrowed float64) fairwayv1.Queue {
 		v := resource.MustParse(quota)
@@ -82,7 +83,7 @@ func dayState() *state {
 		nodes:   gpuRows(nodes, pods, nil),
 		waiting: waitRows(pods),
 		events: []eventRow{{at: time.Date(2026, 1, 1, 9, 30, 0, 0, time.Local), reason: "Reclaim", pod: "team-b/sweep-train-1234567890",
-			note: "Reclaimed by team-a/tune-gpu-worker-abcde because queue team-b is above its fair share"}},
+			note: "Reclaimed for gang team-a/ray-tune (ray RayCluster tune) of queue team-a, which is below its guaranteed quota; queue team-b holds 12 GPU, above its guaranteed quota of 4"}},
 	}
 }
 
@@ -98,7 +99,7 @@ func TestGPURows(t *testing.T) {
 	if got := s.nodes[1].gpus[0]; got.holder != "sweep-500" || got.queue != "team-b" {
 		t.Errorf("h100-1 GPU 0: %+v", got)
 	}
-	if len(s.waiting) != 1 || s.waiting[0].count != 1 || s.waiting[0].reason != "NoNodeFits: 4 not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share" {
+	if len(s.waiting) != 1 || s.waiting[0].count != 1 || s.waiting[0].reason != "NoNodeFits: on 4 nodes: not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share" {
 		t.Errorf("waiting %+v", s.waiting)
 	}
 }
@@ -164,12 +165,34 @@ func TestRenderFits(t *testing.T) {
 	}
 	plain := renderScreen(dayState(), 100, 40, false)
 	for _, want := range []string{"act 2/4", "FAIR SHARE", "BORROWED", "team-b", "4×0.25", "alice bob carol dave", "slot 0", slotLegend,
-		"sweep-500", "WAITING", "NoNodeFits: 4 not enough free GPUs", "EVICTIONS", "Reclaim", "✓ team A's Ray cluster starts whole", "… 12 trials"} {
+		"sweep-500", "WAITING", "team-b       1 pod, e.g. sweep-train-9999999999:", "NoNodeFits: on 4 nodes: not enough free GPUs", "EVICTIONS", "Reclaim", "✓ team A's Ray cluster starts whole", "… 12 trials"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("the view lacks %q:\n%s", want, plain)
 		}
 	}
 	t.Logf("\n%s", plain)
+}
+
+// TestEventRowsKeepEveryEvictionReason: the view lists the evictions of every reason the API
+// owns (a loan's return too), newest first, and no other event.
+func TestEventRowsKeepEveryEvictionReason(t *testing.T) {
+	at := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	var evs []eventsv1.Event
+	for i, r := range fairwayv1.EvictionReasons() {
+		evs = append(evs, eventsv1.Event{Reason: string(r), EventTime: metav1.NewMicroTime(at.Add(time.Duration(i) * time.Second)),
+			Regarding: corev1.ObjectReference{Namespace: "team-b", Name: fmt.Sprintf("p-%d", i)}})
+	}
+	evs = append(evs, eventsv1.Event{Reason: "Scheduled", EventTime: metav1.NewMicroTime(at.Add(time.Hour))})
+	n := len(fairwayv1.EvictionReasons())
+	rows := eventRows(evs, n+1)
+	if len(rows) != n {
+		t.Fatalf("%d rows, want %d (one per eviction reason): %+v", len(rows), n, rows)
+	}
+	for i, r := range rows {
+		if want := string(fairwayv1.EvictionReasons()[n-1-i]); r.reason != want {
+			t.Errorf("row %d: reason %q, want %q (newest first)", i, r.reason, want)
+		}
+	}
 }
 
 func TestTruncate(t *testing.T) {

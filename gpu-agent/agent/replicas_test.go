@@ -53,7 +53,7 @@ func TestAgentPublishesTimeSlicingReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer func() { stop() }() // the server started last
 	lister, err := assign.Dial(socket)
 	if err != nil {
 		t.Fatal(err)

@@ -135,6 +135,10 @@ const (
 	// refuseEvictedBefore: the pod was evicted (or moved) for the same gang lately
 	// (victimPolicy.spared).
 	refuseEvictedBefore
+	// refuseMoveBudget: the policy lets the pods go only as a move (refusal.base says why), and
+	// a move keeps their PodDisruptionBudgets: refusal.budget allows no disruption now, or the
+	// API server refused one lately. No budget timeout overrides it.
+	refuseMoveBudget
 )
 
 // refusal is a refusal kind with what it is about; comparable, so it keys the tally.
@@ -143,8 +147,11 @@ type refusal struct {
 	q    *snapshot.Queue
 	d    int
 	prio int32
-	// budget is the PodDisruptionBudget of a refuseBudget.
+	// budget is the PodDisruptionBudget of a refuseBudget or refuseMoveBudget.
 	budget *snapshot.Budget
+	// base is why the policy refused the pods a refuseMoveBudget would have moved (q and d are
+	// its queue and dimension).
+	base refusalKind
 }
 
 func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
@@ -178,6 +185,13 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 	case refuseBudget:
 		return fmt.Sprintf("wait for PodDisruptionBudget %s, which allows no more disruptions now (the API server refused an eviction; retried after %s)",
 			r.budget.Key, r.budget.BlockedUntil().Format(time.RFC3339))
+	case refuseMoveBudget:
+		state := "allows no disruption now"
+		if r.budget.BlockedAt(c.now) {
+			state += " (the API server refused an eviction; retried after " + r.budget.BlockedUntil().Format(time.RFC3339) + ")"
+		}
+		return fmt.Sprintf("may only move (they %s), and their PodDisruptionBudget %s %s: a move keeps its pods' budgets, which no reclaim.budgetTimeout overrides, so the gang waits until the budget allows a disruption",
+			c.describeRefusal(p, refusal{kind: r.base, q: r.q, d: r.d}), r.budget.Key, state)
 	}
 	return "may not be evicted"
 }
@@ -680,9 +694,14 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		moving := false
 		if pol.allow != nil {
 			if r := pol.allow(unit, &sc.acc); r.kind != refuseNone {
-				// A move keeps its pods' budgets: one the API server would refuse is no move.
-				if pol.move == nil || !pol.move(unit) || unitBlocked(unit, c.now) || unitViolates(unit, sc.budgets) {
+				if pol.move == nil || !pol.move(unit) {
 					pol.refuse(r, cd.t.Gang, len(unit), true)
+					sc.chosen = sc.chosen[:start]
+					continue
+				}
+				// A move keeps its pods' budgets: one the API server would refuse is no move.
+				if b := moveBudget(unit, sc.budgets, c.now); b != nil {
+					pol.refuse(refusal{kind: refuseMoveBudget, q: r.q, d: r.d, base: r.kind, budget: b}, cd.t.Gang, len(unit), true)
 					sc.chosen = sc.chosen[:start]
 					continue
 				}

@@ -133,6 +133,7 @@ type reclaimFailure struct {
 
 func (c *cycle) reclaim() {
 	failures := map[failKey]reclaimFailure{}
+	holders := map[*snapshot.FilterClass]string{}
 	gangs := c.waitingOrder()
 	// Gangs an ancestor's limit keeps out while their queue is below its guarantee: the
 	// department's other projects may be borrowing the limit.
@@ -192,6 +193,13 @@ func (c *cycle) reclaim() {
 				cf.budget = pol2
 			}
 			cf.moves = moves
+			if pol2 == nil && moves == nil {
+				// Nothing but other pods keeps the guarantee waiting: say whose.
+				if h := c.gpuHolders(g, holders); h != "" {
+					f2.msg += "; " + h
+				}
+				cf.f = f2
+			}
 			f = f2
 			c.tellBudgetTimeout(g, &f)
 		}

@@ -152,6 +152,27 @@ type refusal struct {
 	// base is why the policy refused the pods a refuseMoveBudget would have moved (q and d are
 	// its queue and dimension).
 	base refusalKind
+	// detail names what a refuseExhausted is about: each queue and what it may still give.
+	detail string
+}
+
+// exhaustedDetail names the queues a search could take from and the GPUs each may still give,
+// against what the roomiest node lacks for the pod: "queue a may give 1 GPU, queue b 0; the pod
+// needs 2 GPU more than any node has free". Built only for a reason (a tally pass).
+func exhaustedDetail(queues []*snapshot.Queue, heads []int64, lack int64) string {
+	var b strings.Builder
+	for i, q := range queues {
+		if i == 3 {
+			fmt.Fprintf(&b, ", and %d more queues", len(queues)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "queue %s %s GPU", q.Name, snapshot.FormatAmount(snapshot.DimGPU, heads[i]))
+	}
+	fmt.Fprintf(&b, " above it, and the pod needs %s GPU more than any node has free", snapshot.FormatAmount(snapshot.DimGPU, lack))
+	return b.String()
 }
 
 func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
@@ -165,7 +186,7 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 	case refuseQueueNotOver:
 		return fmt.Sprintf("belong to queue %s, which is not above its %s", r.q.Name, p.level)
 	case refuseReclaimRuntime:
-		return fmt.Sprintf("have not run their queue's reclaim minimum runtime (%s)", r.q.Spec.ReclaimMinRuntime)
+		return fmt.Sprintf("have not run queue %s's reclaim minimum runtime (%s)", r.q.Name, r.q.Spec.ReclaimMinRuntime)
 	case refusePreemptRuntime:
 		return fmt.Sprintf("have not run their queue's preemption minimum runtime (%s)", r.q.Spec.PreemptMinRuntime)
 	case refusePriority:
@@ -179,7 +200,11 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 	case refuseUseless:
 		return "free nothing the gang needs"
 	case refuseExhausted:
-		return "the queues above their " + p.level + " have too little left above it for this pod"
+		s := "the queues above their " + p.level + " have too little left above it for this pod"
+		if r.detail != "" {
+			s += " (" + r.detail + ")"
+		}
+		return s
 	case refuseEvictedBefore:
 		return fmt.Sprintf("were evicted for this gang in the last %s already (no pod is evicted twice for the same gang)", c.e.opts.HoldTTL)
 	case refuseBudget:
@@ -761,9 +786,9 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 			total = satAdd(total, h)
 		}
 		// No node can take the pod unless the queues can give what the roomiest node lacks.
-		if need > 0 && total < need-c.maxFreeAfterRelease(cls, restrict) {
-			if len(pol.victimQueues) > 0 {
-				pol.refuse(refusal{kind: refuseExhausted}, nil, 0, false)
+		if lack := need - c.maxFreeAfterRelease(cls, restrict); need > 0 && total < lack {
+			if len(pol.victimQueues) > 0 && pol.tally {
+				pol.refuse(refusal{kind: refuseExhausted, detail: exhaustedDetail(pol.victimQueues, heads, lack)}, nil, 0, false)
 			}
 			return nil, snapshot.Assignment{}, false
 		}

@@ -193,8 +193,8 @@ func (c *cycle) reclaim() {
 				cf.budget = pol2
 			}
 			cf.moves = moves
-			if pol2 == nil && moves == nil {
-				// Nothing but other pods keeps the guarantee waiting: say whose.
+			if moves == nil && c.reasons[g].Code != ReasonWaitingForBudget {
+				// No budget the reason names keeps the guarantee waiting, only pods: say whose.
 				if h := c.gpuHolders(g, holders); h != "" {
 					f2.msg += "; " + h
 				}

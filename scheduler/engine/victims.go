@@ -110,6 +110,8 @@ type victimPolicy struct {
 	refused      map[refusal]int
 	refusedGangs map[*snapshot.Gang]struct{}
 	tally        bool
+	// exhausted names, for a refuseExhausted, each victim queue and what it may still give.
+	exhausted string
 }
 
 // refusalKind is why a pod may not be evicted.
@@ -144,16 +146,14 @@ const (
 // refusal is a refusal kind with what it is about; comparable, so it keys the tally.
 type refusal struct {
 	kind refusalKind
+	// base is why the policy refused the pods a refuseMoveBudget would have moved (q and d are
+	// its queue and dimension).
+	base refusalKind
 	q    *snapshot.Queue
 	d    int
 	prio int32
 	// budget is the PodDisruptionBudget of a refuseBudget or refuseMoveBudget.
 	budget *snapshot.Budget
-	// base is why the policy refused the pods a refuseMoveBudget would have moved (q and d are
-	// its queue and dimension).
-	base refusalKind
-	// detail names what a refuseExhausted is about: each queue and what it may still give.
-	detail string
 }
 
 // exhaustedDetail names the queues a search could take from and the GPUs each may still give,
@@ -201,8 +201,8 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal) string {
 		return "free nothing the gang needs"
 	case refuseExhausted:
 		s := "the queues above their " + p.level + " have too little left above it for this pod"
-		if r.detail != "" {
-			s += " (" + r.detail + ")"
+		if p.exhausted != "" {
+			s += " (" + p.exhausted + ")"
 		}
 		return s
 	case refuseEvictedBefore:
@@ -253,6 +253,7 @@ func (p *victimPolicy) refuseBudget(b *snapshot.Budget, g *snapshot.Gang) {
 func (p *victimPolicy) resetRefusals() {
 	clear(p.refused)
 	clear(p.refusedGangs)
+	p.exhausted = ""
 }
 
 // floorOf is set by policies with floors (reclaim), for messages.
@@ -788,7 +789,8 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 		// No node can take the pod unless the queues can give what the roomiest node lacks.
 		if lack := need - c.maxFreeAfterRelease(cls, restrict); need > 0 && total < lack {
 			if len(pol.victimQueues) > 0 && pol.tally {
-				pol.refuse(refusal{kind: refuseExhausted, detail: exhaustedDetail(pol.victimQueues, heads, lack)}, nil, 0, false)
+				pol.exhausted = exhaustedDetail(pol.victimQueues, heads, lack)
+				pol.refuse(refusal{kind: refuseExhausted}, nil, 0, false)
 			}
 			return nil, snapshot.Assignment{}, false
 		}

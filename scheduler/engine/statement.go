@@ -3,8 +3,6 @@ package engine
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -43,8 +41,9 @@ type evictInfo struct {
 	reason      EvictionReason
 	message     string
 	beneficiary *snapshot.GangKey
-	// overrides is the PodDisruptionBudget the eviction goes ahead against (zero: none).
-	overrides types.NamespacedName
+	// overrides is the PodDisruptionBudget the eviction goes ahead against (nil: none). A
+	// pointer keeps the op small: the log holds one per eviction of every what-if.
+	overrides *snapshot.Budget
 }
 
 // NewStatement starts a statement on the snapshot; allocations are assumed as started at now.
@@ -68,7 +67,7 @@ func (s *Statement) Evict(t *snapshot.Task, reason EvictionReason, message strin
 
 // EvictOverridingBudget is Evict for a pod whose PodDisruptionBudget the eviction overrides:
 // the runtime deletes it rather than asking the Eviction API, which would refuse.
-func (s *Statement) EvictOverridingBudget(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey, budget types.NamespacedName) {
+func (s *Statement) EvictOverridingBudget(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey, budget *snapshot.Budget) {
 	s.evict(t, evictInfo{reason: reason, message: message, beneficiary: beneficiary, overrides: budget})
 }
 
@@ -125,11 +124,15 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 			res.Bindings = append(res.Bindings, bindingOf(o.task))
 		case opEvict:
 			t := o.task
-			res.Evictions = append(res.Evictions, Eviction{
+			e := Eviction{
 				Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName, Reason: o.evict.reason,
 				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace(t),
-				OverridesBudget: o.evict.overrides,
-			})
+			}
+			if b := o.evict.overrides; b != nil {
+				key := b.Key
+				e.OverridesBudget = &key
+			}
+			res.Evictions = append(res.Evictions, e)
 			if b := o.evict.beneficiary; b != nil && o.evict.reason != EvictLoanReturn {
 				s.snap.NoteEvictedFor(*b, t.Key, s.now)
 			}

@@ -919,7 +919,7 @@ func (c *cycle) evictVictim(v *snapshot.Task, pol *victimPolicy) {
 	if b != nil && pol.overrideBudgets {
 		c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+b.Key.String()+
 			" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout",
-			&pol.beneficiary.Key, b.Key)
+			&pol.beneficiary.Key, b)
 	} else {
 		c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
 	}

@@ -50,11 +50,12 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 		"Shrink the gang, or make the topology preferred instead of required.",
 	fairwayv1.ReasonWaitingEvictions: "Capacity is being freed for the gang: pods are being preempted or reclaimed and get their " +
 		"grace period to checkpoint. The gang starts when they are gone; nothing to do.",
-	fairwayv1.ReasonWaitingForBudget: "The pods whose eviction would make room are protected by the " +
-		"PodDisruptionBudget the message names, which allows no more disruptions now (the API server refused an " +
-		"eviction). fairway tries again shortly and succeeds once the budget allows it, e.g. when the protected " +
-		"workload's replacement pods are ready elsewhere. Its owner can raise maxUnavailable or add replicas; see " +
-		"docs/preemption.md.",
+	fairwayv1.ReasonWaitingForBudget: "The pods whose eviction (or move to another node) would make room are protected by the " +
+		"PodDisruptionBudget the message names, which allows no more disruptions now. fairway tries again shortly and " +
+		"succeeds once the budget allows it, e.g. when the protected workload's replacement pods are ready elsewhere. " +
+		"For a guarantee, a budget of borrowed (over-quota) pods holds only until the queue's spec.reclaim.budgetTimeout " +
+		"(the message says when); a budget of pods within their own queue's guarantee is never overridden. Its owner " +
+		"can raise maxUnavailable or add replicas; see docs/preemption.md.",
 	fairwayv1.ReasonStarvationHold: "The gang has waited past the starvation threshold, so capacity is held for it as it frees up. It " +
 		"starts when enough is free; nothing to do.",
 }

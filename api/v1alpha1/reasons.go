@@ -55,7 +55,9 @@ const (
 	ReasonStarvationHold UnschedulableReason = "CapacityHeld"
 	// ReasonWaitingForBudget: the pods whose eviction would make room are protected by a
 	// PodDisruptionBudget that allows no more disruptions now (the API server refused an
-	// eviction); the message names the budget. A later cycle tries again.
+	// eviction), or the only plan moves pods within their queue's guarantee whose budget allows
+	// none (a move keeps its pods' budgets); the message names the budget and, for borrowed
+	// pods, when the claimant's reclaim.budgetTimeout overrides it. A later cycle tries again.
 	ReasonWaitingForBudget UnschedulableReason = "WaitingForPodDisruptionBudget"
 )
 

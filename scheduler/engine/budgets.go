@@ -11,22 +11,68 @@ package engine
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
 // whyCode is the reason code of a gang the latest makeRoom could not place: it waits for a
-// PodDisruptionBudget when pods that budget protects were refused, otherwise no node fits.
+// PodDisruptionBudget when pods that budget protects were refused (their eviction, or their
+// move), otherwise no node fits.
 func whyCode(p *victimPolicy) ReasonCode {
 	if p != nil {
 		for r := range p.refused {
-			if r.kind == refuseBudget {
+			if r.kind == refuseBudget || r.kind == refuseMoveBudget {
 				return ReasonWaitingForBudget
 			}
 		}
 	}
 	return ReasonNoNodeFits
+}
+
+// budgetRefused reports whether the latest makeRoom left pods alone because the API server
+// refused to evict a pod of their budget lately. Unlike whyCode it leaves out refused moves:
+// a budget that only held up a move starts no budget wait (no timeout overrides it).
+func budgetRefused(p *victimPolicy) bool {
+	if p != nil {
+		for r := range p.refused {
+			if r.kind == refuseBudget {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// movesHeldByBudget reports whether the latest makeRoom refused a move for a
+// PodDisruptionBudget.
+func movesHeldByBudget(p *victimPolicy) bool {
+	if p != nil {
+		for r := range p.refused {
+			if r.kind == refuseMoveBudget {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// movesWhy tells the refused moves of the latest makeRoom that a PodDisruptionBudget held:
+// "moving pods instead: 1 pod may only move (...), and its PodDisruptionBudget ns/b allows
+// no disruption now: ..."; "" when there are none.
+func (c *cycle) movesWhy(p *victimPolicy) string {
+	var parts []string
+	for r, n := range p.refused {
+		if r.kind == refuseMoveBudget {
+			parts = append(parts, c.describeRefusal(p, r, n))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	slices.Sort(parts)
+	return "moving pods instead: " + strings.Join(parts, "; ")
 }
 
 // waitForBudget makes the reason of a gang that found no capacity say that it waits for a
@@ -114,24 +160,35 @@ func violatedBudget(t *snapshot.Task, now time.Time) *snapshot.Budget {
 	return nil
 }
 
-// unitBlocked reports whether a pod of the unit has a budget the API server refused lately.
-func unitBlocked(unit []*snapshot.Task, now time.Time) bool {
+// moveBudget returns the budget that keeps the unit from moving, after the victims of one node
+// evaluation (used): one of its pods' budgets the API server refused an eviction for lately, or
+// one that the unit's eviction violates; nil when none.
+func moveBudget(unit []*snapshot.Task, used []budgetUse, now time.Time) *snapshot.Budget {
+	any := false
 	for _, t := range unit {
-		if blockedBudget(t, now) != nil {
-			return true
+		if b := blockedBudget(t, now); b != nil {
+			return b
+		}
+		any = any || len(t.Budgets) > 0
+	}
+	if !any {
+		return nil
+	}
+	used = slices.Clone(used)
+	for _, t := range unit {
+		for _, b := range t.Budgets {
+			if !b.Gone() && b.Left()-useOf(used, b) <= 0 {
+				return b
+			}
+		}
+		for _, b := range t.Budgets {
+			i := slices.IndexFunc(used, func(u budgetUse) bool { return u.b == b })
+			if i < 0 {
+				used = append(used, budgetUse{b: b})
+				i = len(used) - 1
+			}
+			used[i].n++
 		}
 	}
-	return false
-}
-
-// unitViolates reports whether evicting the unit, after the victims of one node evaluation
-// (used), violates a budget of one of its pods.
-func unitViolates(unit []*snapshot.Task, used []budgetUse) bool {
-	for _, t := range unit {
-		if len(t.Budgets) > 0 {
-			_, v := takeBudgets(slices.Clone(used), unit)
-			return v > 0
-		}
-	}
-	return false
+	return nil
 }

@@ -143,7 +143,7 @@ func livenessRun(t *testing.T, seed uint64, stats *livenessStats) {
 			}
 			for _, e := range res.Evictions {
 				stats.evictions++
-				if e.OverridesBudget != (types.NamespacedName{}) {
+				if e.OverridesBudget != nil {
 					stats.overrides++
 				}
 				if e.Beneficiary == nil || e.Reason == engine.EvictLoanReturn {

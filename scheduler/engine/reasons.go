@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -204,5 +205,86 @@ func (c *cycle) limitHolders(g *snapshot.Gang, cache map[*snapshot.Queue]string)
 		}
 	}
 	cache[x] = s
+	return s
+}
+
+// gpuHolders says who holds the GPUs of the nodes a gang's pods may use, for the reason of a
+// guarantee that no what-if could deliver: "the GPUs of the 2 nodes its pods may use are held by
+// queue keeper (4 GPU, guarantee 4; 4 non-preemptible pods), queue borrower (1 GPU, guarantee
+// 0)", the largest holders first, at most three named. Computed once per class of pods and
+// cycle (cache), and only for such a reason; "" when no pod holds a GPU there.
+func (c *cycle) gpuHolders(g *snapshot.Gang, cache map[*snapshot.FilterClass]string) string {
+	if len(g.Pending) == 0 {
+		return ""
+	}
+	cls := g.Pending[0].Class
+	if s, ok := cache[cls]; ok {
+		return s
+	}
+	type holder struct {
+		q              *snapshot.Queue
+		milli          int64
+		nonPreemptible int
+	}
+	by := map[*snapshot.Queue]*holder{}
+	nodes := c.snap.Nodes()
+	count := 0
+	set := c.snap.ClassNodes(cls)
+	for id := bitset.NextAnd(set, nil, nil, 0); id >= 0; id = bitset.NextAnd(set, nil, nil, id+1) {
+		n := nodes[id]
+		if n == nil || len(n.Slots) == 0 {
+			continue
+		}
+		count++
+		for _, t := range n.Tasks {
+			if t.Gang == nil || t.Gang.Queue == nil || t.State != snapshot.TaskBound {
+				continue
+			}
+			m := t.GPUs.MilliGPU()
+			if m == 0 {
+				continue
+			}
+			h := by[t.Gang.Queue]
+			if h == nil {
+				h = &holder{q: t.Gang.Queue}
+				by[t.Gang.Queue] = h
+			}
+			h.milli += m
+			if !t.Gang.Preemptible {
+				h.nonPreemptible++
+			}
+		}
+	}
+	hs := slices.Collect(maps.Values(by))
+	slices.SortFunc(hs, func(a, b *holder) int {
+		if c := cmp.Compare(b.milli, a.milli); c != 0 {
+			return c
+		}
+		return strings.Compare(a.q.Name, b.q.Name)
+	})
+	s := ""
+	if len(hs) > 0 {
+		var parts []string
+		for _, h := range hs[:min(3, len(hs))] {
+			p := fmt.Sprintf("queue %s (%s GPU, guarantee %s", h.q.Name, snapshot.FormatAmount(snapshot.DimGPU, h.milli),
+				snapshot.FormatAmount(snapshot.DimGPU, h.q.Quota.At(snapshot.DimGPU)))
+			if h.q == g.Queue {
+				p += "; the gang's own queue"
+			}
+			if h.nonPreemptible > 0 {
+				p += fmt.Sprintf("; %d non-preemptible pods", h.nonPreemptible)
+			}
+			parts = append(parts, p+")")
+		}
+		noun := "nodes"
+		if count == 1 {
+			noun = "node"
+		}
+		s = fmt.Sprintf("the GPUs of the %d %s its pods may use are held by %s", count, noun, strings.Join(parts, ", "))
+		if len(hs) > 3 {
+			s += fmt.Sprintf(", and %d more queues", len(hs)-3)
+		}
+	}
+	cache[cls] = s
 	return s
 }

@@ -126,10 +126,14 @@ func (c *cycle) waitingOrder() []*snapshot.Gang {
 type reclaimFailure struct {
 	f      placeFailure
 	budget *victimPolicy
+	// moves is the what-if whose moves a PodDisruptionBudget held, if that is the gang's wait:
+	// those gangs wait for the budget too (the reason's code), with no budget timeout.
+	moves *victimPolicy
 }
 
 func (c *cycle) reclaim() {
 	failures := map[failKey]reclaimFailure{}
+	holders := map[*snapshot.FilterClass]string{}
 	gangs := c.waitingOrder()
 	// Gangs an ancestor's limit keeps out while their queue is below its guarantee: the
 	// department's other projects may be borrowing the limit.
@@ -156,6 +160,9 @@ func (c *cycle) reclaim() {
 		cacheable = cacheable && !c.limited[g] && !c.budgetOverdue(g)
 		if cf, ok := failures[key]; cacheable && ok {
 			f := cf.f
+			if cf.moves != nil && isWithin() {
+				c.waitForBudget(g, cf.moves)
+			}
 			if cf.budget != nil && isWithin() {
 				c.waitForBudget(g, cf.budget)
 				c.noteBudget(g, cf.budget)
@@ -177,13 +184,21 @@ func (c *cycle) reclaim() {
 			cf.budget = pol
 		}
 		if isWithin() {
-			f2, pol2 := c.reclaimGuarantee(g)
+			f2, pol2, moves := c.reclaimGuarantee(g)
 			if f2.msg == "" {
 				continue
 			}
 			cf.f = f2
 			if pol2 != nil {
 				cf.budget = pol2
+			}
+			cf.moves = moves
+			if moves == nil && c.reasons[g].Code != ReasonWaitingForBudget {
+				// No budget the reason names keeps the guarantee waiting, only pods: say whose.
+				if h := c.gpuHolders(g, holders); h != "" {
+					f2.msg += "; " + h
+				}
+				cf.f = f2
 			}
 			f = f2
 			c.tellBudgetTimeout(g, &f)
@@ -342,7 +357,7 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 		if !pol.sparedHit || mode.evictAgain || kind == kindConsolidate || kind == kindReclaimFair {
 			return false
 		}
-		return kind != kindReclaimGuarantee || mode.overrideBudgets || whyCode(pol) != ReasonWaitingForBudget
+		return kind != kindReclaimGuarantee || mode.overrideBudgets || !budgetRefused(pol)
 	}
 	cp := c.stmt.Checkpoint()
 	if mode.takeHolds {
@@ -409,20 +424,24 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 // units taken whole; then moves of recreatable pods. Once the gang has waited its queue's
 // reclaim budget timeout for PodDisruptionBudgets of over-quota pods, the budgets no longer hold
 // those pods. The first failure is the one reported: the later ones only relax it. The what-if a
-// PodDisruptionBudget held up, if one did, comes with it.
-func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (placeFailure, *victimPolicy) {
+// PodDisruptionBudget held up, if one did, comes with it. So does the what-if whose moves a
+// budget held (moves), if one did: the failure then names that budget too, as what the gang
+// waits for.
+func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (_ placeFailure, heldUp, moves *victimPolicy) {
 	override := c.budgetOverdue(g)
 	var first placeFailure
-	var heldUp *victimPolicy
 	for i, mode := range []reclaimMode{{}, {overQuota: true}, {overQuota: true, moves: true}} {
 		mode.overrideBudgets = override
 		f, pol := c.victimsWhatIfMode(g, kindReclaimGuarantee, mode)
 		c.noteBudget(g, pol)
 		if f.msg == "" {
-			return f, nil
+			return f, nil, nil
 		}
 		if heldUp == nil && budgetHeldUp(pol) {
 			heldUp = pol
+		}
+		if moves == nil && f.refusal != "" && movesHeldByBudget(pol) {
+			moves = pol
 		}
 		if i == 0 {
 			first = f
@@ -442,10 +461,16 @@ func (c *cycle) reclaimGuarantee(g *snapshot.Gang) (placeFailure, *victimPolicy)
 		f, pol := c.victimsWhatIfMode(g, kindReclaimGuarantee, mode)
 		c.noteBudget(g, pol)
 		if f.msg == "" {
-			return f, nil
+			return f, nil, nil
+		}
+		if moves == nil && f.refusal != "" && movesHeldByBudget(pol) {
+			moves = pol
 		}
 	}
-	return first, heldUp
+	if moves != nil {
+		first.msg += "; " + c.movesWhy(moves)
+	}
+	return first, heldUp, moves
 }
 
 // wantsGathering reports whether a pod the gang needs asks for more than one GPU, or a share of
@@ -498,7 +523,7 @@ func (c *cycle) noteBudget(g *snapshot.Gang, pol *victimPolicy) {
 // budgetHeldUp reports whether a what-if had to leave pods of a blocked budget alone, or chose
 // victims whose eviction violates a budget.
 func budgetHeldUp(pol *victimPolicy) bool {
-	return pol != nil && (pol.violations > 0 || whyCode(pol) == ReasonWaitingForBudget)
+	return pol != nil && (pol.violations > 0 || budgetRefused(pol))
 }
 
 // tellBudgetTimeout adds to the reason of a gang that waits for a PodDisruptionBudget when the

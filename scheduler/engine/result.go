@@ -117,12 +117,13 @@ type Eviction struct {
 	// capped by its queue's maxEvictionGracePeriod; Options.LoanReturnGracePeriod for a
 	// LoanReturn.
 	GracePeriod time.Duration
-	// OverridesBudget is the PodDisruptionBudget this eviction goes ahead against, zero for
+	// OverridesBudget is the PodDisruptionBudget this eviction goes ahead against, nil for
 	// none: the pod is over-quota (borrowed) work and the queue it is reclaimed for has waited
 	// its reclaim.budgetTimeout for the budget. The runtime deletes such a pod with its grace
 	// period instead of asking the Eviction API (which would refuse), and its DisruptionTarget
-	// condition names the budget.
-	OverridesBudget types.NamespacedName
+	// condition names the budget. A pointer: a large reclaim returns thousands of evictions, and
+	// few if any override a budget.
+	OverridesBudget *types.NamespacedName
 }
 
 // NotRecreatedNote ends the message of an eviction whose pod nothing recreates

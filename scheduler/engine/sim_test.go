@@ -255,7 +255,7 @@ func (s *sim) checkResult(res engine.Result) error {
 		}
 		if t := s.snap.Task(e.Pod); t != nil {
 			for _, b := range t.Budgets {
-				if b.BlockedAt(s.now) && e.OverridesBudget != b.Key {
+				if b.BlockedAt(s.now) && (e.OverridesBudget == nil || *e.OverridesBudget != b.Key) {
 					errs = append(errs, fmt.Errorf("pod %s evicted (%s) while its PodDisruptionBudget %s is blocked until %s", e.Pod, e.Reason, b.Key, b.BlockedUntil()))
 				}
 			}
@@ -660,7 +660,7 @@ func (s *sim) admitEviction(e engine.Eviction) (bool, error) {
 		return true, nil
 	}
 	for _, b := range t.Budgets {
-		if b.Allowed > 0 || e.OverridesBudget == b.Key {
+		if b.Allowed > 0 || (e.OverridesBudget != nil && *e.OverridesBudget == b.Key) {
 			// The runtime deletes a pod whose budget the eviction overrides: no Eviction API.
 			continue
 		}

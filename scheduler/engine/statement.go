@@ -3,8 +3,6 @@ package engine
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -43,8 +41,9 @@ type evictInfo struct {
 	reason      EvictionReason
 	message     string
 	beneficiary *snapshot.GangKey
-	// overrides is the PodDisruptionBudget the eviction goes ahead against (zero: none).
-	overrides types.NamespacedName
+	// overrides is the PodDisruptionBudget the eviction goes ahead against (nil: none). A
+	// pointer keeps the op small: the log holds one per eviction of every what-if.
+	overrides *snapshot.Budget
 }
 
 // NewStatement starts a statement on the snapshot; allocations are assumed as started at now.
@@ -68,7 +67,7 @@ func (s *Statement) Evict(t *snapshot.Task, reason EvictionReason, message strin
 
 // EvictOverridingBudget is Evict for a pod whose PodDisruptionBudget the eviction overrides:
 // the runtime deletes it rather than asking the Eviction API, which would refuse.
-func (s *Statement) EvictOverridingBudget(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey, budget types.NamespacedName) {
+func (s *Statement) EvictOverridingBudget(t *snapshot.Task, reason EvictionReason, message string, beneficiary *snapshot.GangKey, budget *snapshot.Budget) {
 	s.evict(t, evictInfo{reason: reason, message: message, beneficiary: beneficiary, overrides: budget})
 }
 
@@ -128,7 +127,10 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 			ev := Eviction{
 				Pod: t.Key, Gang: t.Gang.Key, Node: t.NodeName, Reason: o.evict.reason,
 				Message: o.evict.message, Beneficiary: o.evict.beneficiary, GracePeriod: grace(t),
-				OverridesBudget: o.evict.overrides,
+			}
+			if b := o.evict.overrides; b != nil {
+				key := b.Key
+				ev.OverridesBudget = &key
 			}
 			if b := o.evict.beneficiary; b != nil {
 				if g := s.snap.Gang(*b); g != nil && len(g.Tasks) == 1 {

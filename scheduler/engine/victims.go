@@ -110,6 +110,8 @@ type victimPolicy struct {
 	refused      map[refusal]int
 	refusedGangs map[*snapshot.Gang]struct{}
 	tally        bool
+	// exhausted names, for a refuseExhausted, each victim queue and what it may still give.
+	exhausted string
 }
 
 // refusalKind is why a pod may not be evicted.
@@ -135,16 +137,42 @@ const (
 	// refuseEvictedBefore: the pod was evicted (or moved) for the same gang lately
 	// (victimPolicy.spared).
 	refuseEvictedBefore
+	// refuseMoveBudget: the policy lets the pods go only as a move (refusal.base says why), and
+	// a move keeps their PodDisruptionBudgets: refusal.budget allows no disruption now, or the
+	// API server refused one lately. No budget timeout overrides it.
+	refuseMoveBudget
 )
 
 // refusal is a refusal kind with what it is about; comparable, so it keys the tally.
 type refusal struct {
 	kind refusalKind
+	// base is why the policy refused the pods a refuseMoveBudget would have moved (q and d are
+	// its queue and dimension).
+	base refusalKind
 	q    *snapshot.Queue
 	d    int
 	prio int32
-	// budget is the PodDisruptionBudget of a refuseBudget.
+	// budget is the PodDisruptionBudget of a refuseBudget or refuseMoveBudget.
 	budget *snapshot.Budget
+}
+
+// exhaustedDetail names the queues a search could take from and the GPUs each may still give,
+// against what the roomiest node lacks for the pod: "queue a may give 1 GPU, queue b 0; the pod
+// needs 2 GPU more than any node has free". Built only for a reason (a tally pass).
+func exhaustedDetail(queues []*snapshot.Queue, heads []int64, lack int64) string {
+	var b strings.Builder
+	for i, q := range queues {
+		if i == 3 {
+			fmt.Fprintf(&b, ", and %d more queues", len(queues)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "queue %s %s GPU", q.Name, snapshot.FormatAmount(snapshot.DimGPU, heads[i]))
+	}
+	fmt.Fprintf(&b, " above it, and the pod needs %s GPU more than any node has free", snapshot.FormatAmount(snapshot.DimGPU, lack))
+	return b.String()
 }
 
 // describeRefusal says what keeps n pods from going, as a sentence whose noun and verb agree
@@ -161,7 +189,7 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal, n int) string {
 	case refuseQueueNotOver:
 		return fmt.Sprintf("%s to queue %s, which is not above its %s", count(n, "pod belongs", "pods belong"), r.q.Name, p.level)
 	case refuseReclaimRuntime:
-		return fmt.Sprintf("%s reclaim minimum runtime (%s)", count(n, "pod has not run its queue's", "pods have not run their queue's"), r.q.Spec.ReclaimMinRuntime)
+		return fmt.Sprintf("%s queue %s's reclaim minimum runtime (%s)", count(n, "pod has not run", "pods have not run"), r.q.Name, r.q.Spec.ReclaimMinRuntime)
 	case refusePreemptRuntime:
 		return fmt.Sprintf("%s preemption minimum runtime (%s)", count(n, "pod has not run its queue's", "pods have not run their queue's"), r.q.Spec.PreemptMinRuntime)
 	case refusePriority:
@@ -176,12 +204,27 @@ func (c *cycle) describeRefusal(p *victimPolicy, r refusal, n int) string {
 	case refuseUseless:
 		return count(n, "pod frees", "pods free") + " nothing the gang needs"
 	case refuseExhausted:
-		return "the queues above their " + p.level + " have too little left above it for this pod"
+		s := "the queues above their " + p.level + " have too little left above it for this pod"
+		if p.exhausted != "" {
+			s += " (" + p.exhausted + ")"
+		}
+		return s
 	case refuseEvictedBefore:
 		return fmt.Sprintf("%s evicted for this gang in the last %s already (no pod is evicted twice for the same gang)", count(n, "pod was", "pods were"), c.e.opts.HoldTTL)
 	case refuseBudget:
 		return fmt.Sprintf("%s for PodDisruptionBudget %s, which allows no more disruptions now (the API server refused an eviction; retried after %s)",
 			count(n, "pod waits", "pods wait"), r.budget.Key, r.budget.BlockedUntil().Format(time.RFC3339))
+	case refuseMoveBudget:
+		state := "allows no disruption now"
+		if r.budget.BlockedAt(c.now) {
+			state += " (the API server refused an eviction; retried after " + r.budget.BlockedUntil().Format(time.RFC3339) + ")"
+		}
+		their := "their"
+		if n == 1 {
+			their = "its"
+		}
+		return fmt.Sprintf("%s only move (%s), and %s PodDisruptionBudget %s %s: a move keeps its pods' budgets, which no reclaim.budgetTimeout overrides, so the gang waits until the budget allows a disruption",
+			count(n, "pod may", "pods may"), c.describeRefusal(p, refusal{kind: r.base, q: r.q, d: r.d}, n), their, r.budget.Key, state)
 	}
 	return count(n, "pod", "pods") + " may not be evicted"
 }
@@ -218,6 +261,7 @@ func (p *victimPolicy) refuseBudget(b *snapshot.Budget, g *snapshot.Gang) {
 func (p *victimPolicy) resetRefusals() {
 	clear(p.refused)
 	clear(p.refusedGangs)
+	p.exhausted = ""
 }
 
 // floorOf is set by policies with floors (reclaim), for messages.
@@ -680,9 +724,14 @@ func (c *cycle) nodeVictims(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang
 		moving := false
 		if pol.allow != nil {
 			if r := pol.allow(unit, &sc.acc); r.kind != refuseNone {
-				// A move keeps its pods' budgets: one the API server would refuse is no move.
-				if pol.move == nil || !pol.move(unit) || unitBlocked(unit, c.now) || unitViolates(unit, sc.budgets) {
+				if pol.move == nil || !pol.move(unit) {
 					pol.refuse(r, cd.t.Gang, len(unit), true)
+					sc.chosen = sc.chosen[:start]
+					continue
+				}
+				// A move keeps its pods' budgets: one the API server would refuse is no move.
+				if b := moveBudget(unit, sc.budgets, c.now); b != nil {
+					pol.refuse(refusal{kind: refuseMoveBudget, q: r.q, d: r.d, base: r.kind, budget: b}, cd.t.Gang, len(unit), true)
 					sc.chosen = sc.chosen[:start]
 					continue
 				}
@@ -742,8 +791,9 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 			total = satAdd(total, h)
 		}
 		// No node can take the pod unless the queues can give what the roomiest node lacks.
-		if need > 0 && total < need-c.maxFreeAfterRelease(cls, restrict) {
-			if len(pol.victimQueues) > 0 {
+		if lack := need - c.maxFreeAfterRelease(cls, restrict); need > 0 && total < lack {
+			if len(pol.victimQueues) > 0 && pol.tally {
+				pol.exhausted = exhaustedDetail(pol.victimQueues, heads, lack)
 				pol.refuse(refusal{kind: refuseExhausted}, nil, 0, false)
 			}
 			return nil, snapshot.Assignment{}, false
@@ -873,7 +923,7 @@ func (c *cycle) evictVictim(v *snapshot.Task, pol *victimPolicy) {
 	if b != nil && pol.overrideBudgets {
 		c.stmt.EvictOverridingBudget(v, pol.reason, pol.message(v)+"; PodDisruptionBudget "+b.Key.String()+
 			" is overridden: the guaranteed quota it delayed is owed for longer than the claimant queue's reclaim.budgetTimeout",
-			&pol.beneficiary.Key, b.Key)
+			&pol.beneficiary.Key, b)
 	} else {
 		c.stmt.Evict(v, pol.reason, pol.message(v), &pol.beneficiary.Key)
 	}

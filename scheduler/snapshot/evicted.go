@@ -20,8 +20,10 @@ type evictedKey struct {
 }
 
 // evictions are the remembered evictions, in two flat maps (an eviction adds no map of its own).
+// The time is Unix nanoseconds, not a time.Time: a large reclaim remembers thousands of
+// evictions a cycle, and the smaller entry makes the map a sixth smaller.
 type evictions struct {
-	at    map[evictedKey]time.Time
+	at    map[evictedKey]int64
 	gangs map[GangKey]int32
 }
 
@@ -29,13 +31,13 @@ type evictions struct {
 func (s *Snapshot) NoteEvictedFor(beneficiary GangKey, pod types.NamespacedName, at time.Time) {
 	e := &s.evicted
 	if e.at == nil {
-		e.at, e.gangs = map[evictedKey]time.Time{}, map[GangKey]int32{}
+		e.at, e.gangs = map[evictedKey]int64{}, map[GangKey]int32{}
 	}
 	k := evictedKey{beneficiary, pod}
 	if _, ok := e.at[k]; !ok {
 		e.gangs[beneficiary]++
 	}
-	e.at[k] = at
+	e.at[k] = at.UnixNano()
 }
 
 // EvictedForAny reports whether the engine remembers evicting any pod for the gang.
@@ -49,8 +51,9 @@ func (s *Snapshot) EvictedFor(beneficiary GangKey, pod types.NamespacedName) boo
 
 // ForgetEvictedBy drops what NoteEvictedFor recorded at or before the time.
 func (s *Snapshot) ForgetEvictedBy(by time.Time) {
+	cut := by.UnixNano()
 	for k, at := range s.evicted.at {
-		if !at.After(by) {
+		if at <= cut {
 			s.evicted.drop(k)
 		}
 	}
@@ -70,7 +73,7 @@ func (e *evictions) drop(k evictedKey) {
 func (s *Snapshot) forgetEviction(pod types.NamespacedName) {
 	type plan struct {
 		gang GangKey
-		at   time.Time
+		at   int64
 	}
 	var broken []plan
 	for k, at := range s.evicted.at {
@@ -80,7 +83,7 @@ func (s *Snapshot) forgetEviction(pod types.NamespacedName) {
 	}
 	for _, b := range broken {
 		for k, at := range s.evicted.at {
-			if k.gang == b.gang && at.Equal(b.at) {
+			if k.gang == b.gang && at == b.at {
 				s.evicted.drop(k)
 			}
 		}

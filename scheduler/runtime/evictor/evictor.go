@@ -263,7 +263,7 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 			e.opts.Log.Error(err, "Evicting on a node not reserved for the gang", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
 		}
 	}
-	if r.OverridesBudget != (types.NamespacedName{}) {
+	if r.OverridesBudget != nil {
 		return e.overrideBudget(ctx, r)
 	}
 	if len(r.Budgets) > 0 {
@@ -377,7 +377,7 @@ func (e *Evictor) overrideBudget(ctx context.Context, r *Request) error {
 		log:    "A PodDisruptionBudget delayed a guaranteed reclaim past the claimant's budget timeout; deleting the over-quota pod",
 		reason: ReasonGuaranteePastBudget,
 		note: fmt.Sprintf("PodDisruptionBudget %s refused the eviction, but this pod runs on borrowed capacity that %s is owed within its guarantee, and the budget delayed it past the queue's reclaim.budgetTimeout: deleted with its grace period",
-			r.OverridesBudget, claimant(r)),
+			*r.OverridesBudget, claimant(r)),
 	})
 }
 

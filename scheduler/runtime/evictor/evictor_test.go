@@ -317,7 +317,7 @@ func TestGuaranteeReclaimPastARefusingBudget(t *testing.T) {
 	e := New(cs, func(o cache.Outcome) { t.Errorf("outcome %+v, want none", o) }, Options{Events: ev})
 	r := reclaim()
 	r.Budgets = []types.NamespacedName{{Namespace: "team-b", Name: "train-pdb"}}
-	r.OverridesBudget = r.Budgets[0]
+	r.OverridesBudget = &r.Budgets[0]
 	r.Message += "; PodDisruptionBudget team-b/train-pdb is overridden"
 	err := e.Evict(context.Background(), r)
 	e.done(r, err)

@@ -21,12 +21,8 @@ import (
 // PodDisruptionBudget when pods that budget protects were refused (their eviction, or their
 // move), otherwise no node fits.
 func whyCode(p *victimPolicy) ReasonCode {
-	if p != nil {
-		for r := range p.refused {
-			if r.kind == refuseBudget || r.kind == refuseMoveBudget {
-				return ReasonWaitingForBudget
-			}
-		}
+	if refusedFor(p, refuseBudget, refuseMoveBudget) {
+		return ReasonWaitingForBudget
 	}
 	return ReasonNoNodeFits
 }
@@ -34,25 +30,20 @@ func whyCode(p *victimPolicy) ReasonCode {
 // budgetRefused reports whether the latest makeRoom left pods alone because the API server
 // refused to evict a pod of their budget lately. Unlike whyCode it leaves out refused moves:
 // a budget that only held up a move starts no budget wait (no timeout overrides it).
-func budgetRefused(p *victimPolicy) bool {
-	if p != nil {
-		for r := range p.refused {
-			if r.kind == refuseBudget {
-				return true
-			}
-		}
-	}
-	return false
-}
+func budgetRefused(p *victimPolicy) bool { return refusedFor(p, refuseBudget) }
 
 // movesHeldByBudget reports whether the latest makeRoom refused a move for a
 // PodDisruptionBudget.
-func movesHeldByBudget(p *victimPolicy) bool {
-	if p != nil {
-		for r := range p.refused {
-			if r.kind == refuseMoveBudget {
-				return true
-			}
+func movesHeldByBudget(p *victimPolicy) bool { return refusedFor(p, refuseMoveBudget) }
+
+// refusedFor reports whether the latest makeRoom of p refused pods for one of kinds.
+func refusedFor(p *victimPolicy, kinds ...refusalKind) bool {
+	if p == nil {
+		return false
+	}
+	for r := range p.refused {
+		if slices.Contains(kinds, r.kind) {
+			return true
 		}
 	}
 	return false

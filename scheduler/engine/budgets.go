@@ -114,6 +114,19 @@ func useOf(used []budgetUse, b *snapshot.Budget) int32 {
 	return 0
 }
 
+// chargeBudgets counts one more eviction against each of t's budgets.
+func chargeBudgets(used []budgetUse, t *snapshot.Task) []budgetUse {
+	for _, b := range t.Budgets {
+		i := slices.IndexFunc(used, func(u budgetUse) bool { return u.b == b })
+		if i < 0 {
+			used = append(used, budgetUse{b: b})
+			i = len(used) - 1
+		}
+		used[i].n++
+	}
+	return used
+}
+
 // takeBudgets charges a unit to its budgets and returns how many of its pods violate one.
 func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
 	violations := 0
@@ -124,14 +137,7 @@ func takeBudgets(used []budgetUse, unit []*snapshot.Task) ([]budgetUse, int) {
 		if violatesBudget(t, used) {
 			violations++
 		}
-		for _, b := range t.Budgets {
-			i := slices.IndexFunc(used, func(u budgetUse) bool { return u.b == b })
-			if i < 0 {
-				used = append(used, budgetUse{b: b})
-				i = len(used) - 1
-			}
-			used[i].n++
-		}
+		used = chargeBudgets(used, t)
 	}
 	return used, violations
 }
@@ -172,14 +178,7 @@ func moveBudget(unit []*snapshot.Task, used []budgetUse, now time.Time) *snapsho
 				return b
 			}
 		}
-		for _, b := range t.Budgets {
-			i := slices.IndexFunc(used, func(u budgetUse) bool { return u.b == b })
-			if i < 0 {
-				used = append(used, budgetUse{b: b})
-				i = len(used) - 1
-			}
-			used[i].n++
-		}
+		used = chargeBudgets(used, t)
 	}
 	return nil
 }

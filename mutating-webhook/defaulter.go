@@ -156,7 +156,7 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		return warnings, err
 	}
 	warnings = append(warnings, warn...)
-	warn, err = d.gpuShare(req, pod, w)
+	warn, err = d.gpuShare(pod, w)
 	if err != nil {
 		return warnings, err
 	}

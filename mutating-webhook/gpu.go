@@ -1,32 +1,24 @@
 package mutatingwebhook
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fairway-sched/fairway/adapters"
 	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// Environment variables the GPU container of a fractional pod takes from its GPU ConfigMap, which
-// the scheduler runtime fills when it binds the pod. NVIDIA_VISIBLE_DEVICES is required: the
-// container cannot start until the runtime has chosen the GPU. The MPS limits are optional: the
-// runtime writes them only on nodes that run MPS.
-const (
-	EnvVisibleDevices = fairwayv1.GPUConfigMapVisibleDevicesKey
-	EnvMPSMemoryLimit = fairwayv1.GPUConfigMapMPSMemoryLimitKey
-	EnvMPSThreads     = fairwayv1.GPUConfigMapMPSThreadsKey
-)
+// EnvVisibleDevices is the NVIDIA container runtime's device-list variable. The webhook takes it
+// out of a fractional pod's GPU container: the container's GPU is what the gpu-agent's device
+// plugin answers the kubelet, and a runtime that still honours the variable from unprivileged
+// containers would otherwise let the pod's author pick another GPU (docs/isolation.md).
+const EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
 
 // MPSVolumeName and MPSSharedMemoryVolumeName are the volumes that carry the pod's MPS pipe
 // directory and its MPS server's shared memory into the GPU container.
@@ -35,18 +27,21 @@ const (
 	MPSSharedMemoryVolumeName = "fairway-mps-shm"
 )
 
-// gpuConfigMapPrefix starts the name of every GPU ConfigMap.
-const gpuConfigMapPrefix = "fairway-gpu-"
-
 // gpuShare normalizes the pod's GPU-share annotations and, for a fractional pod, chooses the GPU
-// container, names its GPU ConfigMap and wires the GPU environment into the container. Pods that
-// ask for whole GPUs (an nvidia.com/gpu limit) and ask for no share are left as they are.
-func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapters.Workload) ([]string, error) {
+// container and makes it ask the kubelet for one fairway.dev/gpu-share, which the gpu-agent's
+// device plugin answers with the GPU the scheduler chose. Pods that ask for whole GPUs (an
+// nvidia.com/gpu limit) and ask for no share are left as they are; a pod that asks for
+// fairway.dev/gpu-share itself is refused.
+func (d *PodDefaulter) gpuShare(pod *corev1.Pod, w adapters.Workload) ([]string, error) {
 	share, err := gpurequest.Parse(pod.Annotations)
 	if err != nil {
 		return nil, err
 	}
 	if share.IsZero() {
+		if c := shareTicket(pod, nil); c != "" {
+			return nil, deny("container %q asks for %s, which fairway sets itself: ask for a GPU share with %s or %s",
+				c, fairwayv1.ResourceGPUShare, fairwayv1.GPUFractionAnnotation, fairwayv1.GPUMemoryAnnotation)
+		}
 		return nil, nil
 	}
 	if w.NoGPU {
@@ -86,9 +81,15 @@ func (d *PodDefaulter) gpuShare(req admission.Request, pod *corev1.Pod, w adapte
 		setAnnotation(pod, fairwayv1.GPUMemoryAnnotation, share.Memory())
 	}
 	setAnnotation(pod, fairwayv1.GPUContainerAnnotation, container.Name)
-	cm := gpuConfigMapName(req)
-	setAnnotation(pod, fairwayv1.GPUConfigMapAnnotation, cm)
-	wireGPUEnv(container, cm)
+	if c := shareTicket(pod, container); c != "" {
+		return nil, deny("container %q asks for %s: only the GPU container (%q) gets the pod's share, and fairway sets it",
+			c, fairwayv1.ResourceGPUShare, container.Name)
+	}
+	askForShare(container)
+	if dropEnv(container, EnvVisibleDevices) {
+		warnings = append(warnings, fmt.Sprintf("fairway: %s removed from container %q: its GPU is the one the scheduler chose, delivered by the kubelet",
+			EnvVisibleDevices, container.Name))
+	}
 	if d.opts.MPSVolumes {
 		size, err := takeOverSharedMemory(pod, container)
 		if err != nil {
@@ -154,44 +155,52 @@ func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
 	return nil
 }
 
-// gpuConfigMapName names the GPU ConfigMap of a pod, which may have no name yet. It is derived
-// from the admission request's UID, which is unique per creation and the same when the API server
-// calls the webhook again for the same request, so re-invocation gives the same name.
-func gpuConfigMapName(req admission.Request) string {
-	uid := string(req.UID)
-	if uid == "" {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		uid = hex.EncodeToString(b)
-	}
-	sum := sha256.Sum256([]byte(uid))
-	return gpuConfigMapPrefix + hex.EncodeToString(sum[:])[:16]
-}
-
-// wireGPUEnv makes the container take its GPU environment from the ConfigMap cm. Entries of the
-// same names the container already had are replaced in place, others are appended, so user
-// variables keep their order.
-func wireGPUEnv(c *corev1.Container, cm string) {
-	for _, e := range []struct {
-		name     string
-		optional bool
-	}{{EnvVisibleDevices, false}, {EnvMPSMemoryLimit, true}, {EnvMPSThreads, true}} {
-		v := corev1.EnvVar{Name: e.name, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cm},
-			Key:                  e.name,
-			Optional:             ptr.To(e.optional),
-		}}}
-		replaced := false
-		for i := range c.Env {
-			if c.Env[i].Name == e.name {
-				c.Env[i] = v
-				replaced = true
+// shareTicket returns the first container other than gpu (init containers included) that asks
+// for fairway.dev/gpu-share, "" when none does.
+func shareTicket(pod *corev1.Pod, gpu *corev1.Container) string {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			if gpu != nil && c.Name == gpu.Name {
+				continue
+			}
+			for _, rl := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+				if _, ok := rl[fairwayv1.ResourceGPUShare]; ok {
+					return c.Name
+				}
 			}
 		}
-		if !replaced {
-			c.Env = append(c.Env, v)
-		}
 	}
+	return ""
+}
+
+// askForShare makes the container ask for exactly one fairway.dev/gpu-share, whatever it asked
+// before: the kubelet then calls the gpu-agent's device plugin for it, and admits no more shares
+// onto a GPU than the plugin has slots.
+func askForShare(c *corev1.Container) {
+	one := resource.MustParse("1")
+	if c.Resources.Limits == nil {
+		c.Resources.Limits = corev1.ResourceList{}
+	}
+	c.Resources.Limits[fairwayv1.ResourceGPUShare] = one
+	if c.Resources.Requests == nil {
+		c.Resources.Requests = corev1.ResourceList{}
+	}
+	c.Resources.Requests[fairwayv1.ResourceGPUShare] = one
+}
+
+// dropEnv removes every entry of the variable name from the container and reports whether there
+// was one.
+func dropEnv(c *corev1.Container, name string) bool {
+	n := len(c.Env)
+	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if len(c.Env) == n {
+		return false
+	}
+	if len(c.Env) == 0 {
+		c.Env = nil
+	}
+	return true
 }
 
 // takeOverSharedMemory makes room for the MPS /dev/shm in the GPU container: a container that

@@ -386,32 +386,34 @@ func withPriority(pod *corev1.Pod, class string, value int32) *corev1.Pod {
 	return pod
 }
 
-func TestGPUEnvironment(t *testing.T) {
+// TestGPUShareTicket: a fractional pod's GPU container asks the kubelet for one
+// fairway.dev/gpu-share (the device plugin answers it with the scheduler's GPU), and any
+// NVIDIA_VISIBLE_DEVICES of its own is taken out with a warning: nothing in the pod or its
+// namespace names the GPU.
+func TestGPUShareTicket(t *testing.T) {
 	pod := makePod("p").annotate("gpu-fraction", "0.3333").
 		env("NVIDIA_VISIBLE_DEVICES", "all").env("OTHER", "x").obj()
 	req := createRequest(t, pod, "team-a")
 	resp := newHandler(defaultState(), nil, mutatingwebhook.Options{MPSVolumes: true}).Handle(context.Background(), req)
 	got := applyPatch(t, req, resp)
 
-	cm := got.Annotations["fairway.dev/gpu-configmap"]
-	if !strings.HasPrefix(cm, "fairway-gpu-") {
-		t.Fatalf("gpu-configmap = %q", cm)
+	if _, ok := got.Annotations["fairway.dev/gpu-configmap"]; ok {
+		t.Errorf("gpu-configmap written: %v", got.Annotations)
 	}
 	if got.Annotations["fairway.dev/gpu-fraction"] != "0.333" || got.Annotations["fairway.dev/gpu-container"] != "c" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}
-	ref := func(key string, optional bool) corev1.EnvVar {
-		return corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: key, Optional: ptr.To(optional)}}}
-	}
-	want := []corev1.EnvVar{
-		ref("NVIDIA_VISIBLE_DEVICES", false), // replaced in place
-		{Name: "OTHER", Value: "x"},
-		ref("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", true),
-		ref("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", true),
-	}
-	if diff := cmp.Diff(want, got.Spec.Containers[0].Env); diff != "" {
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "OTHER", Value: "x"}}, got.Spec.Containers[0].Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	one := resource.MustParse("1")
+	for what, rl := range map[string]corev1.ResourceList{"limits": got.Spec.Containers[0].Resources.Limits, "requests": got.Spec.Containers[0].Resources.Requests} {
+		if q, ok := rl[fairwayv1.ResourceGPUShare]; !ok || q.Cmp(one) != 0 {
+			t.Errorf("%s = %v, want %s: 1", what, rl, fairwayv1.ResourceGPUShare)
+		}
+	}
+	if !strings.Contains(strings.Join(resp.Warnings, "\n"), "NVIDIA_VISIBLE_DEVICES removed from container \"c\"") {
+		t.Errorf("warnings %q, want one about NVIDIA_VISIBLE_DEVICES", resp.Warnings)
 	}
 	wantMount := []corev1.VolumeMount{{Name: mutatingwebhook.MPSVolumeName, MountPath: "/tmp/nvidia-mps"}, {Name: mutatingwebhook.MPSSharedMemoryVolumeName, MountPath: "/dev/shm"}}
 	if diff := cmp.Diff(wantMount, got.Spec.Containers[0].VolumeMounts); diff != "" {
@@ -425,8 +427,34 @@ func TestGPUEnvironment(t *testing.T) {
 	whole := makePod("w").limits(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}).obj()
 	req = createRequest(t, whole, "team-a")
 	got = applyPatch(t, req, newHandler(defaultState(), nil, mutatingwebhook.Options{MPSVolumes: true}).Handle(context.Background(), req))
-	if len(got.Spec.Containers[0].Env) > 0 || len(got.Spec.Volumes) > 0 || got.Annotations["fairway.dev/gpu-configmap"] != "" {
+	if _, ok := got.Spec.Containers[0].Resources.Limits[fairwayv1.ResourceGPUShare]; ok || len(got.Spec.Volumes) > 0 {
 		t.Errorf("a whole-GPU pod got GPU-share wiring: %+v", got)
+	}
+}
+
+// TestGPUShareTicketRefused: fairway.dev/gpu-share is the webhook's to set. A pod that asks for
+// it without asking for a share, or on a container other than the share's, is refused, naming
+// the container.
+func TestGPUShareTicketRefused(t *testing.T) {
+	ticket := corev1.ResourceList{fairwayv1.ResourceGPUShare: resource.MustParse("1")}
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"no share": {makePod("p").limits(ticket).obj(),
+			`container "c" asks for fairway.dev/gpu-share, which fairway sets itself: ask for a GPU share with fairway.dev/gpu-fraction or fairway.dev/gpu-memory`},
+		"another container": {func() *corev1.Pod {
+			p := makePod("p").annotate("gpu-fraction", "0.5").obj()
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", Resources: corev1.ResourceRequirements{Limits: ticket}}}
+			return p
+		}(), `container "init" asks for fairway.dev/gpu-share: only the GPU container ("c") gets the pod's share, and fairway sets it`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), createRequest(t, tc.pod, "team-a"))
+			if resp.Allowed || !strings.Contains(resp.Result.Message, tc.want) {
+				t.Errorf("allowed %v, message %q, want a refusal containing %q", resp.Allowed, resp.Result.Message, tc.want)
+			}
+		})
 	}
 }
 

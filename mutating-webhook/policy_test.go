@@ -64,8 +64,8 @@ func TestPolicyDefaultGPU(t *testing.T) {
 	if v := got.Annotations[fairwayv1.GPUFractionAnnotation]; v != "0.25" {
 		t.Errorf("%s = %q, want the policy's default 0.25", fairwayv1.GPUFractionAnnotation, v)
 	}
-	if got.Annotations[fairwayv1.GPUConfigMapAnnotation] == "" {
-		t.Errorf("the default share was not wired like a user's (no %s)", fairwayv1.GPUConfigMapAnnotation)
+	if _, ok := got.Spec.Containers[0].Resources.Limits[fairwayv1.ResourceGPUShare]; !ok {
+		t.Errorf("the default share was not wired like a user's (no %s)", fairwayv1.ResourceGPUShare)
 	}
 	want := "queue research-dept's policy for notebook pods gave it fairway.dev/gpu-fraction 0.25"
 	if !strings.Contains(strings.Join(resp.Warnings, "\n"), want) {

@@ -123,23 +123,15 @@ const (
 	// reservation pod holds a GPU for. It differs from GPUIndexAnnotation, which the gpu-agent
 	// writes on the same pod with the index of the physical GPU the kubelet gave it.
 	ReservationSlotAnnotation = Prefix + "gpu-slot"
-	// GPUConfigMapAnnotation names the ConfigMap (in the pod's namespace) from which the GPU
-	// container of a fractional pod takes its GPU environment (NVIDIA_VISIBLE_DEVICES and, under
-	// MPS, the memory and thread limits). The webhook picks the name at admission, when the pod
-	// may not have a name yet; the runtime fills the ConfigMap before it binds the pod.
+	// GPUConfigMapAnnotation named the ConfigMap (in the pod's namespace) from which webhooks
+	// before issue 35 wired NVIDIA_VISIBLE_DEVICES into a fractional pod's GPU container. Nothing
+	// writes or reads it any more: a share's GPU reaches the container through the gpu-agent's
+	// device plugin (ResourceGPUShare). It stays an admission key so that a pod admitted
+	// before the upgrade keeps its seal and cannot be pointed at another ConfigMap.
 	GPUConfigMapAnnotation = Prefix + "gpu-configmap"
 	// LoanAnnotation is "true" on a pod the scheduler placed on loan on an idle interactive
 	// pod's GPU; written with GPUIndexAnnotation at bind time.
 	LoanAnnotation = Prefix + "loan"
-)
-
-// Keys of the GPU ConfigMap (GPUConfigMapAnnotation). The webhook points the GPU container's
-// environment variable of the same name at each key; the scheduler runtime fills them at bind
-// time, the MPS ones only on nodes whose gpu-agent runs MPS.
-const (
-	GPUConfigMapVisibleDevicesKey = "NVIDIA_VISIBLE_DEVICES"
-	GPUConfigMapMPSMemoryLimitKey = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
-	GPUConfigMapMPSThreadsKey     = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 )
 
 // Pod condition types.

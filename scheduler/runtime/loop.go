@@ -52,11 +52,10 @@ type loop struct {
 	// clock times the cycles, the debounce and the side jobs' grace periods (Options.Clock).
 	clock clock.WithTicker
 
-	// The side jobs, each its own type: reservation pods to release, pods left on deleted
-	// nodes, and which nodes run MPS.
+	// The side jobs, each its own type: reservation pods to release and pods left on deleted
+	// nodes.
 	resv    *reservations
 	orphans *orphans
-	mps     mpsCache
 	// rejects are the kubelet's rejections of fairway's pods and what they correct on their
 	// nodes (see rejections).
 	rejects *rejections
@@ -154,7 +153,6 @@ func (l *loop) rebuild() {
 	l.eng = engine.New(l.opts.Engine)
 	l.resv = newReservations(l.rt.gpu, l.log)
 	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)
-	l.mps = mpsCache{}
 	l.rejects = newRejections()
 	l.reserved = newReservedNodes(l.rt.reserve)
 	l.reserved.off = l.opts.NoNodeReservations
@@ -367,7 +365,6 @@ func (l *loop) apply(k cache.Key) {
 		l.reserved.observe(k.Name, n)
 		if n == nil {
 			l.snap.DeleteNode(k.Name)
-			delete(l.mps, k.Name)
 			l.orphans.nodeGone(k.Name, l.clock.Now())
 			return
 		}
@@ -497,11 +494,7 @@ func (l *loop) dispatch(res *engine.Result) {
 			if p := inf.Pod(b.Pod.Namespace, b.Pod.Name); p != nil {
 				r.Framework = p.Labels[v1alpha1.FrameworkLabel]
 				r.Kind = string(v1alpha1.KindOf(p))
-				r.GPUConfigMap = p.Annotations[v1alpha1.GPUConfigMapAnnotation]
 				r.ResourceVersion = p.ResourceVersion
-			}
-			if b.Shared != nil {
-				r.MPS = l.mps.nodeMPS(inf.Node(b.Node))
 			}
 			reqs = append(reqs, r)
 		}

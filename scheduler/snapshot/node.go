@@ -431,6 +431,9 @@ func readNode(obj *corev1.Node) (nodeSpec, error) {
 			ns.alloc.Pods = q.Value()
 		case v1alpha1.ResourceGPU:
 			// counted below
+		case v1alpha1.ResourceGPUShare:
+			// The device plugin's share slots: the kubelet's tickets for fractional pods, not a
+			// capacity the scheduler places by (it accounts shares by size on GPU slots).
 		default:
 			if ns.alloc.Scalars == nil {
 				ns.alloc.Scalars = make(map[corev1.ResourceName]int64)

@@ -290,6 +290,9 @@ func (r *Request) setAmount(name corev1.ResourceName, q *apiresource.Quantity) {
 	case corev1.ResourcePods:
 	case v1alpha1.ResourceGPU:
 		r.WholeGPUs = q.Value()
+	case v1alpha1.ResourceGPUShare:
+		// The kubelet's ticket for the share's device; the share itself is accounted by its
+		// size (the pod's fraction or memory), so counting the ticket too would count it twice.
 	default:
 		if v := q.Value(); v > 0 {
 			r.Scalars = append(r.Scalars, Scalar{Name: name, Value: v})

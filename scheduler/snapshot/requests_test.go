@@ -78,3 +78,26 @@ func TestRequestsMatchPodRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestShareTicketIsNotAScalar: fairway.dev/gpu-share, the kubelet's ticket for a fractional pod's
+// device, is neither a pod's extended-resource request nor a node's capacity to the scheduler,
+// which accounts the share by its size: counting it too would count the share twice, and a
+// node whose device plugin has not registered yet would look full.
+func TestShareTicketIsNotAScalar(t *testing.T) {
+	ticket := corev1.ResourceList{v1alpha1.ResourceGPUShare: resource.MustParse("1"), "example.com/a": resource.MustParse("1")}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: ticket, Limits: ticket}}}}}
+	var r Request
+	r.readAmounts(pod)
+	if len(r.Scalars) != 1 || r.Scalars[0].Name != "example.com/a" {
+		t.Errorf("scalars %v, want example.com/a alone", r.Scalars)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		v1alpha1.ResourceGPU: resource.MustParse("8"), v1alpha1.ResourceGPUShare: resource.MustParse("880")}}}
+	info, err := NodeInfoFromNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Allocatable.Scalars) != 0 || len(info.GPUs) != 8 {
+		t.Errorf("allocatable scalars %v, GPUs %d; want none and 8", info.Allocatable.Scalars, len(info.GPUs))
+	}
+}

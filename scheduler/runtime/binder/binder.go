@@ -40,10 +40,6 @@ type Request struct {
 	Created time.Time
 	// Queue, Framework and Kind (the pod's kind of work) label the latency metric.
 	Queue, Framework, Kind string
-	// GPUConfigMap is the pod's fairway.dev/gpu-configmap (fractional pods).
-	GPUConfigMap string
-	// MPS says whether the node's gpu-agent runs MPS (fractional pods get hard limits then).
-	MPS bool
 	// ResourceVersion is the pod's version the placement was planned from (the informer's): a
 	// fractional pod's GPU is written only onto that version (gpushare.PodRef.ResourceVersion).
 	ResourceVersion string
@@ -291,13 +287,11 @@ func (b *Binder) bindShared(ctx context.Context, r *Request) error {
 		return &failure{ReasonGPUReservation, err}
 	}
 	defer done()
-	env := gpushare.Env(grant.UUID, r.MPS, r.Shared.MilliGPU, r.Shared.MemoryMiB)
-	// A loan joins the GPU's reservation like any fractional pod; under MPS its memory limit is
-	// what it asked for, which is at most what the GPU's idle holders left free.
+	// A loan joins the GPU's reservation like any fractional pod.
 	pod := gpushare.PodRef{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.UID, ResourceVersion: r.ResourceVersion, Loan: r.Shared.Loan}
 	var rv string
 	if err := b.retry(ctx, r, func() (err error) {
-		rv, err = b.opts.GPU.Prepare(ctx, pod, r.GPUConfigMap, grant, r.Shared.Index, env)
+		rv, err = b.opts.GPU.Prepare(ctx, pod, grant, r.Shared.Index)
 		return err
 	}); err != nil {
 		switch {

@@ -6,9 +6,11 @@
 // namespace, bound straight to the node (spec.nodeName), asking for nvidia.com/gpu: 1. The
 // kubelet gives it some physical GPU, which keeps ordinary nvidia.com/gpu pods off that device,
 // and the gpu-agent on the node reports which one by annotating the reservation with
-// fairway.dev/gpu-uuid and fairway.dev/gpu-index. The fractional pods of the slot get that UUID
-// through their GPU ConfigMap (NVIDIA_VISIBLE_DEVICES), which the webhook wired into their GPU
-// container at admission, so their containers see that GPU and no other.
+// fairway.dev/gpu-uuid and fairway.dev/gpu-index. Prepare records that UUID on each fractional
+// pod of the slot before binding it; the pod's GPU container asks the kubelet for one
+// fairway.dev/gpu-share, and the gpu-agent's device plugin answers the kubelet with that GPU's
+// device (CDI and device nodes), so the container sees that GPU and no other, whatever is in the
+// pod's namespace.
 //
 // The engine's slot is an identity for accounting, not a physical index: the physical GPU is
 // whichever the kubelet gave the reservation. Both are recorded: the fractional pods carry

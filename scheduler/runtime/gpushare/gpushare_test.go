@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,16 +40,6 @@ func TestNames(t *testing.T) {
 	other.Slot = 6
 	if ReservationName(long) == ReservationName(other) || GroupID(long) == GroupID(other) {
 		t.Error("shortened names of two slots collide")
-	}
-}
-
-func TestEnv(t *testing.T) {
-	if diff := cmp.Diff(map[string]string{EnvVisibleDevices: "GPU-1"}, Env("GPU-1", false, 333, 27000)); diff != "" {
-		t.Errorf("soft mode (-want +got):\n%s", diff)
-	}
-	want := map[string]string{EnvVisibleDevices: "GPU-1", EnvMPSMemoryLimit: "0=27000M", EnvMPSThreads: "34"}
-	if diff := cmp.Diff(want, Env("GPU-1", true, 333, 27000)); diff != "" {
-		t.Errorf("MPS (-want +got):\n%s", diff)
 	}
 }
 
@@ -177,45 +166,25 @@ func TestReleaseRefusesHeldOrOvertakenSlots(t *testing.T) {
 	}
 }
 
-func TestPrepareWritesConfigMapAndRecordsTheGPU(t *testing.T) {
+// TestPrepareRecordsTheGPU: the GPU the device plugin will give the pod is recorded on the pod
+// (binding keys) and nowhere in its namespace: no ConfigMap is written, and an earlier
+// release's GPU ConfigMap is left alone (its owner, the pod, takes it away).
+func TestPrepareRecordsTheGPU(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nb", UID: "nb-uid"}}
-	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb", Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}},
-		Data: map[string]string{EnvVisibleDevices: "GPU-old"}} // an earlier attempt's
-	cs := fake.NewClientset(pod, stale)
+	cs := fake.NewClientset(pod)
 	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
-	env := Env("GPU-7", true, 500, 40000)
 	g := Grant{UUID: "GPU-7", Group: "n1-3"}
-	if _, err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", g, 3, env); err != nil {
+	if _, err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, g, 3); err != nil {
 		t.Fatal(err)
-	}
-	cm, _ := cs.CoreV1().ConfigMaps("a").Get(context.Background(), "fairway-gpu-nb", metav1.GetOptions{})
-	if diff := cmp.Diff(env, cm.Data); diff != "" || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != "nb-uid" {
-		t.Errorf("ConfigMap data (-want +got):\n%s owners %v", diff, cm.OwnerReferences)
 	}
 	got, _ := cs.CoreV1().Pods("a").Get(context.Background(), "nb", metav1.GetOptions{})
 	if got.Annotations[v1alpha1.GPUIndexAnnotation] != "3" || got.Annotations[v1alpha1.GPUUUIDAnnotation] != "GPU-7" || got.Labels[v1alpha1.GPUGroupLabel] != "n1-3" {
 		t.Errorf("pod annotations %v labels %v", got.Annotations, got.Labels)
 	}
-}
-
-// TestPrepareLeavesAUsersConfigMap: a ConfigMap of the GPU ConfigMap's name that fairway did not
-// make is not written over, and the pod is not told it has a GPU.
-func TestPrepareLeavesAUsersConfigMap(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nb", UID: "nb-uid"}}
-	users := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "fairway-gpu-nb"}, Data: map[string]string{"settings": "mine"}}
-	cs := fake.NewClientset(pod, users)
-	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
-	_, err := m.Prepare(context.Background(), PodRef{Namespace: "a", Name: "nb", UID: "nb-uid"}, "fairway-gpu-nb", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, Env("GPU-7", true, 500, 40000))
-	if !errors.Is(err, ErrNotOurs) {
-		t.Fatalf("Prepare over a user's ConfigMap: %v, want ErrNotOurs", err)
-	}
-	cm, _ := cs.CoreV1().ConfigMaps("a").Get(context.Background(), "fairway-gpu-nb", metav1.GetOptions{})
-	if diff := cmp.Diff(map[string]string{"settings": "mine"}, cm.Data); diff != "" || len(cm.OwnerReferences) != 0 {
-		t.Errorf("the user's ConfigMap changed (-want +got):\n%s owners %v", diff, cm.OwnerReferences)
-	}
-	got, _ := cs.CoreV1().Pods("a").Get(context.Background(), "nb", metav1.GetOptions{})
-	if _, ok := got.Annotations[v1alpha1.GPUUUIDAnnotation]; ok {
-		t.Errorf("pod annotated %v", got.Annotations)
+	for _, a := range cs.Actions() {
+		if a.GetResource().Resource == "configmaps" {
+			t.Errorf("Prepare touched a ConfigMap: %v", a)
+		}
 	}
 }
 
@@ -223,16 +192,11 @@ func TestPrepareRecordsALoan(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "train", UID: "train-uid"}}
 	cs := fake.NewClientset(pod)
 	m := New(cs, &pods{m: map[string]*corev1.Pod{}}, Options{Namespace: "fairway-system"})
-	env := Env("GPU-7", true, 250, 20000)
-	if _, err := m.Prepare(context.Background(), PodRef{Namespace: "b", Name: "train", UID: "train-uid", Loan: true}, "fairway-gpu-train", Grant{UUID: "GPU-7", Group: "n1-3"}, 3, env); err != nil {
+	if _, err := m.Prepare(context.Background(), PodRef{Namespace: "b", Name: "train", UID: "train-uid", Loan: true}, Grant{UUID: "GPU-7", Group: "n1-3"}, 3); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := cs.CoreV1().Pods("b").Get(context.Background(), "train", metav1.GetOptions{})
 	if got.Annotations[v1alpha1.LoanAnnotation] != "true" || got.Annotations[v1alpha1.GPUIndexAnnotation] != "3" {
 		t.Errorf("pod annotations %v", got.Annotations)
-	}
-	cm, _ := cs.CoreV1().ConfigMaps("b").Get(context.Background(), "fairway-gpu-train", metav1.GetOptions{})
-	if cm.Data[EnvMPSMemoryLimit] != "0=20000M" {
-		t.Errorf("the loan's MPS memory limit is %q, want its request", cm.Data[EnvMPSMemoryLimit])
 	}
 }

@@ -26,9 +26,6 @@ import (
 var (
 	// ErrNoGPUReported: no gpu-agent reported which GPU the kubelet gave a reservation in time.
 	ErrNoGPUReported = errors.New("no GPU reported for the reservation")
-	// ErrNotOurs: an object of the name fairway would write exists and is not fairway's (it lacks
-	// v1alpha1.ManagedByLabel); it is left as it is.
-	ErrNotOurs = errors.New("exists and is not fairway's (no " + v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue + " label); left as it is")
 )
 
 // Options configure a Manager.

@@ -1,0 +1,485 @@
+package shareplugin
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+const node = "n1"
+
+var gpus = []GPU{{UUID: "GPU-a", Minor: 0, Healthy: true}, {UUID: "GPU-b", Minor: 1, Healthy: true}}
+
+// cache plays the agent's informer cache of the node's pods.
+type cache struct {
+	mu   sync.Mutex
+	pods []corev1.Pod
+}
+
+func (c *cache) add(p *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pods = append(c.pods, *p)
+}
+
+func (c *cache) list(context.Context) ([]corev1.Pod, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]corev1.Pod, len(c.pods))
+	for i := range c.pods {
+		c.pods[i].DeepCopyInto(&out[i])
+	}
+	return out, nil
+}
+
+// sharePod is a pod bound to the node, asking for a share, placed on GPU uuid ("": no decision).
+func sharePod(ns, name, uuid string) *corev1.Pod {
+	one := corev1.ResourceList{fairwayv1alpha1.ResourceGPUShare: resource.MustParse("1")}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: one, Requests: one}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if uuid != "" {
+		p.Annotations[fairwayv1alpha1.GPUUUIDAnnotation] = uuid
+	}
+	return p
+}
+
+func newPlugin(t *testing.T, c *cache, mod func(*Options)) *Plugin {
+	t.Helper()
+	opts := Options{NodeName: node, SlotsPerGPU: 4, GPUs: func() []GPU { return gpus }, Pods: c.list, Wait: 50 * time.Millisecond, Poll: time.Millisecond}
+	if mod != nil {
+		mod(&opts)
+	}
+	return New(opts)
+}
+
+func slots(uuids ...string) []string {
+	var out []string
+	for _, u := range uuids {
+		for k := range 4 {
+			out = append(out, fairwayv1alpha1.ShareSlotID(u, k))
+		}
+	}
+	return out
+}
+
+func allocate(p *Plugin, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
+	resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+	if err != nil {
+		return nil, err
+	}
+	return resp.ContainerResponses[0], nil
+}
+
+func preferred(t *testing.T, p *Plugin) []string {
+	t.Helper()
+	resp, err := p.GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		AvailableDeviceIDs: slots("GPU-a", "GPU-b"), AllocationSize: 1,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.ContainerResponses[0].DeviceIDs
+}
+
+// TestAllocateGivesTheChosenGPU: the kubelet is steered to a slot of the GPU the scheduler
+// recorded on the pod, and the answer names that GPU, by CDI, device nodes and the NVIDIA
+// runtime's volume mount, and nothing of the neighbour's GPU, with no environment variable.
+func TestAllocateGivesTheChosenGPU(t *testing.T) {
+	c := &cache{}
+	dir := t.TempDir()
+	cd, err := NewCDI([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPlugin(t, c, func(o *Options) { o.CDI = cd })
+	c.add(sharePod("team-a", "half", "GPU-b"))
+
+	ids := preferred(t, p)
+	if len(ids) != 1 || !strings.HasPrefix(ids[0], "GPU-b::share-") {
+		t.Fatalf("preferred %v, want a slot of GPU-b", ids)
+	}
+	r, err := allocate(p, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cdi, nodes, mounts []string
+	for _, d := range r.CdiDevices {
+		cdi = append(cdi, d.Name)
+	}
+	for _, d := range r.Devices {
+		nodes = append(nodes, d.HostPath+">"+d.ContainerPath)
+	}
+	for _, m := range r.Mounts {
+		mounts = append(mounts, m.HostPath+">"+m.ContainerPath)
+	}
+	if want := []string{"fairway.dev/gpu=GPU-b"}; !slices.Equal(cdi, want) {
+		t.Errorf("CDI devices %v, want %v", cdi, want)
+	}
+	if want := []string{"/dev/nvidia1>/dev/nvidia1", "/dev/nvidiactl>/dev/nvidiactl", "/dev/nvidia-uvm>/dev/nvidia-uvm", "/dev/nvidia-uvm-tools>/dev/nvidia-uvm-tools"}; !slices.Equal(nodes, want) {
+		t.Errorf("device nodes %v, want %v", nodes, want)
+	}
+	if want := []string{"/dev/null>/var/run/nvidia-container-devices/GPU-b"}; !slices.Equal(mounts, want) {
+		t.Errorf("mounts %v, want %v", mounts, want)
+	}
+	if len(r.Envs) != 0 || len(r.Annotations) != 0 {
+		t.Errorf("envs %v annotations %v, want none", r.Envs, r.Annotations)
+	}
+	// The spec the runtime resolves the name with has the GPU's node and only that.
+	spec, err := os.ReadFile(filepath.Join(dir, fairwayv1alpha1.CDISpecName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: fairway.dev/gpu", "name: GPU-b", "path: /dev/nvidia1", "path: /dev/nvidiactl"} {
+		if !strings.Contains(string(spec), want) {
+			t.Errorf("CDI spec lacks %q:\n%s", want, spec)
+		}
+	}
+
+	// The pod has its device: a second call for the same GPU finds nobody waiting.
+	if _, err := allocate(p, ids...); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("second allocation: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestAllocateRefuses: every call the plugin cannot tie to the scheduler's decision for a
+// waiting pod is refused, saying what it saw.
+func TestAllocateRefuses(t *testing.T) {
+	for name, tc := range map[string]struct {
+		pods []*corev1.Pod
+		ids  []string
+		code codes.Code
+		want string
+	}{
+		"nobody waits": {nil, slots("GPU-a")[:1], codes.FailedPrecondition,
+			"no pod bound to node n1 waits for a fairway.dev/gpu-share"},
+		"no decision": {[]*corev1.Pod{sharePod("t", "rogue", "")}, slots("GPU-a")[:1], codes.FailedPrecondition,
+			"no pod waiting on node n1 was placed there by the scheduler; waiting: t/rogue on no GPU recorded (fairway.dev/gpu-uuid unset"},
+		"another GPU": {[]*corev1.Pod{sharePod("t", "p", "GPU-a")}, slots("GPU-b")[:1], codes.FailedPrecondition,
+			"the kubelet chose a fairway.dev/gpu-share slot of GPU GPU-b, but no pod waiting on node n1 was placed there by the scheduler; waiting: t/p on GPU-a"},
+		"admitted already": {[]*corev1.Pod{func() *corev1.Pod {
+			p := sharePod("t", "p", "GPU-a")
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main"}}
+			return p
+		}()}, slots("GPU-a")[:1], codes.FailedPrecondition, "no pod bound to node n1 waits"},
+		"two GPUs": {[]*corev1.Pod{sharePod("t", "p", "GPU-a")}, []string{slots("GPU-a")[0], slots("GPU-b")[0]}, codes.InvalidArgument,
+			"the kubelet asked for fairway.dev/gpu-share slots of two GPUs (GPU-a and GPU-b): a share is on one GPU"},
+		"unknown GPU": {[]*corev1.Pod{sharePod("t", "p", "GPU-z")}, []string{"GPU-z::share-0"}, codes.InvalidArgument,
+			"fairway.dev/gpu-share slot GPU-z::share-0: GPU GPU-z is not a GPU of node n1"},
+		"not a slot": {nil, []string{"GPU-a"}, codes.InvalidArgument, `device ID "GPU-a": a fairway.dev/gpu-share slot is <GPU UUID>::share-<n>`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &cache{}
+			for _, p := range tc.pods {
+				c.add(p)
+			}
+			_, err := allocate(newPlugin(t, c, nil), tc.ids...)
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want %s containing %q", err, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// TestAllocateWaitsForTheCache: the kubelet's watch can deliver a binding before the agent's;
+// the call waits for the pod to reach the cache.
+func TestAllocateWaitsForTheCache(t *testing.T) {
+	c := &cache{}
+	p := newPlugin(t, c, func(o *Options) { o.Wait = 5 * time.Second })
+	time.AfterFunc(30*time.Millisecond, func() { c.add(sharePod("t", "late", "GPU-a")) })
+	ids := preferred(t, p)
+	if len(ids) != 1 || !strings.HasPrefix(ids[0], "GPU-a::") {
+		t.Fatalf("preferred %v, want a slot of GPU-a", ids)
+	}
+	if _, err := allocate(p, ids...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdmissionOrder: pods are served in the order their bindings reached the agent, which is
+// the order the kubelet admits them in, and a pod the kubelet's record shows admitted (the
+// PodResources API, e.g. after an agent restart) is never served again.
+func TestAdmissionOrder(t *testing.T) {
+	c := &cache{}
+	first, second, third := sharePod("t", "first", "GPU-b"), sharePod("t", "second", "GPU-a"), sharePod("t", "old", "GPU-a")
+	admitted := map[types.NamespacedName][]string{{Namespace: "t", Name: "old"}: {fairwayv1alpha1.ShareSlotID("GPU-a", 3)}}
+	p := newPlugin(t, c, func(o *Options) {
+		o.Admitted = func(context.Context) (map[types.NamespacedName][]string, error) { return admitted, nil }
+	})
+	for _, pod := range []*corev1.Pod{third, second, first} {
+		c.add(pod)
+	}
+	p.Observe(third)
+	p.Observe(first)
+	p.Observe(second)
+	for _, want := range []string{"GPU-b", "GPU-a"} {
+		ids := preferred(t, p)
+		if len(ids) != 1 || !strings.HasPrefix(ids[0], want+"::") {
+			t.Fatalf("preferred %v, want a slot of %s", ids, want)
+		}
+		if _, err := allocate(p, ids...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := preferred(t, p); len(got) != 0 {
+		t.Errorf("preferred %v with nobody waiting, want none", got)
+	}
+}
+
+// TestConcurrentAdmissions: many allocations at once, for pods on two GPUs: each waiting pod is
+// given exactly one device, of its own GPU, and an allocation beyond the waiting pods is refused.
+func TestConcurrentAdmissions(t *testing.T) {
+	c := &cache{}
+	want := map[string]int{"GPU-a": 25, "GPU-b": 15}
+	for g, n := range want {
+		for i := range n {
+			c.add(sharePod("t", fmt.Sprintf("%s-%d", g, i), g))
+		}
+	}
+	p := newPlugin(t, c, nil)
+	var wg sync.WaitGroup
+	got := map[string]int{}
+	var mu sync.Mutex
+	for g, n := range want {
+		for i := range n {
+			wg.Go(func() {
+				r, err := allocate(p, fairwayv1alpha1.ShareSlotID(g, i%4))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, d := range r.Devices {
+					if isGPUNode(d.HostPath) {
+						got[d.HostPath]++
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if got["/dev/nvidia0"] != 25 || got["/dev/nvidia1"] != 15 || len(got) != 2 {
+		t.Errorf("device nodes given %v, want 25 of /dev/nvidia0 and 15 of /dev/nvidia1", got)
+	}
+	p.mu.Lock()
+	per := map[string]int{}
+	for _, g := range p.allocated {
+		per[g]++
+	}
+	p.mu.Unlock()
+	if len(p.allocated) != 40 || per["GPU-a"] != 25 || per["GPU-b"] != 15 {
+		t.Errorf("allocated %d pods %v, want each of the 40 once, on its GPU", len(p.allocated), per)
+	}
+	if _, err := allocate(p, fairwayv1alpha1.ShareSlotID("GPU-a", 0)); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("an allocation beyond the waiting pods: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestMismatches: a pod whose slot in the kubelet's record is on another GPU than its decision
+// is reported.
+func TestMismatches(t *testing.T) {
+	c := &cache{}
+	c.add(sharePod("t", "ok", "GPU-a"))
+	c.add(sharePod("t", "swapped", "GPU-a"))
+	admitted := map[types.NamespacedName][]string{
+		{Namespace: "t", Name: "ok"}:      {fairwayv1alpha1.ShareSlotID("GPU-a", 0)},
+		{Namespace: "t", Name: "swapped"}: {fairwayv1alpha1.ShareSlotID("GPU-b", 0)},
+	}
+	p := newPlugin(t, c, func(o *Options) {
+		o.Admitted = func(context.Context) (map[types.NamespacedName][]string, error) { return admitted, nil }
+	})
+	got, err := p.Mismatches(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].String() != "pod t/swapped was placed on GPU GPU-a but holds a share slot of GPU GPU-b" {
+		t.Errorf("mismatches %v", got)
+	}
+}
+
+// TestStrategies: the environment variable only when asked for, and CDI as annotations instead
+// of the CRI field for older runtimes, never both.
+func TestStrategies(t *testing.T) {
+	if _, err := ParseStrategies("cdi-cri,cdi-annotations"); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("both CDI strategies: %v", err)
+	}
+	if _, err := ParseStrategies("cdi,nodes"); err == nil || !strings.Contains(err.Error(), `device list strategy "cdi"`) {
+		t.Errorf("unknown strategy: %v", err)
+	}
+	st, err := ParseStrategies("cdi-annotations, envvar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := NewCDI([]string{t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cache{}
+	c.add(sharePod("t", "p", "GPU-a"))
+	r, err := allocate(newPlugin(t, c, func(o *Options) { o.Strategies, o.CDI = st, cd }), fairwayv1alpha1.ShareSlotID("GPU-a", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Envs["NVIDIA_VISIBLE_DEVICES"] != "GPU-a" || len(r.CdiDevices) != 0 || len(r.Devices) != 0 ||
+		r.Annotations["cdi.k8s.io/fairway.dev-gpu-share_GPU-a"] != "fairway.dev/gpu=GPU-a" {
+		t.Errorf("response %+v", r)
+	}
+}
+
+// TestNVIDIADevice: where the node has NVIDIA's CDI spec, a share also gets NVIDIA's device of
+// its GPU (the driver's libraries), found by its device node whatever the spec names it, and
+// never NVIDIA's "all".
+func TestNVIDIADevice(t *testing.T) {
+	etc, run := t.TempDir(), t.TempDir()
+	nvidia := `cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+- name: "0"
+  containerEdits:
+    deviceNodes: [{path: /dev/nvidia0}]
+- name: "1"
+  containerEdits:
+    deviceNodes: [{path: /dev/nvidia1}]
+- name: all
+  containerEdits:
+    deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1}]
+containerEdits:
+  deviceNodes: [{path: /dev/nvidiactl}]
+  mounts: [{hostPath: /usr/lib/libcuda.so.1, containerPath: /usr/lib/libcuda.so.1}]
+`
+	if err := os.WriteFile(filepath.Join(etc, "nvidia.yaml"), []byte(nvidia), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cd, err := NewCDI([]string{etc, run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cd.WriteSpec(gpus, DefaultControlDevices); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(run, fairwayv1alpha1.CDISpecName)); err != nil {
+		t.Errorf("fairway's spec is not in the last directory: %v", err)
+	}
+	if got, want := cd.Devices(gpus[1]), []string{"fairway.dev/gpu=GPU-b", "nvidia.com/gpu=1"}; !slices.Equal(got, want) {
+		t.Errorf("devices %v, want %v", got, want)
+	}
+}
+
+// TestServe: the plugin registers with the kubelet on its socket and lists its slots there,
+// and again, with the GPU's health, when a GPU fails.
+func TestServe(t *testing.T) {
+	dir, err := os.MkdirTemp("", "dp") // unix socket paths are short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	kubelet := &registration{got: make(chan *pluginapi.RegisterRequest, 1)}
+	srv, err := kubelet.serve(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+
+	health := []GPU{gpus[0], gpus[1]}
+	var mu sync.Mutex
+	p := New(Options{NodeName: node, SlotsPerGPU: 2, GPUs: func() []GPU {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(health)
+	}, Pods: (&cache{}).list})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, dir) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var req *pluginapi.RegisterRequest
+	select {
+	case req = <-kubelet.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plugin did not register")
+	}
+	if req.ResourceName != "fairway.dev/gpu-share" || req.Endpoint != fairwayv1alpha1.ShareDevicePluginSocket || !req.Options.GetPreferredAllocationAvailable {
+		t.Errorf("registration %+v", req)
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, req.Endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := pluginapi.NewDevicePluginClient(conn).ListAndWatch(ctx, &pluginapi.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() string {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, d := range resp.Devices {
+			s = append(s, d.ID+"="+d.Health)
+		}
+		return strings.Join(s, " ")
+	}
+	if got, want := list(), "GPU-a::share-0=Healthy GPU-a::share-1=Healthy GPU-b::share-0=Healthy GPU-b::share-1=Healthy"; got != want {
+		t.Errorf("devices %q, want %q", got, want)
+	}
+	mu.Lock()
+	health[1].Healthy = false
+	mu.Unlock()
+	p.Refresh()
+	if got, want := list(), "GPU-a::share-0=Healthy GPU-a::share-1=Healthy GPU-b::share-0=Unhealthy GPU-b::share-1=Unhealthy"; got != want {
+		t.Errorf("devices after GPU-b failed %q, want %q", got, want)
+	}
+}
+
+// registration plays the kubelet's registration service.
+type registration struct {
+	pluginapi.UnimplementedRegistrationServer
+	got chan *pluginapi.RegisterRequest
+}
+
+func (r *registration) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	select {
+	case r.got <- req:
+	default:
+	}
+	return &pluginapi.Empty{}, nil
+}
+
+func (r *registration) serve(sock string) (*grpc.Server, error) {
+	lis, err := (&netListener{}).listen(sock)
+	if err != nil {
+		return nil, err
+	}
+	s := grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(s, r)
+	go func() { _ = s.Serve(lis) }()
+	return s, nil
+}
+
+type netListener struct{}
+
+func (netListener) listen(sock string) (net.Listener, error) { return net.Listen("unix", sock) }

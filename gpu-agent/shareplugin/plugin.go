@@ -121,7 +121,7 @@ type Options struct {
 	// Wait bounds how long a call waits for the pod being admitted to reach the cache (the
 	// kubelet's watch may be ahead of the agent's). Poll is how often it looks meanwhile.
 	Wait, Poll time.Duration
-	Log  logr.Logger
+	Log        logr.Logger
 }
 
 // Plugin serves fairway.dev/gpu-share. Its gRPC methods are the kubelet's device-plugin API.

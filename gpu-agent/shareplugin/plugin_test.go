@@ -56,8 +56,8 @@ func sharePod(ns, name, uuid string) *corev1.Pod {
 	one := corev1.ResourceList{fairwayv1alpha1.ResourceGPUShare: resource.MustParse("1")}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Annotations: map[string]string{}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: one, Requests: one}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: one, Requests: one}}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
 	}
 	if uuid != "" {
 		p.Annotations[fairwayv1alpha1.GPUUUIDAnnotation] = uuid

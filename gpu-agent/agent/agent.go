@@ -34,6 +34,7 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/mps"
 	"github.com/fairway-sched/fairway/gpu-agent/mpsvolume"
 	"github.com/fairway-sched/fairway/gpu-agent/publish"
+	"github.com/fairway-sched/fairway/gpu-agent/shareplugin"
 	"github.com/fairway-sched/fairway/gpu-agent/usage"
 )
 
@@ -62,6 +63,10 @@ type Agent struct {
 	nvmlErr     error
 	inventory   *fairwayv1alpha1.GPUInventory
 	publishedAt time.Time
+	// shareGPUs are the GPUs the share device plugin offers (not those in MIG mode), from
+	// the latest discovery; share is that plugin, nil when the agent serves none.
+	shareGPUs []shareplugin.GPU
+	share     *shareplugin.Plugin
 
 	// node reads the agent's node and allocatable lists the nvidia.com/gpu devices the kubelet
 	// can hand out: the evidence of time-slicing replicas (discovery.Replicas). lastReplicas is
@@ -212,6 +217,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 			return a.mps.Serve(ctx, mpsvolume.Sockets{CSI: opts.CSIEndpoint, RegistrationDir: opts.PluginRegistrationDir})
 		}))
 	}
+	if opts.DevicePluginDir != "" {
+		r, err := a.sharePlugin(mgr, pods, lister)
+		if err != nil {
+			return err
+		}
+		runnables = append(runnables, r)
+	}
 	if opts.MetricsBindAddress != "0" {
 		h := promhttp.HandlerFor(metrics.NewRegistry(collector), promhttp.HandlerOpts{})
 		runnables = append(runnables, serve("metrics", opts.MetricsBindAddress, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -355,7 +367,9 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 		a.log.Info("NVML up", "driver", inv.Driver, "gpus", len(inv.GPUs))
 	}
 	a.nvmlUp, a.nvmlErr, a.inventory = true, nil, &inv
+	a.shareGPUs = shareGPUs(&inv, res.Minors)
 	a.mu.Unlock()
+	a.refreshShares()
 	a.publish(ctx, p, discovery.Labels(&inv, res.NVLinkDomain), inv)
 }
 
@@ -416,7 +430,11 @@ func (a *Agent) nvmlDown(ctx context.Context, p *publish.Publisher, err error) {
 	down.RefreshSeconds = int32(a.opts.RefreshInterval / time.Second)
 	a.mu.Lock()
 	a.inventory = &down
+	for i := range a.shareGPUs {
+		a.shareGPUs[i].Healthy = false
+	}
 	a.mu.Unlock()
+	a.refreshShares()
 	a.publish(ctx, p, discovery.Labels(&down, ""), down)
 }
 

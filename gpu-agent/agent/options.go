@@ -11,6 +11,7 @@ import (
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/assign"
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
+	"github.com/fairway-sched/fairway/gpu-agent/shareplugin"
 )
 
 // Options are the agent's settings, one per command-line flag.
@@ -50,6 +51,22 @@ type Options struct {
 	MockControlAddress string
 	// ProcRoot is the host's /proc (the agent runs with hostPID), for process -> pod.
 	ProcRoot string
+	// DevicePluginDir is the kubelet's device-plugin directory, where the agent serves
+	// fairway.dev/gpu-share (package shareplugin): the device plugin that gives each fractional
+	// pod the GPU the scheduler chose. Empty serves none (fractional pods then cannot start).
+	DevicePluginDir string
+	// GPUShareSlots is how many fairway.dev/gpu-share slots each GPU offers the kubelet: the
+	// most fractional pods the kubelet admits onto one GPU.
+	GPUShareSlots int
+	// DeviceListStrategy says how a share's GPU is named to the container runtime, a
+	// comma-separated list of shareplugin.Strategies.
+	DeviceListStrategy string
+	// CDISpecDirs are the CDI spec directories, comma-separated: NVIDIA's specs are read from
+	// all, fairway's is written into the last. Empty writes none and names no CDI device.
+	CDISpecDirs string
+	// HostDevDir is where the agent sees the host's /dev, to leave out control device nodes
+	// the host lacks; empty assumes the driver's usual ones exist.
+	HostDevDir string
 	// Namespace is fairway's own namespace: only pods there can be the scheduler's reservation
 	// pods (v1alpha1.IsReservationPod). Default v1alpha1.DefaultNamespace.
 	Namespace string
@@ -69,6 +86,9 @@ func DefaultOptions() Options {
 		IdleAfter:              5 * time.Minute,
 		RefreshInterval:        30 * time.Second,
 		ProcRoot:               "/proc",
+		GPUShareSlots:          fairwayv1alpha1.DefaultShareSlotsPerGPU,
+		DeviceListStrategy:     "cdi-cri,device-nodes,volume-mounts",
+		CDISpecDirs:            strings.Join(shareplugin.DefaultCDISpecDirs, ","),
 		Namespace:              fairwayv1alpha1.DefaultNamespace,
 	}
 }
@@ -112,6 +132,12 @@ func (o *Options) Validate() error {
 	}
 	if o.IdleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--idle-after=%s: must be positive", o.IdleAfter))
+	}
+	if _, err := shareplugin.ParseStrategies(o.DeviceListStrategy); err != nil {
+		errs = append(errs, fmt.Errorf("--device-list-strategy: %w", err))
+	}
+	if o.GPUShareSlots < 1 {
+		errs = append(errs, fmt.Errorf("--gpu-share-slots=%d: at least 1", o.GPUShareSlots))
 	}
 	if o.IdleThreshold < 0 || o.IdleThreshold >= 100 {
 		errs = append(errs, fmt.Errorf("--idle-threshold=%g: a percentage in [0, 100)", o.IdleThreshold))

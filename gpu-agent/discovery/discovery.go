@@ -31,6 +31,9 @@ type Result struct {
 	// when the fabric manager registered the GPUs in one, else "node.<name>" when every
 	// healthy GPU reaches every other over NVLink, else "" (no single domain).
 	NVLinkDomain string
+	// Minors are the devices' minor numbers (/dev/nvidia<n>) by index, -1 where it could not
+	// be read. Node-local: the scheduler has no use for them, the device plugin does.
+	Minors []int
 	// DeviceErrors are the failures of single devices; each such device is in Inventory
 	// with Healthy false, or with what could still be read.
 	DeviceErrors []error
@@ -55,6 +58,15 @@ func Discover(lib gpu.Library, opts Options) (Result, error) {
 		d, dev, errs := describe(lib, i, opts.Previous)
 		handles[i] = d
 		res.Inventory.GPUs = append(res.Inventory.GPUs, dev)
+		minor := -1
+		if d != nil {
+			if m, err := d.MinorNumber(); err != nil {
+				res.DeviceErrors = append(res.DeviceErrors, fmt.Errorf("GPU %d: reading minor number: %w", i, err))
+			} else {
+				minor = m
+			}
+		}
+		res.Minors = append(res.Minors, minor)
 		res.DeviceErrors = append(res.DeviceErrors, errs...)
 	}
 	res.DeviceErrors = append(res.DeviceErrors, linkPeers(handles, res.Inventory.GPUs)...)

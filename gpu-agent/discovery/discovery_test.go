@@ -5,6 +5,7 @@ package discovery_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -61,6 +62,11 @@ func TestDiscoverDGX(t *testing.T) {
 			}
 			if len(res.DeviceErrors) != 0 {
 				t.Errorf("unexpected device errors: %v", res.DeviceErrors)
+			}
+			// The device nodes the share device plugin hands out: go-nvml's mock numbers them
+			// by index.
+			if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(res.Minors, want) {
+				t.Errorf("minors %v, want %v", res.Minors, want)
 			}
 			want := fairwayv1alpha1.GPUInventory{Driver: "550.54.15"}
 			for i := range 8 {

@@ -31,6 +31,9 @@ type Device interface {
 	Memory() (Memory, error)
 	// ComputeCapability is the CUDA compute capability, e.g. 9, 0.
 	ComputeCapability() (major, minor int, err error)
+	// MinorNumber is the device's minor number: the kernel names its node /dev/nvidia<n>, which
+	// is what a container needs to reach it.
+	MinorNumber() (int, error)
 	// MIGEnabled reports whether the device currently runs in MIG mode.
 	MIGEnabled() (bool, error)
 	// NVLinkTo reports whether this device reaches peer over NVLink (directly or through

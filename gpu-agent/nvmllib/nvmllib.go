@@ -131,6 +131,11 @@ func (d *device) ComputeCapability() (int, int, error) {
 	return major, minor, d.wrap("nvmlDeviceGetCudaComputeCapability", ret)
 }
 
+func (d *device) MinorNumber() (int, error) {
+	n, ret := d.dev.GetMinorNumber()
+	return n, d.wrap("nvmlDeviceGetMinorNumber", ret)
+}
+
 func (d *device) MIGEnabled() (bool, error) {
 	current, _, ret := d.dev.GetMigMode()
 	if ret == nvml.ERROR_NOT_SUPPORTED {

@@ -1,0 +1,134 @@
+//go:build cgo
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/gpu-agent/assign"
+	"github.com/fairway-sched/fairway/gpu-agent/shareplugin"
+)
+
+// auditEvery is how often the agent compares the kubelet's record of share slots with the pods'
+// decisions (shareplugin.Mismatches).
+const auditEvery = 10 * time.Second
+
+// shareGPUs are the GPUs of inv a share can be given: healthy or not, with a known minor
+// number, not in MIG mode (the scheduler places no fractions there).
+func shareGPUs(inv *fairwayv1alpha1.GPUInventory, minors []int) []shareplugin.GPU {
+	var out []shareplugin.GPU
+	for i, g := range inv.GPUs {
+		if i >= len(minors) || minors[i] < 0 || g.MIGEnabled || g.UUID == "" {
+			continue
+		}
+		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy})
+	}
+	return out
+}
+
+func (a *Agent) currentShareGPUs() []shareplugin.GPU {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return slices.Clone(a.shareGPUs)
+}
+
+// refreshShares hands the share device plugin the GPUs of the latest discovery.
+func (a *Agent) refreshShares() {
+	if a.share != nil {
+		a.share.Refresh()
+	}
+}
+
+// sharePlugin makes the share device plugin and the runnable that serves it: it sees the
+// node's pods in the order the agent's informer delivers them, and every auditEvery compares
+// the kubelet's record with the pods' decisions.
+func (a *Agent) sharePlugin(mgr manager.Manager, pods func(context.Context) ([]corev1.Pod, error), lister *assign.Client) (manager.Runnable, error) {
+	strategies, err := shareplugin.ParseStrategies(a.opts.DeviceListStrategy)
+	if err != nil {
+		return nil, err
+	}
+	opts := shareplugin.Options{
+		NodeName:    a.opts.NodeName,
+		SlotsPerGPU: a.opts.GPUShareSlots,
+		Strategies:  strategies,
+		GPUs:        a.currentShareGPUs,
+		Pods:        pods,
+		Admitted: func(ctx context.Context) (map[types.NamespacedName][]string, error) {
+			return lister.List(ctx, string(fairwayv1alpha1.ResourceGPUShare))
+		},
+		Wait: 10 * time.Second,
+		Log:  a.log.WithName("gpu-share"),
+	}
+	if dir := a.opts.HostDevDir; dir != "" {
+		opts.Exists = func(path string) bool {
+			_, err := os.Stat(filepath.Join(dir, strings.TrimPrefix(path, "/dev/")))
+			return err == nil
+		}
+	}
+	if dirs := a.opts.CDISpecDirs; dirs != "" {
+		if opts.CDI, err = shareplugin.NewCDI(strings.Split(dirs, ",")); err != nil {
+			return nil, fmt.Errorf("--cdi-spec-dirs: %w", err)
+		}
+	}
+	a.share = shareplugin.New(opts)
+	p := a.share
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
+			return fmt.Errorf("pod informer: %w", err)
+		}
+		observe := func(o any) {
+			if pod, ok := o.(*corev1.Pod); ok {
+				p.Observe(pod)
+			}
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: observe, UpdateFunc: func(_, o any) { observe(o) },
+		}); err != nil {
+			return fmt.Errorf("watching pods: %w", err)
+		}
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		p.Refresh()
+		go a.auditShares(ctx, p)
+		return p.Serve(ctx, a.opts.DevicePluginDir)
+	}), nil
+}
+
+// auditShares logs, once per pod, a share whose slot in the kubelet's record is on another GPU
+// than the scheduler chose for it.
+func (a *Agent) auditShares(ctx context.Context, p *shareplugin.Plugin) {
+	reported := map[string]bool{}
+	t := time.NewTicker(auditEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ms, err := p.Mismatches(ctx)
+		if err != nil {
+			continue
+		}
+		for _, m := range ms {
+			if !reported[m.String()] {
+				reported[m.String()] = true
+				a.log.Error(nil, "A GPU share runs on another GPU than the scheduler chose; delete the pod to place it again", "mismatch", m.String())
+			}
+		}
+	}
+}

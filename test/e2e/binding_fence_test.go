@@ -50,13 +50,13 @@ func TestBindingFence(t *testing.T) {
 	// on n1 from the pod's version before.
 	p := newPod("zombie")
 	planned := p.ResourceVersion
-	if _, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: p.Name, UID: p.UID, ResourceVersion: planned}, "", gpushare.Grant{UUID: "GPU-1", Group: "n2-1"}, 1, nil); err != nil {
+	if _, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: p.Name, UID: p.UID, ResourceVersion: planned}, gpushare.Grant{UUID: "GPU-1", Group: "n2-1"}, 1); err != nil {
 		t.Fatalf("the old leader's Prepare: %v", err)
 	}
 	if err := bind(p, "n2", ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: p.Name, UID: p.UID, ResourceVersion: planned}, "", gpushare.Grant{UUID: "GPU-7", Group: "n1-3"}, 3, nil)
+	_, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: p.Name, UID: p.UID, ResourceVersion: planned}, gpushare.Grant{UUID: "GPU-7", Group: "n1-3"}, 3)
 	if !errors.Is(err, gpushare.ErrPodChanged) {
 		t.Fatalf("Prepare from a version before the binding: %v, want ErrPodChanged", err)
 	}
@@ -72,7 +72,7 @@ func TestBindingFence(t *testing.T) {
 	// from the version before, is refused.
 	q := newPod("fenced")
 	before := q.ResourceVersion
-	rv, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: q.Name, UID: q.UID, ResourceVersion: before}, "", gpushare.Grant{UUID: "GPU-7", Group: "n1-3"}, 3, nil)
+	rv, err := m.Prepare(ctx, gpushare.PodRef{Namespace: "a", Name: q.Name, UID: q.UID, ResourceVersion: before}, gpushare.Grant{UUID: "GPU-7", Group: "n1-3"}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

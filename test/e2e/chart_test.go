@@ -183,9 +183,10 @@ func chartWorkload(t *testing.T, c *cluster.Cluster, restartScheduler func() err
 	done()
 
 	// A notebook-like pod asks for half a GPU: the webhook rewrites it, the scheduler holds a GPU
-	// with a reservation pod, the agent reports its UUID, the scheduler writes the pod's GPU
-	// ConfigMap and binds it; the pod does no GPU work, so the agent marks it idle.
-	done = step("a half-GPU pod bound with its GPU ConfigMap and marked idle")
+	// with a reservation pod, the agent reports its UUID, the scheduler records it on the pod and
+	// binds it (the pod asks the kubelet for a fairway.dev/gpu-share; nothing in its namespace
+	// names the GPU); the pod does no GPU work, so the agent marks it idle.
+	done = step("a half-GPU pod bound with its GPU recorded and marked idle")
 	nb := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "nb", Namespace: "team-c", Annotations: map[string]string{fairwayv1.GPUFractionAnnotation: "0.5"}},
 		Spec: corev1.PodSpec{PriorityClassName: fairwayv1.PriorityClassInteractive, TerminationGracePeriodSeconds: ptr.To[int64](1),
@@ -194,7 +195,7 @@ func chartWorkload(t *testing.T, c *cluster.Cluster, restartScheduler func() err
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 	}
 	mustCreate(t, c, nb)
-	eventually(t, 60*time.Second, "the half-GPU pod bound, with its GPU ConfigMap, and idle", func(ctx context.Context) (bool, error) {
+	eventually(t, 60*time.Second, "the half-GPU pod bound, with its GPU recorded, and idle", func(ctx context.Context) (bool, error) {
 		var p corev1.Pod
 		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(nb), &p); err != nil {
 			return false, err
@@ -202,13 +203,12 @@ func chartWorkload(t *testing.T, c *cluster.Cluster, restartScheduler func() err
 		if p.Labels[fairwayv1.QueueLabel] != "team-c" || p.Spec.NodeName == "" || p.Annotations[fairwayv1.GPUUUIDAnnotation] == "" {
 			return false, fmt.Errorf("queue %q, node %q, GPU %q", p.Labels[fairwayv1.QueueLabel], p.Spec.NodeName, p.Annotations[fairwayv1.GPUUUIDAnnotation])
 		}
-		var cm corev1.ConfigMap
-		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Annotations[fairwayv1.GPUConfigMapAnnotation]}, &cm); err != nil {
+		if err := shareTicketOnly(&p); err != nil {
 			return false, err
 		}
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == fairwayv1.GPUIdleCondition && cond.Status == corev1.ConditionTrue {
-				return cm.Data[fairwayv1.GPUConfigMapVisibleDevicesKey] == p.Annotations[fairwayv1.GPUUUIDAnnotation], nil
+				return true, nil
 			}
 		}
 		return false, fmt.Errorf("not marked idle yet")

@@ -230,19 +230,21 @@ func (b dashPodB) on(node string) dashPodB {
 	return b
 }
 
-// fraction makes the pod ask for a GPU share, wired to its GPU ConfigMap as the webhook does.
+// fraction makes the pod ask for a GPU share, with the fairway.dev/gpu-share ticket the webhook
+// gives its GPU container.
 func (b dashPodB) fraction(f string) dashPodB {
 	b = b.clone()
-	cm := "fairway-gpu-" + b.p.Name
 	b.p.Annotations[fairwayv1.GPUFractionAnnotation] = f
 	b.p.Annotations[fairwayv1.GPUContainerAnnotation] = "main"
-	b.p.Annotations[fairwayv1.GPUConfigMapAnnotation] = cm
-	ref := func(key string, optional bool) corev1.EnvVar {
-		return corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: key, Optional: ptr.To(optional)}}}
+	one := resource.MustParse("1")
+	ctr := &b.p.Spec.Containers[0]
+	if ctr.Resources.Limits == nil {
+		ctr.Resources.Limits = corev1.ResourceList{}
 	}
-	b.p.Spec.Containers[0].Env = append(b.p.Spec.Containers[0].Env, ref("NVIDIA_VISIBLE_DEVICES", false),
-		ref("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", true), ref("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", true))
+	if ctr.Resources.Requests == nil {
+		ctr.Resources.Requests = corev1.ResourceList{}
+	}
+	ctr.Resources.Limits[fairwayv1.ResourceGPUShare], ctr.Resources.Requests[fairwayv1.ResourceGPUShare] = one, one
 	return b
 }
 

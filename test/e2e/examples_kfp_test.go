@@ -120,11 +120,8 @@ func TestExampleKubeflowPipelines(t *testing.T) {
 	if uuid == "" {
 		t.Errorf("evaluate %s has no GPU UUID", eval.Name)
 	}
-	var cm corev1.ConfigMap
-	if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: eval.Annotations[fairwayv1.GPUConfigMapAnnotation]}, &cm); err != nil {
-		t.Errorf("evaluate's GPU ConfigMap: %v", err)
-	} else if cm.Data[fairwayv1.GPUConfigMapVisibleDevicesKey] != uuid {
-		t.Errorf("evaluate's ConfigMap gives %q, the pod says %q", cm.Data[fairwayv1.GPUConfigMapVisibleDevicesKey], uuid)
+	if err := shareTicketOnly(eval); err != nil {
+		t.Errorf("evaluate: %v", err)
 	}
 	t.Logf("run %s Succeeded: train on %s with 1 GPU, evaluate on half of GPU %s", wf.GetName(), train.Spec.NodeName, uuid)
 	stopDriver()

@@ -146,19 +146,20 @@ func (p *podB) GPUs(n int) *podB {
 	return p
 }
 
-// Fraction makes the pod a fractional one, with the ConfigMap-fed GPU environment the webhook
-// wires into its GPU container.
+// Fraction makes the pod a fractional one, with the fairway.dev/gpu-share ticket the webhook gives
+// its GPU container.
 func (p *podB) Fraction(f string) *podB {
-	cm := "fairway-gpu-" + p.Name
 	p.Annotations[fairwayv1.GPUFractionAnnotation] = f
 	p.Annotations[fairwayv1.GPUContainerAnnotation] = "main"
-	p.Annotations[fairwayv1.GPUConfigMapAnnotation] = cm
-	ref := func(key string, optional bool) corev1.EnvVar {
-		return corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: key, Optional: ptr.To(optional)}}}
+	one := resource.MustParse("1")
+	ctr := &p.Spec.Containers[0]
+	if ctr.Resources.Limits == nil {
+		ctr.Resources.Limits = corev1.ResourceList{}
 	}
-	p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, ref("NVIDIA_VISIBLE_DEVICES", false),
-		ref("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", true), ref("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", true))
+	if ctr.Resources.Requests == nil {
+		ctr.Resources.Requests = corev1.ResourceList{}
+	}
+	ctr.Resources.Limits[fairwayv1.ResourceGPUShare], ctr.Resources.Requests[fairwayv1.ResourceGPUShare] = one, one
 	return p
 }
 

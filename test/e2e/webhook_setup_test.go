@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,25 +214,19 @@ func checkPod(t *testing.T, pod *corev1.Pod, want expectPod) {
 	if want.priority != nil && (pod.Spec.Priority == nil || *pod.Spec.Priority != *want.priority) {
 		errorf("priority %v, want %d (resolved by the API server from the class the webhook set)", ptr.Deref(pod.Spec.Priority, -1), *want.priority)
 	}
-	cm := pod.Annotations[fairwayv1.GPUConfigMapAnnotation]
 	if want.gpuFraction == "" {
-		if cm != "" {
-			errorf("has GPU ConfigMap %q but asks for no GPU share", cm)
+		if n := fairwayv1.ShareRequest(pod); n != 0 {
+			errorf("asks for %d %s but for no GPU share", n, fairwayv1.ResourceGPUShare)
 		}
 		return
 	}
-	if !strings.HasPrefix(cm, "fairway-gpu-") {
-		errorf("GPU ConfigMap annotation %q", cm)
+	if err := shareTicketOnly(pod); err != nil {
+		errorf("%v", err)
 	}
 	for _, ctr := range pod.Spec.Containers {
-		found := false
-		for _, e := range ctr.Env {
-			if e.Name == "NVIDIA_VISIBLE_DEVICES" && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == cm {
-				found = true
-			}
-		}
+		_, found := ctr.Resources.Limits[fairwayv1.ResourceGPUShare]
 		if found != (ctr.Name == want.gpuContainer) {
-			errorf("container %s: NVIDIA_VISIBLE_DEVICES from %s = %v, want it only on %s", ctr.Name, cm, found, want.gpuContainer)
+			errorf("container %s: %s = %v, want it only on %s", ctr.Name, fairwayv1.ResourceGPUShare, found, want.gpuContainer)
 		}
 	}
 }

@@ -45,6 +45,7 @@ var (
 // pod they do nothing, and the webhook says where they go rather than suggesting a pod key.
 // GPUMemoryLabel is not here: its key is GPUMemoryAnnotation's, a pod key.
 var OtherKeys = map[string]string{
+	string(ResourceGPUShare):     "an extended resource the webhook sets on a share's GPU container, not a label or annotation",
 	GPUTypeLabel:                 "a node label the gpu-agent writes",
 	GPUProductLabel:              "a node label the gpu-agent writes",
 	GPUCountLabel:                "a node label the gpu-agent writes",

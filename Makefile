@@ -153,8 +153,8 @@ gpu-check: ## Build the real-GPU check into _output/gpu-check (run test/gpu/run.
 	test/gpu/build.sh
 
 .PHONY: bench
-bench: ## Engine and runtime-cycle benchmarks, KAI-shaped clusters included, outcomes checked every iteration (5 runs, benchstat-friendly; docs/performance.md).
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/...
+bench: ## Engine and runtime-cycle benchmarks, KAI-shaped clusters included, outcomes checked every iteration, plus the API readers (admission seal, GPU request) (5 runs, benchstat-friendly; docs/performance.md).
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/... ./api/...
 
 .PHONY: bench-sim
 bench-sim: ## openb replays (13 traces x 10 seeds, the FGD paper's protocol) vs the paper's FGD and BestFit; fails if fairway misses the bar.

@@ -51,6 +51,13 @@ build: ## Build fairway's binaries into bin/ (fairway, and kubectl-fairway for `
 
 IMAGE ?= ghcr.io/fairway-sched/fairway:dev
 
+SHIM_CFLAGS ?= -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden
+
+.PHONY: shim
+shim: ## Build libfairway-share.so, the library a GPU share's container loads (gpu-agent/shim), into bin/ with gcc alone.
+	mkdir -p $(BIN)
+	gcc $(SHIM_CFLAGS) -o $(BIN)/libfairway-share.so gpu-agent/shim/lib/share.c -ldl -lpthread
+
 .PHONY: image
 image: ## Build the container image (needs a Docker engine; not used by tests or the demo).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

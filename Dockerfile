@@ -13,7 +13,10 @@ COPY . .
 ARG VERSION=devel
 RUN CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" \
     go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/fairway ./cmd/fairway
+# The library a GPU share's container loads (gpu-agent/shim); the agent copies it to the node.
+RUN gcc -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -o /out/libfairway-share.so gpu-agent/shim/lib/share.c -ldl -lpthread
 
 FROM gcr.io/distroless/base-debian12:nonroot
 COPY --from=build /out/fairway /usr/local/bin/fairway
+COPY --from=build /out/libfairway-share.so /usr/local/lib/fairway/libfairway-share.so
 ENTRYPOINT ["/usr/local/bin/fairway"]

@@ -51,6 +51,13 @@ build: ## Build fairway's binaries into bin/ (fairway, and kubectl-fairway for `
 
 IMAGE ?= ghcr.io/fairway-sched/fairway:dev
 
+SHIM_CFLAGS ?= -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden
+
+.PHONY: shim
+shim: ## Build libfairway-share.so, the library a GPU share's container loads (gpu-agent/shim), into bin/ with gcc alone.
+	mkdir -p $(BIN)
+	gcc $(SHIM_CFLAGS) -o $(BIN)/libfairway-share.so gpu-agent/shim/lib/share.c -ldl -lpthread
+
 .PHONY: image
 image: ## Build the container image (needs a Docker engine; not used by tests or the demo).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
@@ -153,8 +160,8 @@ gpu-check: ## Build the real-GPU check into _output/gpu-check (run test/gpu/run.
 	test/gpu/build.sh
 
 .PHONY: bench
-bench: ## Engine and runtime-cycle benchmarks, KAI-shaped clusters included, outcomes checked every iteration (5 runs, benchstat-friendly; docs/performance.md).
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/...
+bench: ## Engine and runtime-cycle benchmarks, KAI-shaped clusters included, outcomes checked every iteration, plus the API readers (admission seal, GPU request) (5 runs, benchstat-friendly; docs/performance.md).
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/... ./api/...
 
 .PHONY: bench-sim
 bench-sim: ## openb replays (13 traces x 10 seeds, the FGD paper's protocol) vs the paper's FGD and BestFit; fails if fairway misses the bar.

@@ -162,6 +162,7 @@ func runScheduler(ctx context.Context, f *schedulerFlags, log logr.Logger) error
 	}
 	writes := rest.CopyConfig(proto)
 	writes.Timeout = f.writeTimeout
+	f.opts.WriteTimeout = f.writeTimeout
 	if fence != nil {
 		writes = fence.Config(proto)
 	}

@@ -13,10 +13,14 @@ import (
 
 // Modes of the directories. The ancestors of a pod's directories can be crossed but not listed:
 // the pod's MPS server, which runs as the pod's user in the agent's mount namespace, reaches its
-// pipe and log directories through them. A pod's own directories are its user's alone when the
-// pod says which user it runs as; otherwise (the image's user, unknown to the kubelet and the
-// agent) they are like any container's /dev/shm: anyone inside the pod may write, sticky. They
-// are mounted into that pod only, so either way no other pod reaches them.
+// pipe and log directories through them. A pod's /dev/shm and log directory are its user's alone
+// when the pod says which user it runs as; otherwise (the image's user, unknown to the kubelet and
+// the agent) they are like any container's /dev/shm: anyone inside the pod may write, sticky. The
+// pipe directory is always the agent's and sticky: the pod's processes and its server (the pod's
+// user) create their entries there, but no process of the pod can remove or replace the control
+// pipe the daemon (the agent's user) made, and so none can serve the directory with a daemon of
+// its own, without the pod's limits. The directories are mounted into that pod only, so no other
+// pod reaches them.
 const (
 	ancestorMode os.FileMode = 0o711
 	ownMode      os.FileMode = 0o700
@@ -39,14 +43,18 @@ func (d *Driver) podDirs(pod *corev1.Pod) (*podState, error) {
 		}
 	}
 	uid, gid, known := owner(pod)
-	mode := anyUserMode
+	ownerMode := anyUserMode
 	switch {
 	case known && gid > 0:
-		mode = ownGroupMode
+		ownerMode = ownGroupMode
 	case known:
-		mode = ownMode
+		ownerMode = ownMode
 	}
 	for _, leaf := range []string{fairwayv1.MPSVolumePipe, fairwayv1.MPSVolumeSharedMemory, "log"} {
+		mode, chown := ownerMode, known
+		if leaf == fairwayv1.MPSVolumePipe {
+			mode, chown = anyUserMode, false
+		}
 		p := filepath.Join(dir, leaf)
 		if err := os.MkdirAll(p, ownMode); err != nil {
 			return nil, err
@@ -58,7 +66,7 @@ func (d *Driver) podDirs(pod *corev1.Pod) (*podState, error) {
 				return nil, err
 			}
 		}
-		if known {
+		if chown {
 			if err := os.Chown(p, int(uid), int(gid)); err != nil {
 				return nil, fmt.Errorf("giving %s to %d:%d: %w", p, uid, gid, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,8 +106,13 @@ func TestPublishPerPod(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(root, "pods", "uid-a", "shm")); fi.Mode().Perm() != 0o770 || fi.Mode()&os.ModeSticky != 0 {
 		t.Errorf("a's shm mode %v, want 0770", fi.Mode())
 	}
-	if fi, _ := os.Stat(filepath.Join(root, "pods", "uid-b", "pipe")); fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
-		t.Errorf("b's pipe mode %v, want 1777", fi.Mode())
+	// Either way the pipe directory is the agent's and sticky: the pod cannot remove or replace
+	// the daemon's control pipe.
+	for _, uid := range []string{"uid-a", "uid-b"} {
+		fi, err := os.Stat(filepath.Join(root, "pods", uid, "pipe"))
+		if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
+			t.Errorf("%s's pipe directory: %v (%v), want 1777 owned by the agent's user %d", uid, fi.Mode(), err, os.Getuid())
+		}
 	}
 
 	// Each pod's /dev/shm is a tmpfs of its own: 64 MiB unless the pod says otherwise.

@@ -127,18 +127,26 @@ func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
 	}
 	m = &fragModel{built: snap.DemandVersion(), pods: pods, memo: make(map[fragKey]float64), members: make(map[int]nodeMembers)}
 	e.frag = m
-	// Sorted, so that class indexes, float sums and therefore ties come out the same every run
-	// (map order is random). Every shape counts: leaving out the rarest 5% of pods, as the
-	// paper's simulator does by default, lowered the openb allocation ratios by about 0.6 points.
-	type entry struct {
-		d snapshot.Demand
-		n int32
-	}
-	entries := make([]entry, 0, len(demands))
+	m.build(snap, sortedDemands(demands), pods)
+	return m.usable()
+}
+
+// demandEntry is one shape of pending pod and how many pods have it.
+type demandEntry struct {
+	d snapshot.Demand
+	n int32
+}
+
+// sortedDemands lists demands most frequent first, then by shape. Sorted, so that class
+// indexes, float sums and therefore ties come out the same every run (map order is random).
+// Every shape counts: leaving out the rarest 5% of pods, as the paper's simulator does by
+// default, lowered the openb allocation ratios by about 0.6 points.
+func sortedDemands(demands map[snapshot.Demand]int32) []demandEntry {
+	entries := make([]demandEntry, 0, len(demands))
 	for d, n := range demands {
-		entries = append(entries, entry{d, n})
+		entries = append(entries, demandEntry{d, n})
 	}
-	slices.SortFunc(entries, func(a, b entry) int {
+	slices.SortFunc(entries, func(a, b demandEntry) int {
 		if a.n != b.n {
 			return int(b.n - a.n)
 		}
@@ -153,58 +161,20 @@ func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
 		}
 		return int(a.d.MilliCPU - b.d.MilliCPU)
 	})
-	type gk struct {
-		class       *snapshot.FilterClass
-		perGPU, gpu int64
-	}
-	byGroup := map[gk]map[int64]int32{}
-	classIdx := map[*snapshot.FilterClass]int{}
-	allCPU := map[int64]bool{}
-	var groupOrder []gk
-	var cpuSum, gpuSum float64
-	for _, e := range entries {
-		d, n := e.d, e.n
-		if d.GPUs == 0 {
-			continue // a pod without GPUs can use no GPU anywhere: the same everywhere
-		}
-		cpuSum += float64(n) * float64(d.MilliCPU)
-		gpuSum += float64(n) * float64(d.PerGPUMilli*d.GPUs)
-		k := gk{d.Class, d.PerGPUMilli, d.GPUs}
-		if byGroup[k] == nil {
-			byGroup[k] = map[int64]int32{}
-			groupOrder = append(groupOrder, k)
-		}
-		byGroup[k][d.MilliCPU] += n
-		allCPU[d.MilliCPU] = true
-		if _, ok := classIdx[d.Class]; !ok {
-			classIdx[d.Class] = len(m.classes)
-			m.classes = append(m.classes, d.Class)
-		}
-		if d.PerGPUMilli < snapshot.MilliPerGPU {
-			m.shares = true
-		}
-	}
-	if gpuSum > 0 {
-		m.cpuPerMilliGPU = cpuSum / gpuSum
-	}
-	gpus := func(set bitset.Set) (n int) {
-		for _, node := range snap.Nodes() {
-			if node != nil && (set == nil || set.Has(node.ID)) {
-				n += len(node.Slots)
-			}
-		}
-		return n
-	}
-	clusterGPUs := gpus(nil)
-	scarcity := map[*snapshot.FilterClass]float64{}
-	for _, k := range groupOrder {
-		if _, ok := scarcity[k.class]; !ok {
-			scarcity[k.class] = maxScarcity
-			if n := gpus(snap.ClassNodes(k.class)); n > 0 {
-				scarcity[k.class] = min(maxScarcity, float64(clusterGPUs)/float64(n))
-			}
-		}
-	}
+	return entries
+}
+
+// fragGroupKey is a group of demands: one class, one GPU shape; the CPU asks vary within it.
+type fragGroupKey struct {
+	class       *snapshot.FilterClass
+	perGPU, gpu int64
+}
+
+// build fills m's classes, groups (with the priors) and CPU points from the sorted demands of
+// pods pending pods.
+func (m *fragModel) build(snap *snapshot.Snapshot, entries []demandEntry, pods int64) {
+	byGroup, groupOrder, classIdx, allCPU := m.collect(entries)
+	scarcity := classScarcity(snap, groupOrder)
 	for _, k := range groupOrder {
 		cpus := byGroup[k]
 		g := fragGroup{class: k.class, perGPU: k.perGPU, gpus: k.gpu, member: classIdx[k.class], scarcity: scarcity[k.class]}
@@ -230,8 +200,75 @@ func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
 		}
 		return int(a.gpus - b.gpus)
 	})
-	// The priors, after the sort (they carry no class): one whole GPU, and a whole node of the
-	// largest GPU count.
+	m.addPriors(snap)
+	for c := range allCPU {
+		m.cpus = append(m.cpus, c)
+	}
+	slices.Sort(m.cpus)
+}
+
+// collect groups the demands that ask for GPUs by class and GPU shape (counting pods per CPU
+// ask), numbers the classes in m.classes, and sets m.shares and m.cpuPerMilliGPU.
+func (m *fragModel) collect(entries []demandEntry) (byGroup map[fragGroupKey]map[int64]int32, order []fragGroupKey, classIdx map[*snapshot.FilterClass]int, allCPU map[int64]bool) {
+	byGroup = map[fragGroupKey]map[int64]int32{}
+	classIdx = map[*snapshot.FilterClass]int{}
+	allCPU = map[int64]bool{}
+	var cpuSum, gpuSum float64
+	for _, e := range entries {
+		d, n := e.d, e.n
+		if d.GPUs == 0 {
+			continue // a pod without GPUs can use no GPU anywhere: the same everywhere
+		}
+		cpuSum += float64(n) * float64(d.MilliCPU)
+		gpuSum += float64(n) * float64(d.PerGPUMilli*d.GPUs)
+		k := fragGroupKey{d.Class, d.PerGPUMilli, d.GPUs}
+		if byGroup[k] == nil {
+			byGroup[k] = map[int64]int32{}
+			order = append(order, k)
+		}
+		byGroup[k][d.MilliCPU] += n
+		allCPU[d.MilliCPU] = true
+		if _, ok := classIdx[d.Class]; !ok {
+			classIdx[d.Class] = len(m.classes)
+			m.classes = append(m.classes, d.Class)
+		}
+		if d.PerGPUMilli < snapshot.MilliPerGPU {
+			m.shares = true
+		}
+	}
+	if gpuSum > 0 {
+		m.cpuPerMilliGPU = cpuSum / gpuSum
+	}
+	return byGroup, order, classIdx, allCPU
+}
+
+// classScarcity is, per class of the groups, how many times more GPUs the cluster has than the
+// class's nodes (at most maxScarcity, and maxScarcity for a class with no GPU node).
+func classScarcity(snap *snapshot.Snapshot, groups []fragGroupKey) map[*snapshot.FilterClass]float64 {
+	gpus := func(set bitset.Set) (n int) {
+		for _, node := range snap.Nodes() {
+			if node != nil && (set == nil || set.Has(node.ID)) {
+				n += len(node.Slots)
+			}
+		}
+		return n
+	}
+	clusterGPUs := gpus(nil)
+	scarcity := map[*snapshot.FilterClass]float64{}
+	for _, k := range groups {
+		if _, ok := scarcity[k.class]; !ok {
+			scarcity[k.class] = maxScarcity
+			if n := gpus(snap.ClassNodes(k.class)); n > 0 {
+				scarcity[k.class] = min(maxScarcity, float64(clusterGPUs)/float64(n))
+			}
+		}
+	}
+	return scarcity
+}
+
+// addPriors appends the priors, after the groups' sort (they carry no class): one whole GPU,
+// and a whole node of the largest GPU count.
+func (m *fragModel) addPriors(snap *snapshot.Snapshot) {
 	largest := int64(0)
 	for _, node := range snap.Nodes() {
 		if node != nil {
@@ -248,11 +285,6 @@ func (e *Engine) fragModelFor(snap *snapshot.Snapshot) *fragModel {
 		m.groups = append(m.groups, fragGroup{perGPU: snapshot.MilliPerGPU, gpus: p.gpus, cpus: []int64{0},
 			cum: []float64{p.weight}, weight: p.weight, scarcity: 1, anyNode: true})
 	}
-	for c := range allCPU {
-		m.cpus = append(m.cpus, c)
-	}
-	slices.Sort(m.cpus)
-	return m.usable()
 }
 
 func (m *fragModel) usable() *fragModel {

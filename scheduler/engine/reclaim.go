@@ -727,68 +727,12 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 		g2.dims = guaranteedDims(a)
 		a = &g2
 	}
-	for _, d := range a.dims {
-		eff := q.Effective(d) - gangHeld(g, d)
-		if eff+a.req[d] > bound(q, d) {
-			holds := snapshot.FormatAmount(d, q.Allocated.At(d)-q.Releasing.At(d))
-			if h := q.Held.At(d) - gangHeld(g, d); h > 0 {
-				holds += " plus " + snapshot.FormatAmount(d, h) + " held for its waiting gangs"
-			}
-			return nil, fmt.Sprintf("queue %s would go above its %s of %s (it holds %s, %s is %s, the gang needs %s), so it cannot take capacity from other queues",
-				q.Name, level, c.snap.DimName(d), holds, level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d]))
-		}
+	if why := c.reclaimClaimantOver(a, level, bound); why != "" {
+		return nil, why
 	}
 	contested := func(x *snapshot.Queue, d int) bool { return guarantee || x.FairShare.At(d) < x.Demand(d) }
-	// Per-queue facts of this what-if, computed on first use: whether the queue's pods may be
-	// reclaimed for the gang (1 yes, 2 no, 0 not computed yet), its share, and the start time
-	// before which its pods have run their reclaim minimum runtime. The verdict runs for every
-	// pod scanned, so these are arrays, not maps.
-	queues := c.snap.Queues()
-	okQ := make([]int8, len(queues))
-	shareQ := make([]float64, len(queues))
-	cutoffQ := make([]int64, len(queues))
-	queueOK := func(v *snapshot.Queue) bool {
-		if okQ[v.Index] != 0 {
-			return okQ[v.Index] == 1
-		}
-		ok := v != q
-		// The gang's side: every queue on its path below the common ancestor stays within bound,
-		// counting as gone what the queues beside the path could give (the exact check, with
-		// the what-if's own evictions, is checkAncestors).
-		for x := q; ok && x != nil && !x.IsAncestorOf(v); x = x.Parent {
-			for _, d := range a.dims {
-				if x.Effective(d)-gangHeld(g, d)+a.req[d]-givable(x, q, d) > bound(x, d) {
-					ok = false
-				}
-			}
-		}
-		// The victim's side: it holds more than its bound of something the gang needs.
-		over := false
-		for _, d := range a.dims {
-			if contested(v, d) && v.Effective(d) > bound(v, d) {
-				over = true
-			}
-		}
-		okQ[v.Index] = 2
-		if ok && over {
-			okQ[v.Index] = 1
-		}
-		shareQ[v.Index] = dominantShare(v)
-		cutoffQ[v.Index] = c.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
-		return ok && over
-	}
-	// Search the nodes of the queues whose pods may go, furthest above their share first. With
-	// moves, queues at their floor may still move pods.
-	var victimQueues []*snapshot.Queue
-	for _, v := range queues {
-		if mode.under != nil && !mode.under.IsAncestorOf(v) {
-			continue
-		}
-		if len(v.PreemptibleNodes()) > 0 && (queueOK(v) || (mode.moves && v.IsLeaf() && v != q)) {
-			victimQueues = append(victimQueues, v)
-		}
-	}
-	slices.SortStableFunc(victimQueues, func(x, y *snapshot.Queue) int { return cmp.Compare(shareQ[y.Index], shareQ[x.Index]) })
+	facts := newReclaimFacts(a, bound, contested, c.now, len(c.snap.Queues()))
+	victimQueues := reclaimVictimQueues(c.snap.Queues(), q, mode, facts)
 	sources := make([]bitset.Set, len(victimQueues)) // not nil: no queue means no node to search
 	for i, v := range victimQueues {
 		sources[i] = v.PreemptibleNodes()
@@ -823,43 +767,17 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 				return refusal{kind: refuseOwnQueue}
 			case mode.under != nil && !mode.under.IsAncestorOf(vg.Queue):
 				return refusal{kind: refuseOtherQueue}
-			case !queueOK(vg.Queue) && !mode.moves:
+			case !facts.queueOK(vg.Queue) && !mode.moves:
 				return refusal{kind: refuseQueueNotOver, q: vg.Queue}
-			case vg.LastStart.UnixNano() > cutoffQ[vg.Queue.Index]:
+			case vg.LastStart.UnixNano() > facts.cutoff[vg.Queue.Index]:
 				return refusal{kind: refuseReclaimRuntime, q: vg.Queue}
 			}
 			return refusal{}
 		},
-		allow: func(unit []*snapshot.Task, acc *freedAcc) refusal {
-			v := unit[0].Gang.Queue
-			if !queueOK(v) {
-				return refusal{kind: refuseQueueNotOver, q: v} // only a move may take it
-			}
-			relevant := false
-			for _, d := range a.dims {
-				amt := unitAmount(unit, d)
-				if amt == 0 {
-					continue
-				}
-				relevant = true
-				for x := v; x != nil && !x.IsAncestorOf(q); x = x.Parent {
-					if !contested(x, d) {
-						continue
-					}
-					left := x.Effective(d) - acc.under(x, d)
-					if left-amt < bound(x, d) && (!mode.overQuota || left <= bound(x, d)) {
-						return refusal{kind: refuseFloor, q: x, d: d}
-					}
-				}
-			}
-			if !relevant {
-				return refusal{kind: refuseUseless}
-			}
-			return refusal{}
-		},
+		allow: func(unit []*snapshot.Task, acc *freedAcc) refusal { return facts.allow(unit, acc, mode.overQuota) },
 		key: func(v *snapshot.Task) victimKey {
 			k := evictabilityKey(v)
-			k.share = shareQ[v.Gang.Queue.Index] // set by queueOK, which the verdict asked first
+			k.share = facts.share[v.Gang.Queue.Index] // set by queueOK, which the verdict asked first
 			return k
 		},
 		// "reclaimed for gang G of queue Q, which is below its LEVEL; queue V holds N GPU, above
@@ -877,20 +795,145 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 		},
 	}
 	if mode.moves {
-		pol.move = func(unit []*snapshot.Task) bool {
-			for _, t := range unit {
-				vg := t.Gang
-				if !t.Recreatable || vg.Topology.Required != "" || len(vg.SubGroups) > 0 || c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime {
-					return false
-				}
-			}
-			return true
-		}
-		moveMessage := "moved to deliver the guaranteed quota of queue " + q.Name + " to " + claimantName(g) +
-			", which fits only if pods move; there is room for this pod on another node"
-		pol.moveMessage = func(*snapshot.Task) string { return moveMessage }
+		c.allowMoves(pol, g)
 	}
 	return pol, ""
+}
+
+// reclaimClaimantOver says why the gang's queue may not reclaim at level (bound): with the gang,
+// it would go above its bound of a dimension the gang needs. "" when it may.
+func (c *cycle) reclaimClaimantOver(a *attempt, level string, bound func(*snapshot.Queue, int) int64) string {
+	g, q := a.g, a.g.Queue
+	for _, d := range a.dims {
+		eff := q.Effective(d) - gangHeld(g, d)
+		if eff+a.req[d] > bound(q, d) {
+			holds := snapshot.FormatAmount(d, q.Allocated.At(d)-q.Releasing.At(d))
+			if h := q.Held.At(d) - gangHeld(g, d); h > 0 {
+				holds += " plus " + snapshot.FormatAmount(d, h) + " held for its waiting gangs"
+			}
+			return fmt.Sprintf("queue %s would go above its %s of %s (it holds %s, %s is %s, the gang needs %s), so it cannot take capacity from other queues",
+				q.Name, level, c.snap.DimName(d), holds, level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d]))
+		}
+	}
+	return ""
+}
+
+// allowMoves lets pol move (evict to re-create elsewhere) the pods that may be moved: recreatable,
+// not in a gang with required topology or sub-groups, past their queue's preemption minimum
+// runtime.
+func (c *cycle) allowMoves(pol *victimPolicy, g *snapshot.Gang) {
+	pol.move = func(unit []*snapshot.Task) bool {
+		for _, t := range unit {
+			vg := t.Gang
+			if !t.Recreatable || vg.Topology.Required != "" || len(vg.SubGroups) > 0 || c.now.Sub(vg.LastStart) < vg.Queue.Spec.PreemptMinRuntime {
+				return false
+			}
+		}
+		return true
+	}
+	moveMessage := "moved to deliver the guaranteed quota of queue " + g.Queue.Name + " to " + claimantName(g) +
+		", which fits only if pods move; there is room for this pod on another node"
+	pol.moveMessage = func(*snapshot.Task) string { return moveMessage }
+}
+
+// reclaimFacts are the per-queue facts of one reclaim what-if, computed on first use: whether
+// the queue's pods may be reclaimed for the gang (ok: 1 yes, 2 no, 0 not computed yet), its
+// share, and the start time before which its pods have run their reclaim minimum runtime. The
+// verdict runs for every pod scanned, so these are arrays indexed by queue, not maps.
+type reclaimFacts struct {
+	a         *attempt
+	bound     func(*snapshot.Queue, int) int64
+	contested func(*snapshot.Queue, int) bool
+	now       time.Time
+	ok        []int8
+	share     []float64
+	cutoff    []int64
+}
+
+func newReclaimFacts(a *attempt, bound func(*snapshot.Queue, int) int64, contested func(*snapshot.Queue, int) bool, now time.Time, queues int) *reclaimFacts {
+	return &reclaimFacts{a: a, bound: bound, contested: contested, now: now,
+		ok: make([]int8, queues), share: make([]float64, queues), cutoff: make([]int64, queues)}
+}
+
+// queueOK reports whether v's pods may be reclaimed for the gang, and records v's facts.
+func (f *reclaimFacts) queueOK(v *snapshot.Queue) bool {
+	if f.ok[v.Index] != 0 {
+		return f.ok[v.Index] == 1
+	}
+	g, q := f.a.g, f.a.g.Queue
+	ok := v != q
+	// The gang's side: every queue on its path below the common ancestor stays within bound,
+	// counting as gone what the queues beside the path could give (the exact check, with the
+	// what-if's own evictions, is checkAncestors).
+	for x := q; ok && x != nil && !x.IsAncestorOf(v); x = x.Parent {
+		for _, d := range f.a.dims {
+			if x.Effective(d)-gangHeld(g, d)+f.a.req[d]-givable(x, q, d) > f.bound(x, d) {
+				ok = false
+			}
+		}
+	}
+	// The victim's side: it holds more than its bound of something the gang needs.
+	over := false
+	for _, d := range f.a.dims {
+		if f.contested(v, d) && v.Effective(d) > f.bound(v, d) {
+			over = true
+		}
+	}
+	f.ok[v.Index] = 2
+	if ok && over {
+		f.ok[v.Index] = 1
+	}
+	f.share[v.Index] = dominantShare(v)
+	f.cutoff[v.Index] = f.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
+	return ok && over
+}
+
+// allow is the policy's test of one unit of victims: every contested queue on the victim's path
+// (below the common ancestor) stays at or above its bound after the what-if's evictions so far
+// (acc), except that with overQuota a unit may take a queue across its bound once; a unit that
+// frees nothing the gang needs is useless.
+func (f *reclaimFacts) allow(unit []*snapshot.Task, acc *freedAcc, overQuota bool) refusal {
+	v, q := unit[0].Gang.Queue, f.a.g.Queue
+	if !f.queueOK(v) {
+		return refusal{kind: refuseQueueNotOver, q: v} // only a move may take it
+	}
+	relevant := false
+	for _, d := range f.a.dims {
+		amt := unitAmount(unit, d)
+		if amt == 0 {
+			continue
+		}
+		relevant = true
+		for x := v; x != nil && !x.IsAncestorOf(q); x = x.Parent {
+			if !f.contested(x, d) {
+				continue
+			}
+			left := x.Effective(d) - acc.under(x, d)
+			if left-amt < f.bound(x, d) && (!overQuota || left <= f.bound(x, d)) {
+				return refusal{kind: refuseFloor, q: x, d: d}
+			}
+		}
+	}
+	if !relevant {
+		return refusal{kind: refuseUseless}
+	}
+	return refusal{}
+}
+
+// reclaimVictimQueues are the queues whose nodes the what-if searches, furthest above their
+// share first. With moves, queues at their floor may still move pods.
+func reclaimVictimQueues(queues []*snapshot.Queue, q *snapshot.Queue, mode reclaimMode, f *reclaimFacts) []*snapshot.Queue {
+	var out []*snapshot.Queue
+	for _, v := range queues {
+		if mode.under != nil && !mode.under.IsAncestorOf(v) {
+			continue
+		}
+		if len(v.PreemptibleNodes()) > 0 && (f.queueOK(v) || (mode.moves && v.IsLeaf() && v != q)) {
+			out = append(out, v)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y *snapshot.Queue) int { return cmp.Compare(f.share[y.Index], f.share[x.Index]) })
+	return out
 }
 
 // givable is what the queues under x beside the path to q could give up to a reclaim at most:

@@ -769,6 +769,9 @@ func (c *cycle) makeRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set
 	return n, a, ok
 }
 
+// searchRoom is one search of makeRoom: the nodes of pol's sources (all nodes without), each
+// skipped when evicting there could not free what the pod needs, compared by the victims they
+// need; the best node's victims are evicted.
 func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, pol *victimPolicy) (*snapshot.Node, snapshot.Assignment, bool) {
 	pol.spared = !pol.noSpare && c.snap.EvictedForAny(pol.beneficiary.Key)
 	cls := c.snap.ClassNodes(t.Class)
@@ -817,23 +820,7 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 				continue
 			}
 			if need > 0 {
-				evictable := n.PreemptibleMilliGPU
-				if pol.victimQueues != nil {
-					evictable = 0
-					for i, q := range pol.victimQueues {
-						on := q.PreemptibleMilliGPUOn(id)
-						if heads != nil && on > heads[i] {
-							// A lone pod larger than what the queue may still give cannot go.
-							if q.PreemptibleGPUPodsOn(id) == 1 {
-								on = 0
-							} else {
-								on = heads[i]
-							}
-						}
-						evictable += on
-					}
-				}
-				if int64(len(n.Slots))*snapshot.MilliPerGPU-(n.UsedMilliGPU-n.RelMilliGPU)+evictable < need {
+				if int64(len(n.Slots))*snapshot.MilliPerGPU-(n.UsedMilliGPU-n.RelMilliGPU)+evictableOn(n, pol, heads) < need {
 					continue
 				}
 				if n.TypeDim >= 0 {
@@ -877,6 +864,39 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 	if best == nil {
 		return nil, snapshot.Assignment{}, false
 	}
+	c.evictBest(pol)
+	a, f := c.tryNode(best, t, g, true)
+	if f != Fits {
+		return nil, snapshot.Assignment{}, false // cannot happen: nodeRoom and tryNode agree
+	}
+	return best, a, true
+}
+
+// evictableOn is the GPU (milli) that pol's victim queues could free on n: each queue's
+// preemptible GPU there, capped by what the queue may still give (heads, when set); a lone pod
+// larger than that cannot go at all. Without victim queues, every preemptible GPU on n.
+func evictableOn(n *snapshot.Node, pol *victimPolicy, heads []int64) int64 {
+	if pol.victimQueues == nil {
+		return n.PreemptibleMilliGPU
+	}
+	var evictable int64
+	for i, q := range pol.victimQueues {
+		on := q.PreemptibleMilliGPUOn(n.ID)
+		if heads != nil && on > heads[i] {
+			if q.PreemptibleGPUPodsOn(n.ID) == 1 {
+				on = 0
+			} else {
+				on = heads[i]
+			}
+		}
+		evictable += on
+	}
+	return evictable
+}
+
+// evictBest evicts the victims chosen on the best node (c.scratch.best): the movable ones as
+// moves, the others through pol.
+func (c *cycle) evictBest(pol *victimPolicy) {
 	for _, v := range c.scratch.best {
 		if v.State != snapshot.TaskBound {
 			continue
@@ -889,11 +909,6 @@ func (c *cycle) searchRoom(t *snapshot.Task, g *snapshot.Gang, restrict bitset.S
 			c.evictVictim(v, pol)
 		}
 	}
-	a, f := c.tryNode(best, t, g, true)
-	if f != Fits {
-		return nil, snapshot.Assignment{}, false // cannot happen: nodeRoom and tryNode agree
-	}
-	return best, a, true
 }
 
 // lostFormat picks the message format of an eviction: lost, ending with NotRecreatedNote, when

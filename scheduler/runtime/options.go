@@ -31,6 +31,10 @@ type Options struct {
 	BindWorkers int
 	// EvictWorkers bound the evictions in flight. Default 8.
 	EvictWorkers int
+	// WriteTimeout is the server-side deadline of the scheduling client's writes
+	// (--write-timeout): a binding whose answer was lost is looked at this long after, when it
+	// can no longer land (binder.Options.Settle). Default binder.DefaultSettle.
+	WriteTimeout time.Duration
 
 	// StatusInterval is how often Queue, PodGroup and waiting pods' status is written (only what
 	// changed). Default 2s.

@@ -80,11 +80,11 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	r.events = sink
 	r.gpu = gpushare.New(c.Scheduling, r.inf, gpushare.Options{
 		Namespace: opts.Namespace, Image: opts.ReservationImage, PriorityClassName: opts.ReservationPriorityClass,
-		Timeout: opts.ReservationTimeout, Log: log.WithName("gpushare"),
+		Timeout: opts.ReservationTimeout, Settle: opts.WriteTimeout, Log: log.WithName("gpushare"),
 	})
 	r.binder = binder.New(c.Scheduling, r.queue.Report, binder.Options{
 		Workers: opts.BindWorkers, GPU: r.gpu, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("binder"),
-		ClaimConflict: r.inf.ClaimConflict,
+		ClaimConflict: r.inf.ClaimConflict, Settle: opts.WriteTimeout,
 	})
 	r.volumes = volumebinder.New(c.Scheduling, r.inf, r.binder.Submit, r.queue.Report, volumebinder.Options{
 		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),

@@ -123,73 +123,88 @@ func trimTotals(t Totals) Totals {
 // bookkeeping disagrees. It is O(pods) and meant for tests.
 func (s *Snapshot) Verify() error {
 	var errs []error
-	// Nodes.
 	for _, n := range s.nodes {
-		if n == nil {
-			continue
+		if n != nil {
+			errs = append(errs, s.verifyNode(n)...)
 		}
-		fresh := &Node{ID: n.ID, Name: n.Name, Slots: slices.Clone(n.Slots)}
-		for i := range fresh.Slots {
-			g := &fresh.Slots[i]
-			*g = GPUSlot{Index: g.Index, UUID: g.UUID, MemoryMiB: g.MemoryMiB}
+	}
+	errs = append(errs, s.verifyQueueTotals()...)
+	errs = append(errs, s.verifyVictimIndex()...)
+	errs = append(errs, s.verifyGangs()...)
+	errs = append(errs, s.verifyBudgets()...)
+	return errors.Join(errs...)
+}
+
+// verifyNode recomputes n's usage, holds, pins and free-GPU index from its tasks and holds.
+func (s *Snapshot) verifyNode(n *Node) []error {
+	var errs []error
+	fresh := &Node{ID: n.ID, Name: n.Name, Slots: slices.Clone(n.Slots)}
+	for i := range fresh.Slots {
+		g := &fresh.Slots[i]
+		*g = GPUSlot{Index: g.Index, UUID: g.UUID, MemoryMiB: g.MemoryMiB}
+	}
+	for _, t := range n.Tasks {
+		saved := t.nodePos
+		fresh.attach(t)
+		t.nodePos = saved
+		if t.State == TaskBound && t.Gang != nil && t.Gang.Preemptible && !t.GPUs.Loan {
+			fresh.PreemptibleMilliGPU += t.GPUs.MilliGPU()
 		}
-		for _, t := range n.Tasks {
-			saved := t.nodePos
-			fresh.attach(t)
-			t.nodePos = saved
-			if t.State == TaskBound && t.Gang != nil && t.Gang.Preemptible && !t.GPUs.Loan {
-				fresh.PreemptibleMilliGPU += t.GPUs.MilliGPU()
-			}
-		}
-		fresh.Tasks = nil
-		if !equalResources(fresh.Used, n.Used) || !equalResources(fresh.Releasing, n.Releasing) ||
-			fresh.UsedMilliGPU != n.UsedMilliGPU || fresh.RelMilliGPU != n.RelMilliGPU ||
-			fresh.Floating != n.Floating || fresh.FloatingRel != n.FloatingRel || fresh.Loans != n.Loans ||
-			!slices.Equal(fresh.Slots, n.Slots) || fresh.PreemptibleMilliGPU != n.PreemptibleMilliGPU {
-			errs = append(errs, fmt.Errorf("node %s: usage %+v/%+v slots %+v, recomputed %+v/%+v slots %+v",
-				n.Name, n.Used, n.Releasing, n.Slots, fresh.Used, fresh.Releasing, fresh.Slots))
-		}
-		var held NodeResources
-		var heldWhole int64
-		for _, g := range n.holds {
-			r, w := n.HeldFor(g)
-			held.MilliCPU += r.MilliCPU
-			held.Memory += r.Memory
-			held.Pods += r.Pods
-			heldWhole += w
-		}
-		if held.MilliCPU != n.Held.MilliCPU || held.Memory != n.Held.Memory || held.Pods != n.Held.Pods || heldWhole != n.HeldWhole {
-			errs = append(errs, fmt.Errorf("node %s: held %+v/%d, recomputed %+v/%d", n.Name, n.Held, n.HeldWhole, held, heldWhole))
-		}
-		pins := make([]int32, len(n.pins))
-		var pinned int32
-		for _, g := range n.holds {
-			for i := range g.holds {
-				if h := &g.holds[i]; h.Node == n {
-					for _, p := range h.Slots {
-						if p >= 0 && int(p) < len(pins) {
-							pins[p]++
-							pinned++
-						}
+	}
+	fresh.Tasks = nil
+	if !equalResources(fresh.Used, n.Used) || !equalResources(fresh.Releasing, n.Releasing) ||
+		fresh.UsedMilliGPU != n.UsedMilliGPU || fresh.RelMilliGPU != n.RelMilliGPU ||
+		fresh.Floating != n.Floating || fresh.FloatingRel != n.FloatingRel || fresh.Loans != n.Loans ||
+		!slices.Equal(fresh.Slots, n.Slots) || fresh.PreemptibleMilliGPU != n.PreemptibleMilliGPU {
+		errs = append(errs, fmt.Errorf("node %s: usage %+v/%+v slots %+v, recomputed %+v/%+v slots %+v",
+			n.Name, n.Used, n.Releasing, n.Slots, fresh.Used, fresh.Releasing, fresh.Slots))
+	}
+	var held NodeResources
+	var heldWhole int64
+	for _, g := range n.holds {
+		r, w := n.HeldFor(g)
+		held.MilliCPU += r.MilliCPU
+		held.Memory += r.Memory
+		held.Pods += r.Pods
+		heldWhole += w
+	}
+	if held.MilliCPU != n.Held.MilliCPU || held.Memory != n.Held.Memory || held.Pods != n.Held.Pods || heldWhole != n.HeldWhole {
+		errs = append(errs, fmt.Errorf("node %s: held %+v/%d, recomputed %+v/%d", n.Name, n.Held, n.HeldWhole, held, heldWhole))
+	}
+	pins := make([]int32, len(n.pins))
+	var pinned int32
+	for _, g := range n.holds {
+		for i := range g.holds {
+			if h := &g.holds[i]; h.Node == n {
+				for _, p := range h.Slots {
+					if p >= 0 && int(p) < len(pins) {
+						pins[p]++
+						pinned++
 					}
 				}
 			}
 		}
-		if !slices.Equal(pins, n.pins) || pinned != n.pinned {
-			errs = append(errs, fmt.Errorf("node %s: pinned slots %v (%d), recomputed %v (%d)", n.Name, n.pins, n.pinned, pins, pinned))
-		}
-		if want := int(n.FreeWholeSlots()); n.bucket != want || !s.byFree[want].Has(n.ID) {
-			errs = append(errs, fmt.Errorf("node %s: indexed with %d free GPUs, has %d", n.Name, n.bucket, want))
-		}
-		for _, t := range n.Tasks {
-			for _, pos := range t.GPUs.Whole {
-				if g := &n.Slots[pos]; g.Sharers > 0 && g.Owners-g.RelOwners > 0 && g.Sharers-g.RelSharers > 0 {
-					errs = append(errs, fmt.Errorf("node %s: GPU %d is both whole and shared", n.Name, g.Index))
-				}
+	}
+	if !slices.Equal(pins, n.pins) || pinned != n.pinned {
+		errs = append(errs, fmt.Errorf("node %s: pinned slots %v (%d), recomputed %v (%d)", n.Name, n.pins, n.pinned, pins, pinned))
+	}
+	if want := int(n.FreeWholeSlots()); n.bucket != want || !s.byFree[want].Has(n.ID) {
+		errs = append(errs, fmt.Errorf("node %s: indexed with %d free GPUs, has %d", n.Name, n.bucket, want))
+	}
+	for _, t := range n.Tasks {
+		for _, pos := range t.GPUs.Whole {
+			if g := &n.Slots[pos]; g.Sharers > 0 && g.Owners-g.RelOwners > 0 && g.Sharers-g.RelSharers > 0 {
+				errs = append(errs, fmt.Errorf("node %s: GPU %d is both whole and shared", n.Name, g.Index))
 			}
 		}
 	}
-	// Queues.
+	return errs
+}
+
+// verifyQueueTotals recomputes each queue's own totals (its tasks' charges and its gangs' holds)
+// and its subtree totals.
+func (s *Snapshot) verifyQueueTotals() []error {
+	var errs []error
 	own := map[*Queue]*Totals{}
 	for _, q := range s.queueList {
 		own[q] = &Totals{}
@@ -242,7 +257,12 @@ func (s *Snapshot) Verify() error {
 			errs = append(errs, fmt.Errorf("queue %s: totals %+v, recomputed %+v", q.Name, got, want))
 		}
 	}
-	// Per-queue nodes of evictable work.
+	return errs
+}
+
+// verifyVictimIndex recomputes the per-queue index of nodes with evictable work.
+func (s *Snapshot) verifyVictimIndex() []error {
+	var errs []error
 	victims := map[*Queue]map[int]int32{}
 	victimGPU := map[*Queue]map[int]int64{}
 	victimPrio := map[*Queue]map[int32]int32{}
@@ -276,7 +296,13 @@ func (s *Snapshot) Verify() error {
 			}
 		}
 	}
-	// Gangs.
+	return errs
+}
+
+// verifyGangs recomputes each gang's counts of assumed, bound, releasing and pending pods and
+// its list memberships.
+func (s *Snapshot) verifyGangs() []error {
+	var errs []error
 	for _, g := range s.gangs {
 		var bound, rel, assumed int32
 		pending := 0
@@ -307,7 +333,12 @@ func (s *Snapshot) Verify() error {
 			errs = append(errs, fmt.Errorf("gang %s: stale list membership wrong", g.Key))
 		}
 	}
-	// PodDisruptionBudgets: the engine's evictions each one does not count yet.
+	return errs
+}
+
+// verifyBudgets recomputes the evictions each PodDisruptionBudget does not count yet.
+func (s *Snapshot) verifyBudgets() []error {
+	var errs []error
 	evicting := map[*Budget]int32{}
 	for _, t := range s.tasks {
 		if t.Evicted && t.State == TaskReleasing {
@@ -321,7 +352,7 @@ func (s *Snapshot) Verify() error {
 			errs = append(errs, fmt.Errorf("PodDisruptionBudget %s: %d evictions counted, recomputed %d", b.Key, b.evicting, evicting[b]))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func equalResources(a, b NodeResources) bool {

@@ -225,15 +225,21 @@ func TestIsolationOnRealNodes(t *testing.T) {
 			t.Errorf("%s/half: /dev/shm of %s KiB, want %s", n, got, want)
 		}
 		srcs[n+"/tmp/nvidia-mps"], srcs[n+"/dev/shm"] = pipeRoot, shmDev
-		// The pod's user's alone (no fsGroup, no group: 0700), not the 1777 of a shared /dev/shm.
+		// /dev/shm is the pod's user's alone (no fsGroup, no group: 0700), not the 1777 of a
+		// shared /dev/shm; the pipe directory is the agent's and sticky, so the pod cannot remove
+		// or replace its daemon's control pipe.
 		modes := fields(logs, "modes: ")
 		for path := range want {
-			if got, wantMode := modes[path], "700:"+itoa(users[n]); got != wantMode {
+			wantMode := "700:" + itoa(users[n])
+			if path == "/tmp/nvidia-mps" {
+				wantMode = "1777:0"
+			}
+			if got := modes[path]; got != wantMode {
 				t.Errorf("%s/half: %s is mode:owner %q, want %q", n, path, got, wantMode)
 			}
 		}
-		// On the node: the ancestors can be crossed, not listed; the pod's directories are its
-		// user's.
+		// On the node: the ancestors can be crossed, not listed; the pod's /dev/shm is its user's,
+		// its pipe directory the agent's and sticky.
 		out, err := node.Exec(ctx, "stat", "-c", "%n=%a:%u", "/run/fairway/mps", "/run/fairway/mps/pods", "/run/fairway/mps/pods/"+string(pod.UID),
 			"/run/fairway/mps/pods/"+string(pod.UID)+"/pipe", "/run/fairway/mps/pods/"+string(pod.UID)+"/shm")
 		if err != nil {
@@ -242,7 +248,9 @@ func TestIsolationOnRealNodes(t *testing.T) {
 		for _, line := range strings.Fields(out) {
 			path, mode, _ := strings.Cut(line, "=")
 			wantMode := "711:0"
-			if strings.HasSuffix(path, "/pipe") || strings.HasSuffix(path, "/shm") {
+			if strings.HasSuffix(path, "/pipe") {
+				wantMode = "1777:0"
+			} else if strings.HasSuffix(path, "/shm") {
 				wantMode = "700:" + itoa(users[n])
 			}
 			if mode != wantMode {

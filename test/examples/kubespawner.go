@@ -272,6 +272,53 @@ func parseBytes(s string) (int64, error) {
 // RenderNotebook returns the pod KubeSpawner creates when o.User starts a server with profile
 // o.Profile, under the chart values v.
 func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
+	tr := notebookTraits(v, o)
+	if err := tr.applyProfile(v.Singleuser.ProfileList, o.Profile); err != nil {
+		return nil, err
+	}
+	userServer := o.User
+	if o.ServerName != "" {
+		userServer += "--" + o.ServerName
+	}
+	labels, annotations := notebookMeta(&tr, o)
+	res, env, err := notebookResources(&tr, o)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "jupyter-" + userServer, Namespace: o.Namespace, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			SchedulerName:                tr.schedulerName,
+			PriorityClassName:            tr.priorityClassName,
+			RestartPolicy:                corev1.RestartPolicyOnFailure,
+			AutomountServiceAccountToken: ptr.To(false),
+			SecurityContext:              &corev1.PodSecurityContext{FSGroup: ptr.To[int64](100)},
+			Tolerations:                  tr.tolerations,
+			Containers: []corev1.Container{{
+				Name:            "notebook",
+				Image:           tr.image,
+				Args:            []string{"jupyterhub-singleuser"},
+				Ports:           []corev1.ContainerPort{{Name: "notebook-port", ContainerPort: 8888}},
+				Env:             env,
+				Resources:       res,
+				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000), AllowPrivilegeEscalation: ptr.To(false)},
+			}},
+		},
+	}
+	if len(tr.nodeSelector) > 0 {
+		pod.Spec.NodeSelector = tr.nodeSelector
+	}
+	if err := matchNodePurpose(pod, v); err != nil {
+		return nil, err
+	}
+	addCloudMetadataBlock(pod, v)
+	addHomeVolume(pod, v, o, userServer)
+	return pod, nil
+}
+
+// notebookTraits are the KubeSpawner traits z2jh's values set (singleuser, scheduling).
+func notebookTraits(v *Z2JHValues, o NotebookOptions) kubespawnerTraits {
 	su := v.Singleuser
 	tr := kubespawnerTraits{
 		image:                  "quay.io/jupyterhub/k8s-singleuser-sample:" + Z2JHChartVersion,
@@ -301,14 +348,13 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 	maps.Copy(tr.extraResourceLimits, su.ExtraResource.Limits)
 	maps.Copy(tr.extraResourceGuarantee, su.ExtraResource.Guarantees)
 	maps.Copy(tr.nodeSelector, su.NodeSelector)
-	sched := v.Scheduling
-	if ptr.Deref(sched.UserScheduler.Enabled, true) {
+	if ptr.Deref(v.Scheduling.UserScheduler.Enabled, true) {
 		tr.schedulerName = o.Release + "-user-scheduler"
 	}
-	if ptr.Deref(sched.PodPriority.Enabled, false) {
+	if ptr.Deref(v.Scheduling.PodPriority.Enabled, false) {
 		tr.priorityClassName = o.Release + "-default-priority"
 	}
-	tr.tolerations = sched.UserPods.Tolerations
+	tr.tolerations = v.Scheduling.UserPods.Tolerations
 	if tr.tolerations == nil {
 		tr.tolerations = []corev1.Toleration{
 			{Key: "hub.jupyter.org/dedicated", Operator: corev1.TolerationOpEqual, Value: "user", Effect: corev1.TaintEffectNoSchedule},
@@ -316,35 +362,40 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		}
 	}
 	tr.tolerations = append(slices.Clone(tr.tolerations), su.ExtraTolerations...)
+	return tr
+}
 
-	// The profile: the one picked, else the one marked default, else the first.
-	if len(su.ProfileList) > 0 {
+// applyProfile applies the profile's kubespawner_override: the one picked, else the one marked
+// default, else the first.
+func (tr *kubespawnerTraits) applyProfile(profiles []Z2JHProfile, pick string) error {
+	if len(profiles) > 0 {
 		var prof *Z2JHProfile
-		for i := range su.ProfileList {
-			p := &su.ProfileList[i]
-			if (o.Profile != "" && p.Slug == o.Profile) || (o.Profile == "" && p.Default) {
+		for i := range profiles {
+			p := &profiles[i]
+			if (pick != "" && p.Slug == pick) || (pick == "" && p.Default) {
 				prof = p
 				break
 			}
 		}
-		if prof == nil && o.Profile == "" {
-			prof = &su.ProfileList[0]
+		if prof == nil && pick == "" {
+			prof = &profiles[0]
 		}
 		if prof == nil {
-			return nil, fmt.Errorf("no profile %q in singleuser.profileList", o.Profile)
+			return fmt.Errorf("no profile %q in singleuser.profileList", pick)
 		}
 		if err := tr.override(prof.KubespawnerOverride); err != nil {
-			return nil, fmt.Errorf("profile %s: %w", prof.Slug, err)
+			return fmt.Errorf("profile %s: %w", prof.Slug, err)
 		}
-	} else if o.Profile != "" {
-		return nil, fmt.Errorf("no profile %q: singleuser.profileList is empty", o.Profile)
+	} else if pick != "" {
+		return fmt.Errorf("no profile %q: singleuser.profileList is empty", pick)
 	}
+	return nil
+}
 
-	userServer := o.User
-	if o.ServerName != "" {
-		userServer += "--" + o.ServerName
-	}
-	labels := map[string]string{
+// notebookMeta is the pod's labels (z2jh's common labels, KubeSpawner's own, the extra ones)
+// and annotations.
+func notebookMeta(tr *kubespawnerTraits, o NotebookOptions) (labels, annotations map[string]string) {
+	labels = map[string]string{
 		// z2jh replaces KubeSpawner's common_labels with the chart's.
 		"app":                          "jupyterhub",
 		"app.kubernetes.io/name":       "jupyterhub",
@@ -360,7 +411,7 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		"hub.jupyter.org/servername":  o.ServerName,
 	}
 	maps.Copy(labels, tr.extraLabels)
-	annotations := map[string]string{
+	annotations = map[string]string{
 		"hub.jupyter.org/username":            o.User,
 		"hub.jupyter.org/kubespawner-version": KubeSpawnerVersion,
 		"hub.jupyter.org/jupyterhub-version":  JupyterHubVersion,
@@ -369,7 +420,12 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		annotations["hub.jupyter.org/servername"] = o.ServerName
 	}
 	maps.Copy(annotations, tr.extraAnnotations)
+	return labels, annotations
+}
 
+// notebookResources is the notebook container's resources and the environment KubeSpawner
+// sets, with the memory and CPU guarantees and limits it passes in both.
+func notebookResources(tr *kubespawnerTraits, o NotebookOptions) (corev1.ResourceRequirements, []corev1.EnvVar, error) {
 	var res corev1.ResourceRequirements
 	env := []corev1.EnvVar{
 		{Name: "JUPYTERHUB_USER", Value: o.User},
@@ -393,7 +449,7 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		}
 		b, err := parseBytes(m.spec)
 		if err != nil {
-			return nil, err
+			return res, nil, err
 		}
 		add(m.list, corev1.ResourceMemory, *resource.NewQuantity(b, resource.BinarySI))
 		env = append(env, corev1.EnvVar{Name: m.env, Value: strconv.FormatInt(b, 10)})
@@ -413,38 +469,18 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		for k, s := range *src {
 			q, err := resource.ParseQuantity(s)
 			if err != nil {
-				return nil, fmt.Errorf("extra resource %s %q: %w", k, s, err)
+				return res, nil, fmt.Errorf("extra resource %s %q: %w", k, s, err)
 			}
 			add(list, corev1.ResourceName(k), q)
 		}
 	}
 	slices.SortFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	return res, env, nil
+}
 
-	pod := &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "jupyter-" + userServer, Namespace: o.Namespace, Labels: labels, Annotations: annotations},
-		Spec: corev1.PodSpec{
-			SchedulerName:                tr.schedulerName,
-			PriorityClassName:            tr.priorityClassName,
-			RestartPolicy:                corev1.RestartPolicyOnFailure,
-			AutomountServiceAccountToken: ptr.To(false),
-			SecurityContext:              &corev1.PodSecurityContext{FSGroup: ptr.To[int64](100)},
-			Tolerations:                  tr.tolerations,
-			Containers: []corev1.Container{{
-				Name:            "notebook",
-				Image:           tr.image,
-				Args:            []string{"jupyterhub-singleuser"},
-				Ports:           []corev1.ContainerPort{{Name: "notebook-port", ContainerPort: 8888}},
-				Env:             env,
-				Resources:       res,
-				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000), AllowPrivilegeEscalation: ptr.To(false)},
-			}},
-		},
-	}
-	if len(tr.nodeSelector) > 0 {
-		pod.Spec.NodeSelector = tr.nodeSelector
-	}
-	switch purpose := sched.UserPods.NodeAffinity.MatchNodePurpose; purpose {
+// matchNodePurpose sets the node affinity of scheduling.userPods.nodeAffinity.matchNodePurpose.
+func matchNodePurpose(pod *corev1.Pod, v *Z2JHValues) error {
+	switch purpose := v.Scheduling.UserPods.NodeAffinity.MatchNodePurpose; purpose {
 	case "", "prefer", "require":
 		term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
 			Key: "hub.jupyter.org/node-purpose", Operator: corev1.NodeSelectorOpIn, Values: []string{"user"}}}}
@@ -457,10 +493,15 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 		}
 	case "ignore":
 	default:
-		return nil, fmt.Errorf("scheduling.userPods.nodeAffinity.matchNodePurpose %q", purpose)
+		return fmt.Errorf("scheduling.userPods.nodeAffinity.matchNodePurpose %q", purpose)
 	}
-	if ptr.Deref(su.CloudMetadata.BlockWithIptables, true) {
-		ip := su.CloudMetadata.IP
+	return nil
+}
+
+// addCloudMetadataBlock adds the init container that blocks the cloud metadata endpoint.
+func addCloudMetadataBlock(pod *corev1.Pod, v *Z2JHValues) {
+	if ptr.Deref(v.Singleuser.CloudMetadata.BlockWithIptables, true) {
+		ip := v.Singleuser.CloudMetadata.IP
 		if ip == "" {
 			ip = "169.254.169.254"
 		}
@@ -472,8 +513,12 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 				Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}},
 		})
 	}
-	if st := su.Storage.Type; (st == "" || st == "dynamic") && !o.NoHomeVolume {
-		home := su.Storage.HomeMountPath
+}
+
+// addHomeVolume mounts the home directory's claim (dynamic storage, z2jh's default).
+func addHomeVolume(pod *corev1.Pod, v *Z2JHValues, o NotebookOptions, userServer string) {
+	if st := v.Singleuser.Storage.Type; (st == "" || st == "dynamic") && !o.NoHomeVolume {
+		home := v.Singleuser.Storage.HomeMountPath
 		if home == "" {
 			home = "/home/jovyan"
 		}
@@ -481,7 +526,6 @@ func RenderNotebook(v *Z2JHValues, o NotebookOptions) (*corev1.Pod, error) {
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "claim-" + userServer}}}}
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "volume-" + userServer, MountPath: home}}
 	}
-	return pod, nil
 }
 
 // RenderHomeClaim renders the home directory's PersistentVolumeClaim that KubeSpawner creates

@@ -3,12 +3,18 @@
 #
 #   1. discovery through the real NVML, printed as JSON (what the agent would publish);
 #   2. MPS isolation of two tenants on GPU 0, as the agent's mps mode runs them: each its own
-#      control daemon (the agent's code), pipe directory and /dev/shm, with the memory limit N
-#      MiB set on the server side. A tenant's client allocates within N and fails past it, also
-#      when it sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT higher itself; the other tenant allocates on
-#      the same GPU; while one works, the other's /dev/shm shows none of its shared memory; and a
-#      tenant's process that bypasses its MPS server (another pipe directory) must not allocate
-#      past N either ("escape blocked"). Needs root (mount namespaces).
+#      control daemon (the agent's code), pipe directory (root's, sticky) and /dev/shm, the memory
+#      limit N MiB set on the server side, the share library (libfairway-share.so, loaded with
+#      LD_PRELOAD here where a pod has it in /etc/ld.so.preload), and an unprivileged user of
+#      its own. A tenant allocates within N and fails past it, with and without the library;
+#      every escape a pod can try must fail and is printed as "escape blocked" (an escape that
+#      works fails the check): no MPS (its pipe directory pointed elsewhere), the other tenant's
+#      pipe directory, a higher CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, CUDA_VISIBLE_DEVICES games,
+#      removing its control pipe, commands written to it (raising the limits, restarting its
+#      server), and no MPS without the library (what a static binary does). The tenant's
+#      cuMemGetInfo and nvidia-smi show N MiB as the total and its own use as used; the other
+#      tenant allocates on the same GPU afterwards, and, while one works, the other's /dev/shm
+#      shows none of its shared memory. Needs root (mount namespaces) and setpriv.
 #   3. Idle lending: an owner (a notebook) holds GPU memory and idles; the agent's own idleness
 #      code watches it (`fairway agent watch`); a loan takes the rest of the memory and works,
 #      which must not wake the owner; the owner starts working, the agent sees it, the loan is
@@ -17,9 +23,12 @@
 #      "lending: detect=X ms stop=Y ms owner-full-speed=Z ms".
 #
 # Usage: test/gpu/run.sh [BINDIR]
-#   BINDIR holds prebuilt fairway and cudaalloc (test/gpu/build.sh; default _output/gpu-check
+#   BINDIR holds prebuilt fairway, cudaalloc and libfairway-share.so (test/gpu/build.sh; default _output/gpu-check
 #   next to the repository, or the folder this script sits in). Without them, and with Go on
 #   the machine, they are built first (that can take minutes).
+#
+# FAIRWAY_GPU_CHECK_SECTIONS (default "mps,lending") picks sections 2 and 3 to run, to rerun one
+# alone; a section left out counts as not run (exit status 2 at best). Discovery always runs.
 #
 # Exit status: 0 every check ran and passed; 1 a check ran and failed; 2 nothing failed but
 # something could not run (each such check is printed as "SKIPPED: <what was missing>").
@@ -62,7 +71,8 @@ if [[ ! -x "$bin/fairway" || ! -x "$bin/cudaalloc" ]]; then
     echo "-- no prebuilt binaries in $bin; building with $(go version | cut -d' ' -f3)"
     bin=$work/bin
     if ! (cd "$root" && CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go build -o "$bin/fairway" ./cmd/fairway &&
-          CGO_ENABLED=1 go build -o "$bin/cudaalloc" ./test/gpu/cudaalloc); then
+          CGO_ENABLED=1 go build -o "$bin/cudaalloc" ./test/gpu/cudaalloc &&
+          gcc -O2 -Wall -shared -fPIC -fvisibility=hidden -o "$bin/libfairway-share.so" gpu-agent/shim/lib/share.c -ldl -lpthread); then
       fail "building the check's binaries"
       finish
     fi
@@ -103,8 +113,12 @@ fi
 
 # 2. Two tenants on one GPU, as the agent's mps mode runs them (docs/isolation.md): each its own
 # MPS control daemon, pipe directory and /dev/shm (the daemon in a mount namespace of its own),
-# only GPU 0 visible, and the memory limit set on the server side.
+# only GPU 0 visible, the memory limit set on the server side, and the share library
+# (libfairway-share.so) in its processes. Each tenant runs as an unprivileged user of its own,
+# as a pod under Pod Security `restricted` does, and tries every escape a pod can; each must fail.
 echo "-- 2. MPS: two tenants on GPU 0 (server-side limit ${N} MiB each: ${WITHIN} MiB must fit, ${OVER} MiB must not)"
+TENANT_UID_a=${FAIRWAY_GPU_CHECK_UID_A:-61001}
+TENANT_UID_b=${FAIRWAY_GPU_CHECK_UID_B:-61002}
 mps_check() {
   if ! command -v nvidia-cuda-mps-control >/dev/null; then
     skip "MPS isolation: nvidia-cuda-mps-control not found in PATH (soft mode only on this machine)"
@@ -112,6 +126,10 @@ mps_check() {
   fi
   if (( ${FAIRWAY_GPU_CHECK_EUID:-$EUID} != 0 )); then
     skip "MPS isolation: needs root (each tenant's daemon runs in a mount namespace of its own with its /dev/shm)"
+    return
+  fi
+  if ! command -v setpriv >/dev/null; then
+    skip "MPS isolation: needs setpriv (util-linux) to run each tenant as an unprivileged user"
     return
   fi
   local probe
@@ -122,10 +140,33 @@ mps_check() {
   local gpu
   gpu=$(sed -n 's/.*"uuid": "\(GPU-[^"]*\)".*/\1/p' "$work/discovery.json" 2>/dev/null | head -1)
   gpu=${gpu:-0}
+  # What a tenant runs must be reachable by its user: a copy outside the (maybe private) build
+  # folder, in a work folder others may cross but not list.
+  chmod 711 "$work"
+  local tbin=$work/tenant-bin shim=""
+  mkdir -p "$tbin" && cp "$bin/cudaalloc" "$tbin/" && chmod 755 "$tbin" "$tbin/cudaalloc"
+  if [[ -f "$bin/libfairway-share.so" ]]; then
+    cp "$bin/libfairway-share.so" "$tbin/" && chmod 644 "$tbin/libfairway-share.so"
+    shim=$tbin/libfairway-share.so
+  else
+    skip "the share library: no libfairway-share.so in $bin (test/gpu/build.sh builds it); the tenants run without it and its checks do not run"
+  fi
   local -A pids=()
-  local t i
+  local t i uid
   for t in a b; do
-    mkdir -p "$work/$t/pipe" "$work/$t/shm" "$work/$t/log" && chmod 700 "$work/$t"/*
+    uid=TENANT_UID_$t
+    uid=${!uid}
+    # As the agent's CSI driver lays them out (gpu-agent/mpsvolume): the pipe directory root's
+    # and sticky, so the pod's processes and its server may create entries but none may remove
+    # or replace the daemon's control pipe; the log and shared-memory directories the pod
+    # user's alone.
+    mkdir -p "$work/$t/pipe" "$work/$t/shm" "$work/$t/log" "$work/$t/empty"
+    chmod 711 "$work/$t"
+    chmod 1777 "$work/$t/pipe"
+    chown "$uid:$uid" "$work/$t/shm" "$work/$t/log" "$work/$t/empty" && chmod 700 "$work/$t/shm" "$work/$t/log" "$work/$t/empty"
+    # The share's config, as the device plugin mounts it (gpu-agent/shim: share.conf).
+    printf 'memory_limit_bytes=%d\nmps_pipe_directory=%s\nvisible_devices=%s\n' $((N << 20)) "$work/$t/pipe" "$gpu" >"$work/$t/share.conf"
+    chmod 644 "$work/$t/share.conf"
     "$bin/fairway" agent mps --mps-pipe-directory "$work/$t/pipe" --mps-log-directory "$work/$t/log" \
       --shared-memory-directory "$work/$t/shm" --device "$gpu" --memory-limit-mib "$N" >"$work/mps-$t.out" 2>&1 &
     pids[$t]=$!
@@ -144,57 +185,127 @@ mps_check() {
   done
   pass "each tenant's MPS control daemon started by the agent's code (own pipe directory and /dev/shm, GPU $gpu, limit ${N} MiB)"
 
-  client() { # client TENANT MIB [ENV...] -> exit status of cudaalloc, run as the tenant's pod would
+  # tenant T [VAR=VALUE...] -- CMD...: CMD as tenant T's pod runs it: its user, its /dev/shm,
+  # its pipe directory and the share library; the VAR=VALUEs are the tenant's own environment,
+  # set after (and so over) the pod's.
+  tenant() {
+    local t=$1 uid=TENANT_UID_$1; shift
+    local -a envs=()
+    while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    env CUDA_MPS_PIPE_DIRECTORY="$work/$t/pipe" ${shim:+LD_PRELOAD="$shim" FAIRWAY_SHARE_CONFIG="$work/$t/share.conf"} "${envs[@]}" \
+      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/$t/shm" -- \
+      setpriv --reuid="${!uid}" --regid="${!uid}" --clear-groups -- "$@"
+  }
+  # alloc T MIB [VAR=VALUE...] -> exit status of cudaalloc in tenant T, output indented
+  alloc() {
     local t=$1 mib=$2; shift 2
-    env CUDA_MPS_PIPE_DIRECTORY="$work/$t/pipe" CUDA_MPS_LOG_DIRECTORY="$work/$t/log" "$@" \
-      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/$t/shm" -- "$bin/cudaalloc" -mib "$mib" 2>&1 | sed 's/^/   /'
+    tenant "$t" "$@" -- "$tbin/cudaalloc" -mib "$mib" 2>&1 | sed 's/^/   /'
     return "${PIPESTATUS[0]}"
   }
-  local rc gpumib
+  # escape WHAT [VAR=VALUE...]: tenant a tries to allocate OVER MiB that way; it must fail.
+  escape() {
+    local what=$1 rc; shift
+    alloc a "$OVER" "$@"; rc=$?
+    case $rc in
+      0) fail "escape NOT blocked: $what: tenant a allocated ${OVER} MiB past its ${N} MiB share" ;;
+      3) pass "escape blocked: $what: tenant a cannot allocate ${OVER} MiB past its ${N} MiB share (CUDA_ERROR_OUT_OF_MEMORY)" ;;
+      *) pass "escape blocked: $what: tenant a gets no GPU to allocate on (status $rc)" ;;
+    esac
+  }
+  local rc gpumib out
   # The GPU has room for more than the share (NVML's total, from discovery): a refusal below is
   # the limit's, not the GPU's.
   gpumib=$(sed -n 's/.*"memoryMiB": \([0-9]*\).*/\1/p' "$work/discovery.json" 2>/dev/null | head -1)
   if (( ${gpumib:-0} <= OVER )); then
     fail "GPU 0 has ${gpumib:-no} MiB (NVML), not more than ${OVER} MiB: the limit checks below would prove nothing"
   else
-    # An escape, tried as the tenant's pod can: a process that does not use its MPS server
-    # (CUDA_MPS_PIPE_DIRECTORY pointed at an empty directory) opens a plain CUDA context on the
-    # GPU and allocates past the share. It must fail.
-    mkdir -p "$work/a/bypass"
-    env CUDA_MPS_PIPE_DIRECTORY="$work/a/bypass" CUDA_MPS_LOG_DIRECTORY="$work/a/log" \
-      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/a/shm" -- "$bin/cudaalloc" -mib "$OVER" 2>&1 | sed 's/^/   /'
-    rc=${PIPESTATUS[0]}
-    case $rc in
-      0) fail "escape NOT blocked: tenant a's process that bypasses MPS (its own CUDA_MPS_PIPE_DIRECTORY) allocated ${OVER} MiB past its ${N} MiB share on a GPU of ${gpumib} MiB: the limit holds only for clients that use MPS (issue 35)" ;;
-      3) pass "escape blocked: tenant a's process that bypasses MPS cannot allocate ${OVER} MiB past its share (CUDA_ERROR_OUT_OF_MEMORY)" ;;
-      *) pass "escape blocked: tenant a's process that bypasses MPS gets no GPU to allocate on (status $rc)" ;;
-    esac
-    client a "$WITHIN"; rc=$?
+    alloc a "$WITHIN"; rc=$?
     if ((rc == 0)); then pass "tenant a's client allocates ${WITHIN} MiB within its ${N} MiB limit"; else fail "tenant a's client could not allocate ${WITHIN} MiB (status $rc)"; fi
-    client a "$OVER"; rc=$?
+    alloc a "$OVER" LD_PRELOAD=; rc=$?
     case $rc in
-      3) pass "tenant a's client cannot allocate ${OVER} MiB past its server's ${N} MiB limit (CUDA_ERROR_OUT_OF_MEMORY)" ;;
+      3) pass "tenant a's client without the share library cannot allocate ${OVER} MiB past its server's ${N} MiB limit (CUDA_ERROR_OUT_OF_MEMORY): the server-side limit holds by itself" ;;
       0) fail "tenant a's client allocated ${OVER} MiB past its server's ${N} MiB limit: the server-side limit is NOT enforced" ;;
-      *) fail "tenant a's client failed to allocate ${OVER} MiB, but not with out-of-memory (status $rc)" ;;
+      *) fail "tenant a's client without the share library failed to allocate ${OVER} MiB, but not with out-of-memory (status $rc)" ;;
     esac
-    client a "$OVER" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=64G"; rc=$?
-    case $rc in
-      3) pass "tenant a's client cannot raise its limit with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=64G" ;;
-      0) fail "tenant a's client raised its limit with its own environment: the limit is advisory" ;;
-      *) fail "tenant a's client with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=64G failed, but not with out-of-memory (status $rc)" ;;
-    esac
-    client b "$WITHIN"; rc=$?
-    if ((rc == 0)); then pass "tenant b's client allocates ${WITHIN} MiB on the same GPU"; else fail "tenant b's client could not allocate ${WITHIN} MiB (status $rc)"; fi
+
+    # Escapes, tried as tenant a's pod can.
+    escape "no MPS (CUDA_MPS_PIPE_DIRECTORY at an empty directory)" CUDA_MPS_PIPE_DIRECTORY="$work/a/empty"
+    escape "another pipe directory (tenant b's)" CUDA_MPS_PIPE_DIRECTORY="$work/b/pipe"
+    escape "a higher CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (0=64G)" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=64G
+    escape "CUDA_VISIBLE_DEVICES=1" CUDA_VISIBLE_DEVICES=1
+    escape "CUDA_VISIBLE_DEVICES=0,1" CUDA_VISIBLE_DEVICES=0,1
+    # Writing to the control pipe: replace it (then a daemon of the tenant's own could serve
+    # the directory), and send the daemon commands that would raise the limit of the next
+    # server and of the running one, and shut that one down so that a new one starts.
+    tenant a -- rm -f "$work/a/pipe/control" 2>&1 | sed 's/^/   /'
+    if [[ ! -e "$work/a/pipe/control" ]]; then
+      fail "escape NOT blocked: tenant a removed its control pipe (it could serve the pipe directory with a daemon of its own)"
+    else
+      pass "escape blocked: tenant a cannot remove or replace its control pipe"
+    fi
+    out=$(printf 'set_default_device_pinned_mem_limit %s 64G\nset_default_device_pinned_mem_limit 0 64G\n' "$gpu" |
+      tenant a -- nvidia-cuda-mps-control 2>&1)
+    echo "$out" | sed 's/^/   control (as tenant a): /'
+    local servers s
+    servers=$(echo get_server_list | tenant a -- nvidia-cuda-mps-control 2>/dev/null | grep -E '^[0-9]+$')
+    for s in $servers; do
+      printf 'set_device_pinned_mem_limit %s %s 64G\nshutdown_server %s -f\n' "$s" "$gpu" "$s" |
+        tenant a -- nvidia-cuda-mps-control 2>&1 | sed 's/^/   control (as tenant a): /'
+    done
+    escape "commands written to the control pipe (set_default_device_pinned_mem_limit 64G, set_device_pinned_mem_limit 64G, shutdown_server)"
+    escape "the same, without the share library" LD_PRELOAD=
+    # What no library can stop: a process that does not load it (a static binary, a loader
+    # that ignores /etc/ld.so.preload) and does not use MPS opens a plain context on the GPU.
+    escape "no MPS and no share library (as a static binary would)" LD_PRELOAD= CUDA_MPS_PIPE_DIRECTORY="$work/a/empty"
+
+    # What the tenant sees: the share as its GPU, its own use as used.
+    if [[ -n "$shim" ]]; then
+      tenant a -- "$tbin/cudaalloc" -mib "$WITHIN" -work 4s >"$work/a-hold.out" 2>&1 &
+      local holder=$! seen=""
+      for ((i = 0; i < 100; i++)); do
+        grep -q '^cudaalloc: work started' "$work/a-hold.out" && break
+        kill -0 "$holder" 2>/dev/null || break
+        sleep 0.1
+      done
+      seen=$(sed -n 's/^cudaalloc: device 0 reports \([0-9]*\) MiB free of \([0-9]*\) MiB$/\2/p' "$work/a-hold.out")
+      if [[ "$seen" == "$N" ]]; then
+        pass "tenant a's cuMemGetInfo (cudaMemGetInfo) shows its ${N} MiB share as the total"
+      else
+        fail "tenant a's cuMemGetInfo shows ${seen:-nothing} MiB as the total, not its ${N} MiB share: $(head -3 "$work/a-hold.out")"
+      fi
+      if command -v nvidia-smi >/dev/null; then
+        local smi smi_b
+        smi=$(tenant a -- nvidia-smi --query-gpu=memory.total,memory.used --format=csv,noheader,nounits 2>&1 | head -1 | tr -d ' ')
+        smi_b=$(tenant b -- nvidia-smi --query-gpu=memory.total,memory.used --format=csv,noheader,nounits 2>&1 | head -1 | tr -d ' ')
+        if [[ "$smi" == "$N,$WITHIN" ]]; then
+          pass "tenant a's nvidia-smi shows its share: ${N} MiB total, ${WITHIN} MiB used (its own)"
+        else
+          fail "tenant a's nvidia-smi shows total,used = ${smi:-nothing} MiB, not ${N},${WITHIN}"
+        fi
+        if [[ "$smi_b" == "$N,0" ]]; then
+          pass "tenant b's nvidia-smi shows its share and none of tenant a's use: ${N} MiB total, 0 used"
+        else
+          fail "tenant b's nvidia-smi shows total,used = ${smi_b:-nothing} MiB, not ${N},0"
+        fi
+      else
+        skip "nvidia-smi as a tenant: no nvidia-smi here"
+      fi
+      wait "$holder"
+    fi
+
+    # The co-tenant is unaffected by all of the above.
+    alloc b "$WITHIN"; rc=$?
+    if ((rc == 0)); then pass "tenant b's client allocates ${WITHIN} MiB on the same GPU after tenant a's attempts"; else fail "tenant b's client could not allocate ${WITHIN} MiB (status $rc)"; fi
     # Shared memory: while tenant a's client works, b's /dev/shm holds nothing of a's.
-    env CUDA_MPS_PIPE_DIRECTORY="$work/a/pipe" CUDA_MPS_LOG_DIRECTORY="$work/a/log" \
-      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/a/shm" -- "$bin/cudaalloc" -mib "$WITHIN" -work 3s >"$work/a-work.out" 2>&1 &
+    tenant a -- "$tbin/cudaalloc" -mib "$WITHIN" -work 3s >"$work/a-work.out" 2>&1 &
     local worker=$! seen_a="" seen_b=""
     for ((i = 0; i < 30; i++)); do
-      seen_a=$(ls -A "$work/a/shm" 2>/dev/null | tr '\n' ' ')
+      seen_a=$(ls -A "$work/a/shm" 2>/dev/null | grep -v '^\.fairway-share\.state$' | tr '\n' ' ')
       [[ -n "$seen_a" ]] && break
       sleep 0.1
     done
-    seen_b=$("$bin/fairway" agent mps-exec --shared-memory-directory "$work/b/shm" -- ls -A /dev/shm 2>&1 | tr '\n' ' ')
+    seen_b=$(tenant b -- ls -A /dev/shm 2>&1 | tr '\n' ' ')
     wait "$worker"
     local leaked=""
     for f in $seen_a; do [[ " $seen_b " == *" $f "* ]] && leaked+="$f "; done
@@ -223,7 +334,8 @@ mps_check() {
     done
   fi
 }
-mps_check
+selected() { [[ ",${FAIRWAY_GPU_CHECK_SECTIONS:-mps,lending}," == *",$1,"* ]]; }
+if selected mps; then mps_check; else skip "MPS isolation: not selected (FAIRWAY_GPU_CHECK_SECTIONS)"; fi
 
 # 3. Idle lending.
 OWNER_MIB=2048      # what the idle owner holds (and works on once awake)
@@ -373,5 +485,5 @@ lending_check() {
   echo "lending: detect=${detect} ms stop=${stop} ms owner-full-speed=${full} ms"
   pass "idle lending: the agent saw the owner's work, the loan was stopped and the owner ran at full speed ${full} ms after it woke"
 }
-lending_check
+if selected lending; then lending_check; else skip "idle lending: not selected (FAIRWAY_GPU_CHECK_SECTIONS)"; fi
 finish

@@ -41,7 +41,6 @@ case "$1 $2" in
   FAKE_SHM=$2
   export FAKE_SHM
   shift 3
-  if [ "$1" = ls ]; then exec ls -A "$FAKE_SHM"; fi
   exec "$@"
   ;;
 "agent watch")
@@ -66,6 +65,19 @@ if [ "$1" = "-probe" ]; then
   [ -n "$FAKE_NO_DRIVER" ] && { echo "cudaalloc: cannot load libcuda.so.1: not found"; exit 5; }
   exit 0
 fi
+# The share library, when preloaded with its config: its limit, and its MPS pipe directory put
+# back (a missing control pipe: no device). FAKE_SHIM_BROKEN: loaded but doing nothing.
+shim_limit=
+case "$LD_PRELOAD" in
+*libfairway-share.so*)
+  if [ -r "$FAIRWAY_SHARE_CONFIG" ] && [ -z "$FAKE_SHIM_BROKEN" ]; then
+    shim_limit=$(( $(sed -n 's/^memory_limit_bytes=//p' "$FAIRWAY_SHARE_CONFIG") >> 20 ))
+    CUDA_MPS_PIPE_DIRECTORY=$(sed -n 's/^mps_pipe_directory=//p' "$FAIRWAY_SHARE_CONFIG")
+    [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || { echo "cudaalloc: cuInit: CUDA_ERROR_NO_DEVICE"; exit 4; }
+  fi
+  ;;
+esac
+report() { echo "cudaalloc: device 0 reports $1 MiB free of $1 MiB"; }
 rates() { # rates N: N windows of 50 ms
   i=0
   while [ $i -lt $1 ]; do
@@ -99,12 +111,17 @@ case "$*" in
   exit 0
   ;;
 *-work*)
+  report "${shim_limit:-144384}"
   echo "cudaalloc: holding $2 MiB"
+  # The share library's state in the tenant's /dev/shm: what the fake nvidia-smi reports.
+  [ -n "$shim_limit" ] && [ -n "$FAKE_SHM" ] && echo "$2" >"$FAKE_SHM/.fairway-share.state"
   [ -n "$FAKE_SHM" ] && touch "$FAKE_SHM/cuda.shm.$$"
   [ -n "$FAKE_SHM_LEAKS" ] && [ -n "$FAKE_SHM" ] && touch "$FAKE_SHM/../../b/shm/cuda.shm.$$"
   echo "cudaalloc: work started $(date +%s%6N)"
+  [ -n "$shim_limit" ] && sleep 2 # a tenant's holder: long enough for the script to look at it
   rates 3
   echo "cudaalloc: work done: 3 windows, median 100.0 passes/s"
+  [ -n "$FAKE_SHM" ] && rm -f "$FAKE_SHM/.fairway-share.state"
   exit 0
   ;;
 esac
@@ -115,10 +132,59 @@ limit=$(cat "$CUDA_MPS_PIPE_DIRECTORY/limit" 2>/dev/null)
 if [ -n "$FAKE_SHM" ] && [ -z "$limit" ] && [ -z "$FAKE_BYPASS_ESCAPES" ]; then
   echo "cudaalloc: cuInit: CUDA_ERROR_NO_DEVICE"; exit 4
 fi
+report "${shim_limit:-144384}"
+if [ -n "$shim_limit" ] && [ "$mib" -gt "$shim_limit" ]; then
+  echo "cudaalloc: allocating $mib MiB: CUDA_ERROR_OUT_OF_MEMORY"; exit 3
+fi
 if [ -n "$limit" ] && [ -z "$FAKE_NOT_ENFORCED" ] && [ "$mib" -gt "$limit" ]; then
   echo "cudaalloc: allocating $mib MiB: CUDA_ERROR_OUT_OF_MEMORY"; exit 3
 fi
 echo "cudaalloc: allocated $mib MiB"
+`
+)
+
+// Fakes of the tenant side: setpriv runs the command as the tenant (its user only in name: the
+// test may not be root), refusing to remove a root-owned file from a sticky directory unless
+// FAKE_CONTROL_REMOVABLE, and listing the tenant's /dev/shm (FAKE_SHM) for ls. The MPS control
+// client takes a tenant's limit commands only with FAKE_CONTROL_WRITABLE (then its pipe
+// directory's limit becomes 64 GiB). nvidia-smi shows the share library's view when it is
+// preloaded (unless FAKE_SMI_WHOLE): the share's total and what the tenant's holder holds.
+const (
+	fakeSetpriv = `#!/bin/sh
+while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+shift
+case "$1" in
+ls) exec ls -A "$FAKE_SHM" ;;
+rm)
+  if [ -z "$FAKE_CONTROL_REMOVABLE" ]; then echo "rm: cannot remove '$3': Operation not permitted"; exit 1; fi
+  exec "$@"
+  ;;
+esac
+exec "$@"
+`
+	fakeMPSControl = `#!/bin/sh
+while read -r cmd args; do
+  case "$cmd" in
+  get_server_list) echo 4242 ;;
+  set_default_device_pinned_mem_limit|set_device_pinned_mem_limit)
+    if [ -n "$FAKE_CONTROL_WRITABLE" ]; then echo 65536 >"$CUDA_MPS_PIPE_DIRECTORY/limit"; else echo "$cmd: permission denied"; fi ;;
+  *) echo "$cmd: permission denied" ;;
+  esac
+done
+exit 0
+`
+	fakeNvidiaSMI = `#!/bin/sh
+[ "$1" = -L ] && { echo "GPU 0: NVIDIA H200 (UUID: GPU-0000)"; exit 0; }
+case "$LD_PRELOAD" in
+*libfairway-share.so*)
+  if [ -z "$FAKE_SMI_WHOLE" ] && [ -r "$FAIRWAY_SHARE_CONFIG" ]; then
+    used=$(cat "$FAKE_SHM/.fairway-share.state" 2>/dev/null || echo 0)
+    echo "$(( $(sed -n 's/^memory_limit_bytes=//p' "$FAIRWAY_SHARE_CONFIG") >> 20 )), $used"
+    exit 0
+  fi
+  ;;
+esac
+echo "144384, 0"
 `
 )
 
@@ -139,40 +205,82 @@ func TestRunScript(t *testing.T) {
 	}
 	cases := map[string]struct {
 		binaries bool
+		noShim   bool
 		mps      bool
 		env      []string
 		wantExit int
 		want     []string
+		wantNot  []string
 	}{
 		"everything passes": {
 			binaries: true, mps: true, wantExit: 0,
-			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: escape blocked: tenant a's process that bypasses MPS gets no GPU", "PASS: tenant a's client allocates 1024 MiB within its 2048 MiB limit",
-				"PASS: tenant a's client cannot allocate 2560 MiB past its server's 2048 MiB limit", "PASS: tenant a's client cannot raise its limit",
-				"PASS: tenant b's client allocates 1024 MiB", "PASS: tenant b's /dev/shm holds nothing of tenant a's (a's: cuda.shm.",
+			want: []string{"PASS: discovery: 1 GPU(s)", "PASS: tenant a's client allocates 1024 MiB within its 2048 MiB limit",
+				"PASS: tenant a's client without the share library cannot allocate 2560 MiB past its server's 2048 MiB limit (CUDA_ERROR_OUT_OF_MEMORY)",
+				"PASS: escape blocked: no MPS (CUDA_MPS_PIPE_DIRECTORY at an empty directory): tenant a cannot allocate 2560 MiB past its 2048 MiB share",
+				"PASS: escape blocked: another pipe directory (tenant b's): tenant a cannot allocate 2560 MiB",
+				"PASS: escape blocked: a higher CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (0=64G): tenant a cannot allocate 2560 MiB",
+				"PASS: escape blocked: CUDA_VISIBLE_DEVICES=1: ", "PASS: escape blocked: CUDA_VISIBLE_DEVICES=0,1: ",
+				"PASS: escape blocked: tenant a cannot remove or replace its control pipe",
+				"control (as tenant a): set_default_device_pinned_mem_limit: permission denied",
+				"PASS: escape blocked: commands written to the control pipe (set_default_device_pinned_mem_limit 64G, set_device_pinned_mem_limit 64G, shutdown_server): tenant a cannot allocate 2560 MiB",
+				"PASS: escape blocked: the same, without the share library: tenant a cannot allocate 2560 MiB",
+				"PASS: escape blocked: no MPS and no share library (as a static binary would): tenant a gets no GPU to allocate on (status 4)",
+				"PASS: tenant a's cuMemGetInfo (cudaMemGetInfo) shows its 2048 MiB share as the total",
+				"PASS: tenant a's nvidia-smi shows its share: 2048 MiB total, 1024 MiB used (its own)",
+				"PASS: tenant b's nvidia-smi shows its share and none of tenant a's use: 2048 MiB total, 0 used",
+				"PASS: tenant b's client allocates 1024 MiB on the same GPU after tenant a's attempts", "PASS: tenant b's /dev/shm holds nothing of tenant a's (a's: cuda.shm.",
 				"PASS: both MPS control daemons stopped",
 				"owner alone: 100.0 passes/s", "PASS: idle lending: the loan's work and memory do not wake the idle owner",
 				"the agent saw GPUUtilization; the loan stopped on SIGTERM", "the owner's slowest window ran at 50% of its solo speed", "lending: detect=", " stop=", " owner-full-speed=",
 				"PASS: idle lending: the agent saw the owner's work", "RESULT: PASSED"},
+			wantNot: []string{"FAIL", "SKIPPED", "NOT blocked"},
 		},
 		"a loan that wakes the owner fails": {
-			binaries: true, mps: true, env: []string{"FAKE_WATCH_WAKES_EARLY=1"}, wantExit: 1,
+			binaries: true, mps: true, env: []string{"FAKE_WATCH_WAKES_EARLY=1", "FAIRWAY_GPU_CHECK_SECTIONS=lending"}, wantExit: 1,
 			want: []string{"FAIL: idle lending: the owner was taken for active while only the loan worked", "RESULT: FAILED"},
 		},
 		"an owner never back at full speed fails": {
-			binaries: true, mps: true, env: []string{"FAKE_OWNER_SLOW=1"}, wantExit: 1,
+			binaries: true, mps: true, env: []string{"FAKE_OWNER_SLOW=1", "FAIRWAY_GPU_CHECK_SECTIONS=lending"}, wantExit: 1,
 			want: []string{"owner-full-speed=never", "FAIL: idle lending: the owner did not get back to 90% of its solo throughput", "RESULT: FAILED"},
 		},
-		"an escape by bypassing MPS fails": {
-			binaries: true, mps: true, env: []string{"FAKE_BYPASS_ESCAPES=1"}, wantExit: 1,
-			want: []string{"FAIL: escape NOT blocked: tenant a's process that bypasses MPS (its own CUDA_MPS_PIPE_DIRECTORY) allocated 2560 MiB past its 2048 MiB share", "RESULT: FAILED"},
+		// Today's mps mode on a real GPU: the pod has the device node, so a process that neither
+		// uses MPS nor loads the share library opens a plain context.
+		"an escape by bypassing MPS and the library fails": {
+			binaries: true, mps: true, env: []string{"FAKE_BYPASS_ESCAPES=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
+			want: []string{"PASS: escape blocked: no MPS (CUDA_MPS_PIPE_DIRECTORY at an empty directory)",
+				"FAIL: escape NOT blocked: no MPS and no share library (as a static binary would): tenant a allocated 2560 MiB past its 2048 MiB share", "RESULT: FAILED"},
+		},
+		"a control pipe that takes a tenant's limits fails": {
+			binaries: true, mps: true, env: []string{"FAKE_CONTROL_WRITABLE=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
+			want: []string{"FAIL: escape NOT blocked: the same, without the share library: tenant a allocated 2560 MiB past its 2048 MiB share", "RESULT: FAILED"},
+		},
+		"a control pipe the tenant can remove fails": {
+			binaries: true, mps: true, env: []string{"FAKE_CONTROL_REMOVABLE=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
+			want: []string{"FAIL: escape NOT blocked: tenant a removed its control pipe", "RESULT: FAILED"},
+		},
+		"nvidia-smi showing the whole GPU fails": {
+			binaries: true, mps: true, env: []string{"FAKE_SMI_WHOLE=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
+			want: []string{"FAIL: tenant a's nvidia-smi shows total,used = 144384,0 MiB, not 2048,1024", "FAIL: tenant b's nvidia-smi shows total,used = 144384,0 MiB, not 2048,0", "RESULT: FAILED"},
+		},
+		"a share library that limits nothing fails": {
+			binaries: true, mps: true, env: []string{"FAKE_SHIM_BROKEN=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
+			want: []string{"FAIL: tenant a's cuMemGetInfo shows 144384 MiB as the total, not its 2048 MiB share", "RESULT: FAILED"},
+		},
+		"no share library is skipped, not passed": {
+			binaries: true, mps: true, noShim: true, env: []string{"FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 2,
+			want: []string{"SKIPPED: the share library: no libfairway-share.so", "PASS: escape blocked: a higher CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "RESULT: INCOMPLETE"},
+		},
+		"a section left out is not a pass": {
+			binaries: true, mps: true, env: []string{"FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 2,
+			want: []string{"PASS: escape blocked: no MPS and no share library", "SKIPPED: idle lending: not selected (FAIRWAY_GPU_CHECK_SECTIONS)", "RESULT: INCOMPLETE"},
 		},
 		"limit not enforced fails": {
-			binaries: true, mps: true, env: []string{"FAKE_NOT_ENFORCED=1"}, wantExit: 1,
+			binaries: true, mps: true, env: []string{"FAKE_NOT_ENFORCED=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
 			want: []string{"FAIL: tenant a's client allocated 2560 MiB past its server's 2048 MiB limit: the server-side limit is NOT enforced",
-				"FAIL: tenant a's client raised its limit with its own environment", "RESULT: FAILED"},
+				"FAIL: escape NOT blocked: the same, without the share library", "RESULT: FAILED"},
 		},
 		"shared memory seen by the other tenant fails": {
-			binaries: true, mps: true, env: []string{"FAKE_SHM_LEAKS=1"}, wantExit: 1,
+			binaries: true, mps: true, env: []string{"FAKE_SHM_LEAKS=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
 			want: []string{"FAIL: tenant b's /dev/shm shows tenant a's shared memory: cuda.shm.", "RESULT: FAILED"},
 		},
 		"not root is skipped, not passed": {
@@ -189,32 +297,64 @@ func TestRunScript(t *testing.T) {
 			want:     []string{"SKIPPED: everything: no fairway/cudaalloc", "RESULT: INCOMPLETE"},
 		},
 	}
+	// The cases run side by side, five at a time (most of a case is the script's sleeps, and
+	// -parallel would cap them at the CPU count); each has a folder of its own.
+	type result struct {
+		out  []byte
+		exit int
+	}
+	results := map[string]chan result{}
+	slots := make(chan struct{}, 5)
 	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			bin, path := filepath.Join(dir, "bin"), filepath.Join(dir, "path")
-			for _, d := range []string{bin, path} {
-				if err := os.Mkdir(d, 0o755); err != nil {
-					t.Fatal(err)
+		dir := t.TempDir()
+		bin, path := filepath.Join(dir, "bin"), filepath.Join(dir, "path")
+		for _, d := range []string{bin, path} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.binaries {
+			write(t, filepath.Join(bin, "fairway"), fakeFairway)
+			write(t, filepath.Join(bin, "cudaalloc"), fakeCudaalloc)
+			if !tc.noShim {
+				// A real, empty shared object (the loader preloads it): the fakes model what
+				// the library does from its name in LD_PRELOAD.
+				if out, err := exec.Command("gcc", "-shared", "-x", "c", "/dev/null", "-o", filepath.Join(bin, "libfairway-share.so")).CombinedOutput(); err != nil {
+					t.Fatalf("gcc: %v\n%s", err, out)
 				}
 			}
-			if tc.binaries {
-				write(t, filepath.Join(bin, "fairway"), fakeFairway)
-				write(t, filepath.Join(bin, "cudaalloc"), fakeCudaalloc)
-			}
-			if tc.mps {
-				write(t, filepath.Join(path, "nvidia-cuda-mps-control"), "#!/bin/sh\nexit 0\n")
-			}
-			cmd := exec.Command("bash", script, bin)
-			// No Go, no NVIDIA tools: only the fakes and the base system.
-			cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_EUID=0"}, tc.env...)
+		}
+		if tc.mps {
+			write(t, filepath.Join(path, "nvidia-cuda-mps-control"), fakeMPSControl)
+			write(t, filepath.Join(path, "setpriv"), fakeSetpriv)
+			write(t, filepath.Join(path, "nvidia-smi"), fakeNvidiaSMI)
+		}
+		cmd := exec.Command("bash", script, bin)
+		// No Go, no NVIDIA tools: only the fakes and the base system.
+		cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_EUID=0"}, tc.env...)
+		done := make(chan result, 1)
+		results[name] = done
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			out, _ := cmd.CombinedOutput()
-			if got := cmd.ProcessState.ExitCode(); got != tc.wantExit {
-				t.Errorf("exit %d, want %d; output:\n%s", got, tc.wantExit, out)
+			done <- result{out: out, exit: cmd.ProcessState.ExitCode()}
+		}()
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := <-results[name]
+			if r.exit != tc.wantExit {
+				t.Errorf("exit %d, want %d; output:\n%s", r.exit, tc.wantExit, r.out)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
+				if !strings.Contains(string(r.out), w) {
+					t.Errorf("output lacks %q:\n%s", w, r.out)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(string(r.out), w) {
+					t.Errorf("output has %q:\n%s", w, r.out)
 				}
 			}
 		})

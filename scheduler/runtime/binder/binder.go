@@ -92,8 +92,12 @@ type Options struct {
 	// ClaimConflict is the last check of a DRA allocation before it is written (claims.go);
 	// none when nil.
 	ClaimConflict ClaimConflict
-	Observer      Observer
-	Log           logr.Logger
+	// Settle is how long after a binding's last attempt failed with a transient error (its
+	// answer lost or late) the binder looks whether the API server applied it anyway; at least
+	// the writes' server-side deadline (--write-timeout). DefaultSettle when 0.
+	Settle   time.Duration
+	Observer Observer
+	Log      logr.Logger
 }
 
 // The default sizes of the worker pools.
@@ -101,6 +105,9 @@ const (
 	DefaultWorkers       = 32
 	DefaultSharedWorkers = 64
 )
+
+// DefaultSettle is Options.Settle's default: the scheduler's default --write-timeout.
+const DefaultSettle = 5 * time.Second
 
 // DefaultBackoff is the binder's retry of one API call: podqueue.CallBackoff, the evictor's too.
 var DefaultBackoff = podqueue.CallBackoff
@@ -125,6 +132,9 @@ func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Bin
 	}
 	if opts.Backoff.Steps == 0 {
 		opts.Backoff = DefaultBackoff
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = DefaultSettle
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
@@ -268,9 +278,41 @@ func (b *Binder) bindPodAt(ctx context.Context, r *Request, rv string) error {
 		}
 		return &failure{ReasonConflict, err}
 	case Transient(err):
+		// The last attempt's answer was lost or came late, and the API server may have applied
+		// it all the same (a write past its deadline can still commit in etcd). Forgetting the
+		// placement now would give the pod's GPUs to another pod while it holds them: look
+		// once the write can no longer land.
+		if b.boundAfterSettling(ctx, r) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return &failure{ReasonCanceled, ctx.Err()}
+		}
 		return &failure{ReasonRetries, fmt.Errorf("gave up after %d attempts: %w", attempts, err)}
 	}
 	return &failure{ReasonError, err}
+}
+
+// boundAfterSettling waits Options.Settle, then reports whether the pod is bound to r's node
+// (an ambiguous attempt was applied). Until it returns the pod stays in flight, so the loop
+// keeps its placement assumed and plans nothing else onto its GPUs.
+func (b *Binder) boundAfterSettling(ctx context.Context, r *Request) bool {
+	t := time.NewTimer(b.opts.Settle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	p, err := b.client.CoreV1().Pods(r.Pod.Namespace).Get(ctx, r.Pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return false // the informer will show the pod's node, if it has one
+	}
+	if p.UID == r.UID && p.Spec.NodeName == r.Node {
+		b.opts.Log.Info("A binding whose answer was lost was applied", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
+		return true
+	}
+	return false
 }
 
 // bindShared makes the GPU share true on the node, then binds.

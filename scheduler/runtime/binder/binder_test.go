@@ -92,7 +92,7 @@ func bindingReactor(cs *fake.Clientset, calls *atomic.Int32, errs ...error) {
 
 func start(t *testing.T, cs *fake.Clientset, rec *recorder) *Binder {
 	t.Helper()
-	b := New(cs, rec.report, Options{Workers: 4, Backoff: quick, Observer: rec})
+	b := New(cs, rec.report, Options{Workers: 4, Backoff: quick, Settle: 10 * time.Millisecond, Observer: rec})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = b.Start(ctx) }()
@@ -156,6 +156,36 @@ func TestConflictOnOurOwnNodeIsSuccess(t *testing.T) {
 	rec.wait(t, 1)
 	if len(rec.bound) != 1 || len(rec.outcomes) != 0 {
 		t.Errorf("bound %v outcomes %v", rec.bound, rec.outcomes)
+	}
+}
+
+// A binding whose every attempt timed out may have been applied all the same: the binder looks
+// before it gives the pod up, and a pod found on the binding's node is bound. Forgotten, its
+// GPUs would go to another pod while it holds them.
+func TestTimedOutBindingThatLandedIsSuccess(t *testing.T) {
+	timeout := apierrors.NewTimeoutError("deadline", 0)
+	cases := map[string]struct {
+		node      string
+		wantBound bool
+	}{
+		"applied":     {"n1", true},
+		"not applied": {"", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cs := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p", UID: "p-uid"}, Spec: corev1.PodSpec{NodeName: tc.node}})
+			var calls atomic.Int32
+			bindingReactor(cs, &calls, timeout, timeout, timeout, timeout)
+			rec := newRecorder()
+			start(t, cs, rec).Submit(req("p"))
+			rec.wait(t, 1)
+			if got := len(rec.bound) == 1 && len(rec.outcomes) == 0; got != tc.wantBound || calls.Load() != 4 {
+				t.Errorf("bound %v outcomes %v calls %d; want bound=%v after 4 calls", rec.bound, rec.outcomes, calls.Load(), tc.wantBound)
+			}
+			if !tc.wantBound && rec.failed["p"] != "Retries" {
+				t.Errorf("failed %v, want Retries", rec.failed)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -121,6 +122,32 @@ func TestAcquireCreatesTheReservationAndWaitsForItsGPU(t *testing.T) {
 	}
 	if creates != 1 {
 		t.Errorf("%d reservations created, want 1", creates)
+	}
+}
+
+// A create that the API server applied but whose answer was a timeout made the reservation: the
+// Manager looks before it gives up, and uses it. Given up, the slot would be planned again
+// under a reservation that holds its GPU.
+func TestAcquireUsesAReservationWhoseCreateTimedOut(t *testing.T) {
+	m, cs, cache := newManager(t, false)
+	m.opts.Settle = 20 * time.Millisecond
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
+		obj.UID = "resv-uid"
+		if err := cs.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), obj.DeepCopy(), obj.Namespace); err != nil {
+			return true, nil, err
+		}
+		obj.Annotations[v1alpha1.GPUUUIDAnnotation] = "GPU-physical-5"
+		cache.set(obj)
+		return true, nil, apierrors.NewTimeoutError("deadline", 0)
+	})
+	g, done, err := m.Acquire(context.Background(), SlotKey{Node: "n1", Slot: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if g.UUID != "GPU-physical-5" {
+		t.Errorf("grant %+v", g)
 	}
 }
 

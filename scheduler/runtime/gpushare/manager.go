@@ -40,7 +40,11 @@ type Options struct {
 	Timeout time.Duration
 	// Poll is how often the reservation is looked up in the cache while waiting. 20ms when 0.
 	Poll time.Duration
-	Log  logr.Logger
+	// Settle is how long after a reservation's create failed the Manager looks whether the API
+	// server created it all the same (its answer lost or late); at least the writes'
+	// server-side deadline. 5s when 0.
+	Settle time.Duration
+	Log    logr.Logger
 }
 
 // PodReader reads pods from the informer cache (fairway's pods; reservations are among them).
@@ -75,6 +79,9 @@ type release struct {
 
 // New returns a manager that writes through cs and reads reservation pods from pods.
 func New(cs kubernetes.Interface, pods PodReader, opts Options) *Manager {
+	if opts.Settle <= 0 {
+		opts.Settle = 5 * time.Second
+	}
 	if opts.Poll == 0 {
 		opts.Poll = 20 * time.Millisecond
 	}
@@ -197,7 +204,14 @@ func (m *Manager) ensure(ctx context.Context, k SlotKey) (Grant, error) {
 			}
 			cur = got
 		default:
-			return Grant{}, fmt.Errorf("creating reservation %s on node %s: %w", key, k.Node, err)
+			// The answer may have been lost while the API server created the pod: a reservation
+			// the snapshot counts once it sees it. Given up now, the slot's pod would be forgotten
+			// and the slot planned again under it; look once the create can no longer land.
+			got, ok := m.landed(ctx, key, k.Node)
+			if !ok {
+				return Grant{}, fmt.Errorf("creating reservation %s on node %s: %w", key, k.Node, err)
+			}
+			cur = got
 		}
 	}
 	uid := cur.UID
@@ -220,6 +234,24 @@ func (m *Manager) ensure(ctx context.Context, k SlotKey) (Grant, error) {
 			cur = p
 		}
 	}
+}
+
+// landed waits Options.Settle, then reads reservation key from the API server: the pod, when a
+// create whose answer was lost made it (on node, not terminating).
+func (m *Manager) landed(ctx context.Context, key types.NamespacedName, node string) (*corev1.Pod, bool) {
+	t := time.NewTimer(m.opts.Settle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case <-t.C:
+	}
+	got, err := m.client.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp != nil || got.Spec.NodeName != node {
+		return nil, false
+	}
+	m.opts.Log.Info("A reservation whose create failed was created", "pod", klog.KObj(got), "node", node)
+	return got, true
 }
 
 // waitGone waits until the pod with uid no longer exists under key.

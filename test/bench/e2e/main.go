@@ -243,75 +243,20 @@ type result struct {
 
 // runOnce starts one scheduler, runs one burst through it, stops it and deletes the pods.
 func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, error) {
-	qps, burst := strconv.FormatFloat(b.o.qps, 'f', -1, 64), strconv.Itoa(b.o.burst)
-	var proc *cluster.Process
-	var err error
 	name := fmt.Sprintf("%s-%d", sched, run)
-	switch sched {
-	case "fairway":
-		ports, perr := cluster.FreePorts(2)
-		if perr != nil {
-			return result{}, perr
-		}
-		port, mport := ports[0], ports[1]
-		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: b.bin, Args: []string{"scheduler",
-			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
-			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
-			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", "--write-timeout=2s"}})
-	case noopName:
-		self, serr := os.Executable()
-		if serr != nil {
-			return result{}, serr
-		}
-		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: self, Args: []string{
-			"-noop-binder", "-kubeconfig=" + b.c.Kubeconfig(), "-qps=" + qps, "-burst=" + burst}})
-	default:
-		// StartKubeScheduler names its process kube-scheduler; one per cluster at a time.
-		proc, err = b.startKubeScheduler(name, qps, burst)
-	}
+	proc, err := b.startScheduler(sched, name)
 	if err != nil {
 		return result{}, err
 	}
 	defer func() { _ = proc.Stop() }()
-	// Ready: a probe pod gets bound.
-	probe := b.pod(sched, "probe-"+name, "")
-	if _, err := b.cs.CoreV1().Pods(benchNS).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
-		return result{}, err
-	}
-	if err := poll(ctx, 2*time.Minute, func() bool {
-		p, err := b.cs.CoreV1().Pods(benchNS).Get(ctx, probe.Name, metav1.GetOptions{})
-		return err == nil && p.Spec.NodeName != ""
-	}); err != nil {
-		return result{}, fmt.Errorf("%s did not bind its probe pod: %w\n%s", sched, err, proc.Tail(20))
-	}
-	_ = b.cs.CoreV1().Pods(benchNS).Delete(ctx, probe.Name, metav1.DeleteOptions{})
-
-	// Watch bindings, then create the burst.
-	var mu sync.Mutex
-	boundAt := make(map[string]time.Time, b.o.pods)
-	created := make(map[string]time.Time, b.o.pods)
-	prefix := fmt.Sprintf("%s-%d-", sched, run)
-	lw := cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "pods", benchNS, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
-	})
-	inf := cache.NewSharedInformer(lw, &corev1.Pod{}, 0)
-	record := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			mu.Lock()
-			if _, seen := boundAt[p.Name]; !seen {
-				boundAt[p.Name] = time.Now()
-			}
-			mu.Unlock()
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }}); err != nil {
+	if err := b.waitReady(ctx, sched, name, proc); err != nil {
 		return result{}, err
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go inf.RunWithContext(ictx)
-	if !cache.WaitForCacheSync(ictx.Done(), inf.HasSynced) {
-		return result{}, errors.New("watch did not sync")
+	w, err := b.watchBindings(ictx)
+	if err != nil {
+		return result{}, err
 	}
 
 	cpu := newCPUMeter(b.c, proc)
@@ -320,7 +265,144 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	if cerr != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
 	}
+	prefix := fmt.Sprintf("%s-%d-", sched, run)
 	begin := time.Now()
+	created, err := b.createBurst(ctx, sched, prefix)
+	createdIn := time.Since(begin)
+	if err != nil {
+		return result{}, err
+	}
+	timeout := 10*time.Minute + time.Duration(b.o.pods)*20*time.Millisecond
+	if err := poll(ctx, timeout, func() bool { return w.count(prefix) >= b.o.pods }); err != nil {
+		return result{}, fmt.Errorf("%s did not bind the burst: %w\n%s", sched, err, proc.Tail(20))
+	}
+	last, lat := w.latencies(prefix, created)
+	span := last.Sub(begin)
+	used, cpuText := cpu.since(cpuBefore)
+	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid()),
+		cpuPer1000: used[0] * 1000 / float64(b.o.pods), controlPlaneCPU: sum(used[1 : len(used)-1])}
+	fmt.Printf("bench-e2e: %s: CPU during the burst: %s; the scheduler's per 1,000 bound pods: %.2fs\n", sched, cpuText, r.cpuPer1000)
+	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
+		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
+	}
+	cancel()
+	_ = proc.Stop()
+	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)
+	return r, b.cleanup(ctx)
+}
+
+// startScheduler starts scheduler sched (fairway, the no-op binder or kube-scheduler) as process
+// name, with the bench's client limits.
+func (b *bench) startScheduler(sched, name string) (*cluster.Process, error) {
+	qps, burst := strconv.FormatFloat(b.o.qps, 'f', -1, 64), strconv.Itoa(b.o.burst)
+	switch sched {
+	case "fairway":
+		ports, err := cluster.FreePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		port, mport := ports[0], ports[1]
+		return b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: b.bin, Args: []string{"scheduler",
+			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
+			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", "--write-timeout=2s"}})
+	case noopName:
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		return b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: self, Args: []string{
+			"-noop-binder", "-kubeconfig=" + b.c.Kubeconfig(), "-qps=" + qps, "-burst=" + burst}})
+	}
+	// StartKubeScheduler names its process kube-scheduler; one per cluster at a time.
+	return b.startKubeScheduler(name, qps, burst)
+}
+
+// waitReady waits until the scheduler binds a probe pod, then deletes the probe.
+func (b *bench) waitReady(ctx context.Context, sched, name string, proc *cluster.Process) error {
+	probe := b.pod(sched, "probe-"+name, "")
+	if _, err := b.cs.CoreV1().Pods(benchNS).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := poll(ctx, 2*time.Minute, func() bool {
+		p, err := b.cs.CoreV1().Pods(benchNS).Get(ctx, probe.Name, metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != ""
+	}); err != nil {
+		return fmt.Errorf("%s did not bind its probe pod: %w\n%s", sched, err, proc.Tail(20))
+	}
+	_ = b.cs.CoreV1().Pods(benchNS).Delete(ctx, probe.Name, metav1.DeleteOptions{})
+	return nil
+}
+
+// bindWatch records when each pod of the bench's namespace was first seen bound.
+type bindWatch struct {
+	mu      sync.Mutex
+	boundAt map[string]time.Time
+}
+
+// watchBindings starts a watch of the bound pods until ctx ends and waits for its first list.
+func (b *bench) watchBindings(ctx context.Context) (*bindWatch, error) {
+	w := &bindWatch{boundAt: make(map[string]time.Time, b.o.pods)}
+	lw := cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "pods", benchNS, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+	})
+	inf := cache.NewSharedInformer(lw, &corev1.Pod{}, 0)
+	record := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			w.mu.Lock()
+			if _, seen := w.boundAt[p.Name]; !seen {
+				w.boundAt[p.Name] = time.Now()
+			}
+			w.mu.Unlock()
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }}); err != nil {
+		return nil, err
+	}
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, errors.New("watch did not sync")
+	}
+	return w, nil
+}
+
+// count is how many pods named with prefix were seen bound.
+func (w *bindWatch) count(prefix string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for name := range w.boundAt {
+		if strings.HasPrefix(name, prefix) && len(name) > len(prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// latencies are, for the pods named with prefix, the last binding's time and each pod's time
+// from creation to binding, sorted.
+func (w *bindWatch) latencies(prefix string, created map[string]time.Time) (last time.Time, lat []time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, at := range w.boundAt {
+		if len(name) <= len(prefix) || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if at.After(last) {
+			last = at
+		}
+		lat = append(lat, at.Sub(created[name]))
+	}
+	slices.Sort(lat)
+	return last, lat
+}
+
+// createBurst creates the burst's pods (named with prefix, in gangs when the bench asks) from
+// b.o.creators workers and returns when each was created.
+func (b *bench) createBurst(ctx context.Context, sched, prefix string) (map[string]time.Time, error) {
+	var mu sync.Mutex
+	created := make(map[string]time.Time, b.o.pods)
 	ch := make(chan int)
 	var wg sync.WaitGroup
 	var firstErr error
@@ -349,51 +431,10 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	}
 	close(ch)
 	wg.Wait()
-	createdIn := time.Since(begin)
 	if firstErr != nil {
-		return result{}, fmt.Errorf("creating pods: %w", firstErr)
+		return nil, fmt.Errorf("creating pods: %w", firstErr)
 	}
-	timeout := 10*time.Minute + time.Duration(b.o.pods)*20*time.Millisecond
-	if err := poll(ctx, timeout, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for name := range boundAt {
-			if len(name) > len(prefix) && name[:len(prefix)] == prefix {
-				n++
-			}
-		}
-		return n >= b.o.pods
-	}); err != nil {
-		return result{}, fmt.Errorf("%s did not bind the burst: %w\n%s", sched, err, proc.Tail(20))
-	}
-	var last time.Time
-	var lat []time.Duration
-	mu.Lock()
-	for name, at := range boundAt {
-		if len(name) <= len(prefix) || name[:len(prefix)] != prefix {
-			continue
-		}
-		if at.After(last) {
-			last = at
-		}
-		lat = append(lat, at.Sub(created[name]))
-	}
-	mu.Unlock()
-	slices.Sort(lat)
-	span := last.Sub(begin)
-	used, cpuText := cpu.since(cpuBefore)
-	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid()),
-		cpuPer1000: used[0] * 1000 / float64(b.o.pods), controlPlaneCPU: sum(used[1 : len(used)-1])}
-	fmt.Printf("bench-e2e: %s: CPU during the burst: %s; the scheduler's per 1,000 bound pods: %.2fs\n", sched, cpuText, r.cpuPer1000)
-	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
-		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
-	}
-	cancel()
-	_ = proc.Stop()
-	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)
-	return r, b.cleanup(ctx)
+	return created, nil
 }
 
 // startKubeScheduler runs the real kube-scheduler with the same client limits.

@@ -84,7 +84,7 @@ func New(c Clients, opts Options) (*Runtime, error) {
 	})
 	r.binder = binder.New(c.Scheduling, r.queue.Report, binder.Options{
 		Workers: opts.BindWorkers, GPU: r.gpu, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("binder"),
-		ClaimConflict: r.inf.ClaimConflict, Settle: opts.WriteTimeout,
+		ClaimConflict: r.inf.ClaimConflict, Settle: opts.WriteTimeout, Pods: r.inf,
 	})
 	r.volumes = volumebinder.New(c.Scheduling, r.inf, r.binder.Submit, r.queue.Report, volumebinder.Options{
 		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),

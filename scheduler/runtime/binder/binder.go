@@ -95,9 +95,15 @@ type Options struct {
 	// Settle is how long after a binding's last attempt failed with a transient error (its
 	// answer lost or late) the binder looks whether the API server applied it anyway; at least
 	// the writes' server-side deadline (--write-timeout). DefaultSettle when 0.
-	Settle   time.Duration
-	Observer Observer
-	Log      logr.Logger
+	Settle time.Duration
+	// Pods reads pods from the informer cache: with it, share bindings on one node wait for the
+	// kubelet to admit the previous one (admission.go). Nil: they do not wait.
+	Pods gpushare.PodReader
+	// AdmissionWait bounds that wait; DefaultAdmissionWait when 0. AdmissionPoll is how often
+	// the cache is read meanwhile; 20ms when 0.
+	AdmissionWait, AdmissionPoll time.Duration
+	Observer                     Observer
+	Log                          logr.Logger
 }
 
 // The default sizes of the worker pools.
@@ -120,6 +126,7 @@ type Binder struct {
 
 	queue  *podqueue.Queue[Request]
 	shared chan struct{}
+	gate   admissionGate
 }
 
 // New returns a binder that binds through cs and reports failures to report.
@@ -135,6 +142,12 @@ func New(cs kubernetes.Interface, report func(cache.Outcome), opts Options) *Bin
 	}
 	if opts.Settle <= 0 {
 		opts.Settle = DefaultSettle
+	}
+	if opts.AdmissionWait <= 0 {
+		opts.AdmissionWait = DefaultAdmissionWait
+	}
+	if opts.AdmissionPoll <= 0 {
+		opts.AdmissionPoll = 20 * time.Millisecond
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
@@ -189,7 +202,7 @@ func (b *Binder) work(ctx context.Context) {
 		}
 		go func() {
 			defer func() { <-b.shared }()
-			b.finish(&r, b.bindShared(ctx, &r))
+			b.bindSharedGated(ctx, &r)
 		}()
 	}
 }
@@ -313,6 +326,21 @@ func (b *Binder) boundAfterSettling(ctx context.Context, r *Request) bool {
 		return true
 	}
 	return false
+}
+
+// bindSharedGated binds a share under its node's admission lock (admission.go), reports the
+// outcome, and on success keeps the lock until the kubelet has admitted the pod.
+func (b *Binder) bindSharedGated(ctx context.Context, r *Request) {
+	if err := b.gate.lock(ctx, r.Node); err != nil {
+		b.finish(r, &failure{ReasonCanceled, err})
+		return
+	}
+	defer b.gate.unlock(r.Node)
+	err := b.bindShared(ctx, r)
+	b.finish(r, err)
+	if err == nil {
+		b.waitAdmitted(ctx, r)
+	}
 }
 
 // bindShared makes the GPU share true on the node, then binds.

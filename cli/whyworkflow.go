@@ -64,7 +64,7 @@ func BuildWhyWorkflow(wf *unstructured.Unstructured) WhyWorkflowView {
 	case fairwayv1.RunStagesAhead:
 		v.Hint = "the next GPU stage is reserved the scheduler's --pipeline-stage-lead before the steps before it are expected to end " +
 			"(their " + fairwayv1.ExpectedDurationAnnotation + ", else what they took in earlier runs), else when they end"
-	case fairwayv1.RunStageReserved:
+	case fairwayv1.RunStageHeld:
 		v.Hint = "the stage's pods take the reserved capacity as they come; later work waits for it"
 	case fairwayv1.RunStageLapsed:
 		v.Hint = "declare the steps' durations (" + fairwayv1.ExpectedDurationAnnotation + ") closer to what they take; the stage's pods are scheduled as they come"

@@ -40,7 +40,7 @@ func TestWhyWorkflow(t *testing.T) {
 	staged.SetName("vision-training-s9q2w")
 	staged.SetAnnotations(map[string]string{
 		fairwayv1.RunAdmissionAnnotation: string(fairwayv1.RunStaged),
-		fairwayv1.RunReasonAnnotation:    string(fairwayv1.RunStageReserved),
+		fairwayv1.RunReasonAnnotation:    string(fairwayv1.RunStageHeld),
 		fairwayv1.RunMessageAnnotation:   "stage 4 (root/train/executor, gpu=4) is reserved on h100-0",
 	})
 	b.Reset()

@@ -425,8 +425,8 @@ func (r *Runs) decideStaged(snap *snapshot.Snapshot, res *engine.Result, now tim
 				resv.placedAt = now
 				msg := fmt.Sprintf("stage %d (%s, %s) is reserved on %s: %s", resv.stage.Index, stageSteps(sr.prof, resv.stage),
 					resv.stage.Demand, r.resvNodes(snap, resv), r.why(resv, now))
-				r.writeStaged(sr, string(v1alpha1.RunStageReserved), msg, now, true)
-				r.event(sr.key, corev1.EventTypeNormal, v1alpha1.EventRunStageReserved, "Reserve", "The run's next GPU stage is reserved: "+msg)
+				r.writeStaged(sr, string(v1alpha1.RunStageHeld), msg, now, true)
+				r.event(sr.key, corev1.EventTypeNormal, v1alpha1.EventRunStageHeld, "Reserve", "The run's next GPU stage is reserved: "+msg)
 				r.opts.Log.V(1).Info("A Staged run's next GPU stage is reserved", "workflow", sr.key.String(), "stage", resv.stage.Index)
 				continue
 			}

@@ -172,7 +172,7 @@ func stagesScenario(t *testing.T, state v1alpha1.RunAdmissionState) (*stagesFixt
 			t.Fatalf("train's stage is not reserved on n1 50s before prep's expected end: %+v", tk)
 		}
 		w, ok := f.lastWrite(run)
-		if !ok || w.state != v1alpha1.RunStaged || w.reason != string(v1alpha1.RunStageReserved) || w.resume {
+		if !ok || w.state != v1alpha1.RunStaged || w.reason != string(v1alpha1.RunStageHeld) || w.resume {
 			t.Fatalf("write %+v (%v), want StageReserved", w, ok)
 		}
 		t.Logf("reserved: %s", w.message)

@@ -62,10 +62,10 @@ func BuildWhyWorkflow(wf *unstructured.Unstructured) WhyWorkflowView {
 	case fairwayv1.RunProfileUnknown:
 		v.Hint = "give loops over upstream outputs a parallelism, or run pod by pod (spec.pipelineAdmission: PerPod)"
 	case fairwayv1.RunStagesAhead:
-		v.Hint = "the next GPU stage is reserved the scheduler's --pipeline-stage-lead before the steps before it are expected to end " +
+		v.Hint = "the next GPU stage's capacity is held the scheduler's --pipeline-stage-lead before the steps before it are expected to end " +
 			"(their " + fairwayv1.ExpectedDurationAnnotation + ", else what they took in earlier runs), else when they end"
-	case fairwayv1.RunStageReserved:
-		v.Hint = "the stage's pods take the reserved capacity as they come; later work waits for it"
+	case fairwayv1.RunStageHeld:
+		v.Hint = "the stage's pods take the held capacity as they come; later work waits for it"
 	case fairwayv1.RunStageLapsed:
 		v.Hint = "declare the steps' durations (" + fairwayv1.ExpectedDurationAnnotation + ") closer to what they take; the stage's pods are scheduled as they come"
 	case "":
@@ -101,7 +101,7 @@ func PrintWhyWorkflow(w io.Writer, v WhyWorkflowView, now time.Time) error {
 		state += " (spec.suspend: true: no pod of it is created)"
 	}
 	if v.State == string(fairwayv1.RunStaged) {
-		state += " (it runs; each GPU stage is reserved shortly before it)"
+		state += " (it runs; each GPU stage's capacity is held shortly before it)"
 	}
 	line("State", "%s", state)
 	if v.Reason != "" {

@@ -40,12 +40,12 @@ func TestWhyWorkflow(t *testing.T) {
 	staged.SetName("vision-training-s9q2w")
 	staged.SetAnnotations(map[string]string{
 		fairwayv1.RunAdmissionAnnotation: string(fairwayv1.RunStaged),
-		fairwayv1.RunReasonAnnotation:    string(fairwayv1.RunStageReserved),
-		fairwayv1.RunMessageAnnotation:   "stage 4 (root/train/executor, gpu=4) is reserved on h100-0",
+		fairwayv1.RunReasonAnnotation:    string(fairwayv1.RunStageHeld),
+		fairwayv1.RunMessageAnnotation:   "stage 4 (root/train/executor, gpu=4) is held on h100-0",
 	})
 	b.Reset()
 	if err := PrintWhyWorkflow(&b, BuildWhyWorkflow(staged), time.Now()); err != nil || !strings.Contains(b.String(), "State:      Staged (it runs") ||
-		!strings.Contains(b.String(), "Hint:       the stage's pods take the reserved capacity") {
+		!strings.Contains(b.String(), "Hint:       the stage's pods take the held capacity") {
 		t.Errorf("a Staged run: %q %v", b.String(), err)
 	}
 	plain := &unstructured.Unstructured{Object: map[string]any{}}

@@ -47,7 +47,8 @@ type QueueReader interface {
 // suspended is left alone.
 //
 // In a queue whose pipelineAdmission is Stages, a run that asks for GPUs is never held: it is
-// marked v1alpha1.RunStaged, which tells the scheduler to reserve its GPU stages ahead.
+// marked v1alpha1.RunStaged, which tells the scheduler to hold capacity for its GPU stages
+// ahead.
 //
 // Only fairway writes a run's admission (v1alpha1.RunAdmissionKeys): a Held or Staged state is
 // capacity held for the run. At creation the handler drops the keys whoever wrote them, with a
@@ -232,10 +233,10 @@ func (h *WorkflowHandler) Decide(ctx context.Context, wf *unstructured.Unstructu
 		return nil, nil // nothing to wait for
 	}
 	if mode == fairwayv1.PipelineAdmissionStages {
-		// The run starts now; the scheduler reserves its GPU stages as they come near
+		// The run starts now; the scheduler holds its GPU stages as they come near
 		// (scheduler/runtime/pipelines). A profile that is not a bound still names the stages.
 		d.State, d.Reason = fairwayv1.RunStaged, string(fairwayv1.RunStagesAhead)
-		d.Message = fmt.Sprintf("the run starts at once; each of its %d GPU stages is reserved in queue %s when the steps before it are about to finish", len(prof.GPUStages()), queue)
+		d.Message = fmt.Sprintf("the run starts at once; each of its %d GPU stages is held in queue %s when the steps before it are about to finish", len(prof.GPUStages()), queue)
 		return d, nil
 	}
 	if prof.Unbounded {

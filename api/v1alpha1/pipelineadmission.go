@@ -21,7 +21,7 @@ const (
 	// by the webhook at creation), and the scheduler starts it when its peak fits, in queue
 	// order and fair share, like a pending gang (docs/pipeline-admission.md).
 	PipelineAdmissionPeak PipelineAdmission = "Peak"
-	// PipelineAdmissionStages starts a run at once and reserves each of its GPU stages ahead:
+	// PipelineAdmissionStages starts a run at once and holds capacity for each of its GPU stages ahead:
 	// when the steps before a GPU stage are about to finish (their expected duration, declared
 	// with ExpectedDurationAnnotation or learnt from earlier runs, nearly elapsed) or have
 	// finished, the scheduler queues the stage's GPU pods as a pending gang in the run's place
@@ -33,9 +33,9 @@ const (
 
 // ExpectedDurationAnnotation declares how long a step's pod is expected to run (a Go duration,
 // "45m"), on the pod (an Argo template's metadata, or kfp.kubernetes.add_pod_annotation). With
-// pipelineAdmission Stages, the next GPU stage is reserved when the steps before it are within
+// pipelineAdmission Stages, the next GPU stage is held when the steps before it are within
 // the scheduler's stage lead of their expected end; without it, the durations of the same step
-// in earlier runs of the same pipeline are used, else the stage is reserved when they finish.
+// in earlier runs of the same pipeline are used, else the stage is held when they finish.
 const ExpectedDurationAnnotation = "fairway.dev/expected-duration"
 
 // ResolvePipelineAdmission returns the mode of the first of modes (a queue's, then its
@@ -68,7 +68,7 @@ const (
 
 // RunAdmissionKeys are the Workflow annotations only fairway writes (the Run* keys above). A
 // run's state holds capacity for it (Held, Staged), so a key written by its user would be a
-// reservation the admin did not grant: the webhook drops them from a Workflow at creation before
+// hold the admin did not grant: the webhook drops them from a Workflow at creation before
 // it decides (a resubmitted run carries its original's keys, which it must not inherit) and
 // refuses a change of them by any identity but fairway's (IsFairwayIdentity), and the scheduler
 // acts on a state only where the queue it names serves the run's namespace and admits pipelines
@@ -144,7 +144,7 @@ const (
 	// RunPerPod: the run could not be admitted whole and runs pod by pod, as without pipeline
 	// admission; the reason says why.
 	RunPerPod RunAdmissionState = "PerPod"
-	// RunStaged: the run runs (PipelineAdmissionStages); the scheduler reserves each GPU stage's
+	// RunStaged: the run runs (PipelineAdmissionStages); the scheduler holds each GPU stage's
 	// capacity shortly before the stage, and the reason says where that stands.
 	RunStaged RunAdmissionState = "Staged"
 )
@@ -168,12 +168,12 @@ const (
 	// it runs pod by pod; the message says what is unknown.
 	RunProfileUnknown RunAdmissionReason = "ProfileUnknown"
 	// RunStagesAhead: the run started at once (PipelineAdmissionStages); no GPU stage of it is
-	// reserved now: the steps before the next one are not about to finish, or it has none left.
+	// held now: the steps before the next one are not about to finish, or it has none left.
 	RunStagesAhead RunAdmissionReason = "StagesAhead"
-	// RunStageReserved: the capacity of the run's next GPU stage is held for it until its pods
+	// RunStageHeld: the capacity of the run's next GPU stage is held for it until its pods
 	// come (the message names the stage, its nodes and why now).
-	RunStageReserved RunAdmissionReason = "StageReserved"
-	// RunStageLapsed: a reservation of the next GPU stage was given up: the steps before it ran
+	RunStageHeld RunAdmissionReason = "StageHeld"
+	// RunStageLapsed: the hold of the next GPU stage was given up: the steps before it ran
 	// well past their expected end, or the stage's pods did not come in time after them. The
 	// stage's pods are scheduled as they come.
 	RunStageLapsed RunAdmissionReason = "StageLapsed"
@@ -185,7 +185,7 @@ const (
 )
 
 var runAdmissionReasons = []RunAdmissionReason{RunPeakFits, RunPeakAboveGuarantee, RunNeverFits, RunProfileUnknown,
-	RunStagesAhead, RunStageReserved, RunStageLapsed, RunQueueUnavailable}
+	RunStagesAhead, RunStageHeld, RunStageLapsed, RunQueueUnavailable}
 
 // RunAdmissionReasons returns every RunAdmissionReason.
 func RunAdmissionReasons() []RunAdmissionReason { return slices.Clone(runAdmissionReasons) }
@@ -198,9 +198,9 @@ const (
 	EventRunStarted = "RunStarted"
 	// EventRunPerPod: the run is resumed to run pod by pod (RunPerPod).
 	EventRunPerPod = "RunPerPod"
-	// EventRunStageReserved: the capacity of a Staged run's next GPU stage is held for it.
-	EventRunStageReserved = "RunStageReserved"
-	// EventRunStageLapsed: a reservation of a Staged run's GPU stage was given up, or the stage
+	// EventRunStageHeld: the capacity of a Staged run's next GPU stage is held for it.
+	EventRunStageHeld = "RunStageHeld"
+	// EventRunStageLapsed: the hold of a Staged run's GPU stage was given up, or the stage
 	// can never fit and its pods run as they come (the note says why).
 	EventRunStageLapsed = "RunStageLapsed"
 )
@@ -216,12 +216,12 @@ func RunPodName(workflow string, i int) string {
 func RunGangName(workflow string) string { return "run." + workflow }
 
 // RunStagePodName is the name of the i-th pod with which the scheduler stands a Staged run's
-// reservation of GPU stage stage in its snapshot (a pod that never exists).
+// hold of GPU stage stage in its snapshot (a pod that never exists).
 func RunStagePodName(workflow string, stage, i int) string {
 	return workflow + ".stage-" + strconv.Itoa(stage) + "-" + strconv.Itoa(i)
 }
 
-// RunStageGangName is the gang of a Staged run's reservation of GPU stage stage.
+// RunStageGangName is the gang of a Staged run's hold of GPU stage stage.
 func RunStageGangName(workflow string, stage int) string {
 	return "run." + workflow + ".stage-" + strconv.Itoa(stage)
 }

@@ -118,7 +118,7 @@ type QueueSpec struct {
 	// namespaces this queue serves are admitted: PerPod (each step pod on its own, as it comes),
 	// Peak (a run waits, suspended before its first pod, until the most GPUs its steps may hold
 	// at once fits the queue) or Stages (a run starts at once, and each GPU stage's capacity is
-	// reserved when the steps before it are about to finish); see docs/pipeline-admission.md. A
+	// held when the steps before it are about to finish); see docs/pipeline-admission.md. A
 	// queue that leaves it out takes the value of the nearest ancestor that sets it, else PerPod.
 	// +optional
 	PipelineAdmission PipelineAdmission `json:"pipelineAdmission,omitempty"`

@@ -106,9 +106,14 @@ and takes over when the leader goes.`,
 	fl.StringVar(&o.ReservationPriorityClass, "reservation-priority-class", d.ReservationPriorityClass, "Priority class of the GPU reservation pods.")
 	fl.DurationVar(&o.ReservationTimeout, "reservation-timeout", d.ReservationTimeout, "How long a fractional binding waits for the node's gpu-agent to report the GPU of its reservation.")
 	fl.DurationVar(&o.VolumeBindTimeout, "volume-bind-timeout", d.VolumeBindTimeout, "How long a placed pod waits for its PersistentVolumeClaims to be bound (a provisioner at work) before it goes back to pending; kube-scheduler's bindTimeoutSeconds.")
-	fl.BoolVar(&o.NoNodeReservations, "no-node-reservations", false, "Leave nodes untainted while capacity there is held for a gang (fairway.dev/reserved keeps other schedulers' pods off it); only where no other scheduler uses fairway's nodes.")
+	fl.BoolVar(&o.NoHoldTaints, "no-hold-taints", false, "Leave nodes without the hold taint while capacity there is held for a gang (fairway.dev/held keeps other schedulers' pods off it); only where no other scheduler uses fairway's nodes.")
+	// The flag's name before the hold taint was named so; kept for the command lines that use it.
+	fl.BoolVar(&o.NoHoldTaints, "no-node-reservations", false, "Old name of --no-hold-taints.")
+	if err := fl.MarkDeprecated("no-node-reservations", "use --no-hold-taints"); err != nil {
+		panic(err) // the flag is defined just above
+	}
 	fl.DurationVar(&o.OrphanGrace, "orphan-pod-grace-period", d.OrphanGrace, "How long fairway's pods bound to a deleted node are left before they are deleted.")
-	fl.DurationVar(&o.PipelineStageLead, "pipeline-stage-lead", d.PipelineStageLead, "How long before the steps before a GPU stage are expected to end the stage is reserved (Queue spec.pipelineAdmission Stages).")
+	fl.DurationVar(&o.PipelineStageLead, "pipeline-stage-lead", d.PipelineStageLead, "How long before the steps before a GPU stage are expected to end the stage's capacity is held (Queue spec.pipelineAdmission Stages).")
 	fl.DurationVar(&o.UsageHalfLife, "fair-share-usage-half-life", d.UsageHalfLife, "Fair share over time: keep each queue's usage with this half-life (in its status) and divide the capacity above guarantees against queues that used more than their weight entitles them to (docs/fair-share.md). 0: fair share from the current cycle alone.")
 	fl.DurationVar(&o.UsageSyncPeriod, "fair-share-usage-sync-period", d.UsageSyncPeriod, "How often the usage history is written to the Queues' status: what a restart or a new leader may lose of it.")
 	fl.Float64Var(&o.Engine.FairShareUsageWeight, "fair-share-usage-weight", de.FairShareUsageWeight, "How strongly recent usage moves fair share over time (k in docs/fair-share.md); only with --fair-share-usage-half-life.")

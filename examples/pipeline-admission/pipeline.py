@@ -4,7 +4,7 @@ The same pipeline as ../kubeflow-pipelines, with a training step on four GPUs: t
 pipeline admission is for. In a busy cluster, without it, preprocess runs for an hour and then
 train waits for four GPUs; with spec.pipelineAdmission: Peak on the queue, the run waits,
 suspended before its first pod, until four GPUs can follow; with Stages, the run starts at once
-and train's four GPUs are reserved shortly before preprocess is expected to end (see README.md).
+and train's four GPUs are held shortly before preprocess is expected to end (see README.md).
 
     pip install kfp kfp-kubernetes
     python pipeline.py                       # writes pipeline.yaml, the IR to upload
@@ -49,7 +49,7 @@ def evaluate(model: str) -> float:
 def vision_training(source: str = "s3://datasets/images/raw", epochs: int = 10):
     prep = preprocess(source=source)
     prep.set_cpu_limit("4").set_memory_limit("16G")
-    # How long preprocessing takes: with pipelineAdmission Stages, fairway reserves train's GPUs
+    # How long preprocessing takes: with pipelineAdmission Stages, fairway holds train's GPUs
     # shortly before this runs out (without it, from earlier runs, else when preprocess ends).
     kubernetes.add_pod_annotation(prep, "fairway.dev/expected-duration", "45m")
 

@@ -96,7 +96,7 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 	// 9. Hold capacity for gangs that waited too long.
 	c.holdForStarving()
 	// The nodes the holds are on, for the runtime to keep other schedulers off.
-	c.reserve()
+	c.heldNodes()
 	// 10. Reasons for every waiting gang, status of every queue.
 	c.report()
 

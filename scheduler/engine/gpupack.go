@@ -14,16 +14,16 @@ import (
 //     fill up before a new one is opened; otherwise to an empty GPU. Shares on a GPU never sum
 //     above 1000 milli-GPU nor memory above the GPU's memory.
 //
-// afterRelease counts releasing pods as gone; reservedWhole is the number of empty GPUs held by
+// afterRelease counts releasing pods as gone; heldWhole is the number of empty GPUs held for
 // other gangs, which the pod may not take. The returned assignment is what Snapshot.Assume takes.
-func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reservedWhole int64) (snapshot.Assignment, FitFailure) {
-	return pickGPUs(n, req, afterRelease, reservedWhole, 0)
+func PickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, heldWhole int64) (snapshot.Assignment, FitFailure) {
+	return pickGPUs(n, req, afterRelease, heldWhole, 0)
 }
 
 // pickGPUs is PickGPUs leaving alone the slots other gangs' holds pin (bit i for slot i): a
 // share neither joins nor opens one, and whole GPUs are taken from the others first (their
-// number is already kept back by reservedWhole).
-func pickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reservedWhole int64, pinned uint64) (snapshot.Assignment, FitFailure) {
+// number is already kept back by heldWhole).
+func pickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, heldWhole int64, pinned uint64) (snapshot.Assignment, FitFailure) {
 	a := snapshot.Assignment{Shared: -1}
 	if !req.GPU() {
 		return a, Fits
@@ -38,7 +38,7 @@ func pickGPUs(n *snapshot.Node, req *snapshot.Request, afterRelease bool, reserv
 			empty++
 		}
 	}
-	avail := empty - floating - reservedWhole
+	avail := empty - floating - heldWhole
 	if req.WholeGPUs > 0 {
 		if int64(len(n.Slots)) < req.WholeGPUs {
 			return a, FailTooFewGPUs

@@ -11,7 +11,7 @@ import (
 // for a whole gang before it is placed and for each pod as it is placed (a gang is never placed
 // partly because a limit was reached halfway: placement is all or nothing).
 
-// gangHeld is what the gang's own holds reserve in dimension d of its queue's accounting.
+// gangHeld is what the gang's own holds keep in dimension d of its queue's accounting.
 func gangHeld(g *snapshot.Gang, d int) int64 {
 	var v int64
 	for _, h := range g.Holds() {

@@ -559,12 +559,12 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	if f := draKindFit(n, &t.Req); f != Fits {
 		return snapshot.Assignment{}, f
 	}
-	_, reserved := heldByOthers(n, g, afterRelease)
+	_, heldWhole := heldByOthers(n, g, afterRelease)
 	var pinned uint64
 	if n.HeldWhole > 0 || n.Held.Pods > 0 {
 		pinned = n.PinnedByOthers(g)
 	}
-	a, f := pickGPUs(n, &t.Req, afterRelease, reserved, pinned)
+	a, f := pickGPUs(n, &t.Req, afterRelease, heldWhole, pinned)
 	if f == Fits && t.Req.DRA {
 		f = c.draPick(n, t, &a, afterRelease)
 	}

@@ -38,7 +38,7 @@ func TestPickGPUs(t *testing.T) {
 	cases := map[string]struct {
 		pod          *corev1.Pod
 		afterRelease bool
-		reserved     int64
+		heldWhole    int64
 		want         snapshot.Assignment
 		wantFail     engine.FitFailure
 	}{
@@ -71,15 +71,15 @@ func TestPickGPUs(t *testing.T) {
 			want: snapshot.Assignment{Shared: 1, Milli: 250, MemMiB: 10240},
 		},
 		"an empty GPU held for another gang is not free": {
-			pod:      testutil.MakePod("q", "p").GPU(1).Obj(),
-			reserved: 1,
-			wantFail: engine.FailGPUs,
+			pod:       testutil.MakePod("q", "p").GPU(1).Obj(),
+			heldWhole: 1,
+			wantFail:  engine.FailGPUs,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := snapWith(t, []*corev1.Node{node}, running...)
-			got, f := engine.PickGPUs(s.Node("n1"), reqOf(tc.pod), tc.afterRelease, tc.reserved)
+			got, f := engine.PickGPUs(s.Node("n1"), reqOf(tc.pod), tc.afterRelease, tc.heldWhole)
 			if f != tc.wantFail {
 				t.Fatalf("failure = %v, want %v", f, tc.wantFail)
 			}

@@ -27,14 +27,15 @@ type Result struct {
 	// Capacity is what fair shares divided this cycle per dimension (gpu, cpu, memory,
 	// gpu/<type>): what fairway may hand out. Usage history measures queues against it.
 	Capacity Amounts
-	// Reserved are the nodes where capacity is held for a gang at the end of the cycle, sorted
-	// by node: the runtime keeps other schedulers' pods off them (v1alpha1.ReservedTaintKey).
-	Reserved []Reservation
+	// HeldNodes are the nodes where capacity is held for a gang at the end of the cycle, sorted
+	// by node: the runtime keeps other schedulers' pods off them with the hold taint
+	// (v1alpha1.HoldTaintKey).
+	HeldNodes []NodeHold
 }
 
-// Reservation is a node whose capacity is held for a gang (the first held there, by key, when
+// NodeHold is a node whose capacity is held for a gang (the first held there, by key, when
 // several are).
-type Reservation struct {
+type NodeHold struct {
 	Node string
 	Gang snapshot.GangKey
 }

@@ -256,9 +256,9 @@ type expectSpec struct {
 	Refused []string `json:"refused"`
 	// Nominated is the exact set of nominated gangs (nil skips).
 	Nominated []string `json:"nominated"`
-	// Reserved is the exact set of nodes held for a gang after the cycle (Result.Reserved):
-	// node -> gang (nil skips, {} expects none).
-	Reserved map[string]string `json:"reserved"`
+	// HeldNodes is the exact set of nodes held for a gang after the cycle (Result.HeldNodes), the
+	// nodes the runtime puts the hold taint on: node -> gang (nil skips, {} expects none).
+	HeldNodes map[string]string `json:"heldNodes"`
 	// Pending maps a gang (ns/name for pod groups, ns/pod:name for lone pods) to its reason
 	// code; Reasons to a substring of its message.
 	Pending map[string]string `json:"pending"`
@@ -672,13 +672,13 @@ func checkExpect(t *testing.T, step int, s *sim, res engine.Result, ex expectSpe
 			fail("nominations (-want +got):\n%s", diff)
 		}
 	}
-	if ex.Reserved != nil {
+	if ex.HeldNodes != nil {
 		got := map[string]string{}
-		for _, r := range res.Reserved {
+		for _, r := range res.HeldNodes {
 			got[r.Node] = r.Gang.String()
 		}
-		if diff := cmp.Diff(ex.Reserved, got, cmpEmpty); diff != "" {
-			fail("reserved nodes (-want +got):\n%s", diff)
+		if diff := cmp.Diff(ex.HeldNodes, got, cmpEmpty); diff != "" {
+			fail("held nodes (-want +got):\n%s", diff)
 		}
 	}
 	reasons := map[string]engine.GangReason{}

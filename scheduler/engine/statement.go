@@ -76,7 +76,7 @@ func (s *Statement) evict(t *snapshot.Task, info evictInfo) {
 	s.ops = append(s.ops, op{kind: opEvict, task: t, evict: info})
 }
 
-// Hold reserves capacity on a node for a gang.
+// Hold keeps capacity on a node for a gang.
 func (s *Statement) Hold(g *snapshot.Gang, h snapshot.Hold) {
 	s.snap.AddHold(g, h)
 	s.ops = append(s.ops, op{kind: opHold, gang: g})

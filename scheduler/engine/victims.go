@@ -470,26 +470,26 @@ const maxCompared = 8
 // nodeRoom is a node's free resources after release, minus other gangs' holds, as victims are
 // taken off it.
 type nodeRoom struct {
-	n               *snapshot.Node
-	noShares        bool
-	pinned          uint64
-	cpu, mem, pods  int64
-	floating, resvd int64
-	slots           []slotLeft
-	scalarFreed     map[string]int64
+	n                   *snapshot.Node
+	noShares            bool
+	pinned              uint64
+	cpu, mem, pods      int64
+	floating, heldWhole int64
+	slots               []slotLeft
+	scalarFreed         map[string]int64
 }
 
 func (c *cycle) roomOf(n *snapshot.Node, g *snapshot.Gang) *nodeRoom {
-	held, reserved := heldByOthers(n, g, true)
+	held, heldWhole := heldByOthers(n, g, true)
 	r := &c.scratch.room
 	*r = nodeRoom{
-		n:        n,
-		noShares: c.e.opts.SharesNeedInventory && !n.Inventory,
-		cpu:      n.Allocatable.MilliCPU - n.Used.MilliCPU + n.Releasing.MilliCPU - held.MilliCPU,
-		mem:      n.Allocatable.Memory - n.Used.Memory + n.Releasing.Memory - held.Memory,
-		pods:     n.Allocatable.Pods - n.Used.Pods + n.Releasing.Pods - held.Pods,
-		floating: n.Floating - n.FloatingRel,
-		resvd:    reserved,
+		n:         n,
+		noShares:  c.e.opts.SharesNeedInventory && !n.Inventory,
+		cpu:       n.Allocatable.MilliCPU - n.Used.MilliCPU + n.Releasing.MilliCPU - held.MilliCPU,
+		mem:       n.Allocatable.Memory - n.Used.Memory + n.Releasing.Memory - held.Memory,
+		pods:      n.Allocatable.Pods - n.Used.Pods + n.Releasing.Pods - held.Pods,
+		floating:  n.Floating - n.FloatingRel,
+		heldWhole: heldWhole,
 	}
 	if n.HeldWhole > 0 || n.Held.Pods > 0 {
 		r.pinned = n.PinnedByOthers(g)
@@ -591,7 +591,7 @@ func (r *nodeRoom) gpuFits(req *snapshot.Request) bool {
 			empty++
 		}
 	}
-	avail := empty - r.floating - r.resvd
+	avail := empty - r.floating - r.heldWhole
 	if req.WholeGPUs > 0 {
 		return avail >= req.WholeGPUs
 	}

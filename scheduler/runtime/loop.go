@@ -60,8 +60,8 @@ type loop struct {
 	// nodes (see rejections).
 	rejects *rejections
 	expired []string
-	// reserved are the nodes tainted, or to taint, for gangs that hold capacity there.
-	reserved *reservedNodes
+	// holdTaints are the nodes tainted, or to taint, for gangs that hold capacity there.
+	holdTaints *holdTaints
 
 	// hist is the queues' usage history (nil with fair share over time off); usageStatus is
 	// what was last taken of it for the Queues' status, at usageSynced.
@@ -154,8 +154,8 @@ func (l *loop) rebuild() {
 	l.resv = newReservations(l.rt.gpu, l.log)
 	l.orphans = newOrphans(l.rt.inf, l.api, l.rt.evictor, l.opts.OrphanGrace, l.log)
 	l.rejects = newRejections()
-	l.reserved = newReservedNodes(l.rt.reserve)
-	l.reserved.off = l.opts.NoNodeReservations
+	l.holdTaints = newHoldTaints(l.rt.holdTaint)
+	l.holdTaints.off = l.opts.NoHoldTaints
 	l.budgetBackoff = flowcontrol.NewBackOff(budgetBackoffInitial, budgetBackoffMax)
 	// Everything is applied now; events queued so far are applied again at the first cycle,
 	// which costs a comparison each. Pods the kubelet rejected before are not replayed: nothing
@@ -210,9 +210,9 @@ func (l *loop) cycle(ctx context.Context) {
 		l.hist.Record(l.snap, res.Capacity)
 		l.syncUsage(now)
 	}
-	// 3. Hand out decisions; reserve the nodes held for gangs.
+	// 3. Hand out decisions; put the hold taint on the nodes held for gangs.
 	l.dispatch(&res)
-	l.reserved.update(&res, l.snap)
+	l.holdTaints.update(&res, l.snap)
 	// 4. Housekeeping: reservations and pods of deleted nodes.
 	l.resv.release(l.snap, now)
 	l.orphans.sweep(ctx, now)
@@ -362,7 +362,7 @@ func (l *loop) apply(k cache.Key) {
 		l.applyPodBudgets(k.NamespacedName(), p)
 	case cache.KindNode:
 		n := inf.Node(k.Name)
-		l.reserved.observe(k.Name, n)
+		l.holdTaints.observe(k.Name, n)
 		if n == nil {
 			l.snap.DeleteNode(k.Name)
 			l.orphans.nodeGone(k.Name, l.clock.Now())
@@ -517,7 +517,7 @@ func (l *loop) dispatch(res *engine.Result) {
 			if e.Reason == engine.EvictLoanReturn {
 				r.WokeAt = lenderWokeAt(t)
 			} else if e.Beneficiary != nil {
-				r.Reserve = l.reserved.value(res, e.Node)
+				r.HoldTaint = l.holdTaints.value(res, e.Node)
 			}
 			if t.Gang != nil {
 				r.Queue = t.Gang.QueueName()

@@ -69,13 +69,14 @@ type Options struct {
 	OrphanGrace time.Duration
 
 	// PipelineStageLead is how long before the expected end of the steps before a GPU stage a
-	// Staged run's stage is reserved (pipelineAdmission Stages; pipelines.Options.StageLead).
+	// Staged run's stage is held (pipelineAdmission Stages; pipelines.Options.StageLead).
 	// Default 1m.
 	PipelineStageLead time.Duration
 
-	// NoNodeReservations leaves nodes untainted while capacity is held on them for a gang: only
-	// for clusters where no other scheduler places pods on fairway's nodes (docs/coexistence.md).
-	NoNodeReservations bool
+	// NoHoldTaints leaves nodes without the hold taint while capacity is held on them for a
+	// gang: only for clusters where no other scheduler places pods on fairway's nodes
+	// (docs/coexistence.md).
+	NoHoldTaints bool
 
 	// GangShapers are the adapters whose gangs follow their owner objects (podgroups.Follower);
 	// the scheduler binary passes every adapter of adapters/registry that implements

@@ -17,10 +17,10 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/runtime/cache"
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/gpushare"
+	"github.com/fairway-sched/fairway/scheduler/runtime/holdtaint"
 	"github.com/fairway-sched/fairway/scheduler/runtime/metrics"
 	"github.com/fairway-sched/fairway/scheduler/runtime/pipelines"
 	"github.com/fairway-sched/fairway/scheduler/runtime/podgroups"
-	"github.com/fairway-sched/fairway/scheduler/runtime/reserve"
 	"github.com/fairway-sched/fairway/scheduler/runtime/status"
 	"github.com/fairway-sched/fairway/scheduler/runtime/volumebinder"
 )
@@ -44,17 +44,17 @@ type Clients struct {
 type Runtime struct {
 	opts Options
 
-	queue   *cache.Queue
-	inf     *cache.Informers
-	gpu     *gpushare.Manager
-	binder  *binder.Binder
-	volumes *volumebinder.Binder
-	evictor *evictor.Evictor
-	reserve *reserve.Reserver
-	pgs     *podgroups.Controller
-	status  *status.Writer
-	metrics *metrics.Metrics
-	loop    *loop
+	queue     *cache.Queue
+	inf       *cache.Informers
+	gpu       *gpushare.Manager
+	binder    *binder.Binder
+	volumes   *volumebinder.Binder
+	evictor   *evictor.Evictor
+	holdTaint *holdtaint.Reconciler
+	pgs       *podgroups.Controller
+	status    *status.Writer
+	metrics   *metrics.Metrics
+	loop      *loop
 	// runs are the pipeline runs held for pipeline admission; nil until SetupWithManager.
 	runs *pipelines.Runs
 	// ext is the loop's extension (Extension): runs, once set; nil before.
@@ -90,13 +90,13 @@ func New(c Clients, opts Options) (*Runtime, error) {
 		Timeout: opts.VolumeBindTimeout, Observer: &bindObserver{m: r.metrics, events: sink}, Log: log.WithName("volumes"),
 		Waiting: sink.WaitingForVolumes,
 	})
-	r.reserve = reserve.New(c.Scheduling, r.inf.Node, log.WithName("reserve"))
+	r.holdTaint = holdtaint.New(c.Scheduling, r.inf.Node, log.WithName("holdtaint"))
 	evOpts := evictor.Options{
 		Workers: opts.EvictWorkers, Events: sink, Observer: &evictObserver{m: r.metrics}, Log: log.WithName("evictor"),
-		Transient: binder.Transient, Reserve: r.reserve.Ensure,
+		Transient: binder.Transient, HoldTaint: r.holdTaint.Ensure,
 	}
-	if opts.NoNodeReservations {
-		evOpts.Reserve = nil
+	if opts.NoHoldTaints {
+		evOpts.HoldTaint = nil
 	}
 	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evOpts)
 	if r.pgs, err = podgroups.New(c.CRD, r.inf, podgroups.Options{Log: log.WithName("podgroups")}); err != nil {
@@ -133,7 +133,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 		},
 	})
 	r.ext = r.runs
-	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.reserve, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents), r.runs}
+	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.holdTaint, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents), r.runs}
 	if len(r.opts.GangShapers) > 0 {
 		f, err := podgroups.NewFollower(r.pgs.Client(), dyn, mgr.GetRESTMapper(), r.inf, r.opts.GangShapers,
 			podgroups.FollowerOptions{Log: r.opts.Log.WithName("podgroup-owners")})

@@ -44,7 +44,7 @@ func startRuntimeWithClock(t *testing.T, cs *fake.Clientset, clk clock.WithTicke
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for _, run := range []func(context.Context) error{rt.inf.Start, rt.loop.Start, rt.binder.Start, rt.evictor.Start, rt.reserve.Start, rt.gpu.Start, rt.runEvents} {
+	for _, run := range []func(context.Context) error{rt.inf.Start, rt.loop.Start, rt.binder.Start, rt.evictor.Start, rt.holdTaint.Start, rt.gpu.Start, rt.runEvents} {
 		go func() { _ = run(ctx) }()
 	}
 	return rt

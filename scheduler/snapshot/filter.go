@@ -62,10 +62,11 @@ func (c FitCode) String() string {
 var noLogger = logr.Discard()
 
 // isSchedulingTaint: NoSchedule and NoExecute taints keep pods off, except fairway's own
-// reservation (v1alpha1.ReservedTaintKey), which is there to keep other schedulers' pods off
-// capacity held for a gang; among fairway's gangs the holds themselves decide who gets it.
+// hold taint (v1alpha1.HoldTaintKey, and the key older versions gave it), which is there to keep
+// other schedulers' pods off capacity held for a gang; among fairway's gangs the holds themselves
+// decide who gets it.
 func isSchedulingTaint(t *corev1.Taint) bool {
-	return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && t.Key != v1alpha1.ReservedTaintKey
+	return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !v1alpha1.IsHoldTaintKey(t.Key)
 }
 
 // Matches evaluates the class's constraints against a node with the upstream helpers: cordon

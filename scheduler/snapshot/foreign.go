@@ -10,7 +10,7 @@ import (
 // ForeignPending counts the pending pods of one other scheduler (kube-scheduler's
 // default-scheduler, most often) that ask for whole GPUs. fairway does not place them, but they
 // compete for the GPUs of the same nodes: what fairway does not hold (Hold; the runtime's
-// reservation taint) goes to whichever scheduler binds first. The engine names them in the
+// hold taint) goes to whichever scheduler binds first. The engine names them in the
 // reasons of gangs that wait for GPUs.
 type ForeignPending struct {
 	Scheduler string

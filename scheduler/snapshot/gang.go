@@ -167,7 +167,7 @@ type podHints struct {
 // Holds returns the gang's holds. The slice is owned by the gang.
 func (g *Gang) Holds() []Hold { return g.holds }
 
-// Hold reserves capacity on one node for a gang: other gangs see the node's free resources minus
+// Hold keeps capacity on one node for a gang: other gangs see the node's free resources minus
 // what is held, so capacity freed by evictions for a reclaiming gang, or gathered for a gang that
 // waited too long, is not taken by someone else first.
 type Hold struct {

@@ -147,7 +147,7 @@ func (s *Snapshot) Shadow(t *Task) *Task {
 	return c
 }
 
-// AddHold reserves capacity on a node for a gang (see Hold).
+// AddHold holds capacity on a node for a gang (see Hold).
 func (s *Snapshot) AddHold(g *Gang, h Hold) {
 	g.holds = append(g.holds, h)
 	n := h.Node
@@ -189,7 +189,7 @@ func (s *Snapshot) ClearHolds(g *Gang) { s.clearHolds(g) }
 
 // ShrinkHolds takes off the gang's holds on the victim's node what the victim would have freed:
 // its eviction did not happen (a PodDisruptionBudget refused it, the API failed), and the hold
-// counted on it. Kept whole, the hold would reserve capacity that never freed, and keep other
+// counted on it. Kept whole, the hold would keep capacity that never freed, and keep other
 // gangs off capacity that did. A hold left empty goes.
 func (s *Snapshot) ShrinkHolds(g *Gang, victim *Task) {
 	if victim.Node == nil || len(g.holds) == 0 {

@@ -57,7 +57,7 @@ func (q *Queue) Serves(ns string) bool {
 // the nearest ancestor's, else PerPod (v1alpha1.ResolvePipelineAdmission, as the webhook
 // resolves it). A placeholder has none of its own. The scheduler holds or stages a run only
 // where this is the mode of the run's state: a Workflow's annotations alone never give it a
-// reservation.
+// hold.
 func (q *Queue) PipelineAdmission() v1alpha1.PipelineAdmission {
 	var modes []v1alpha1.PipelineAdmission
 	for a := q; a != nil; a = a.Parent { // relink cuts cycles
@@ -375,7 +375,7 @@ type Totals struct {
 	Releasing Amounts
 	// Pending is what placeable pending pods ask for.
 	Pending Amounts
-	// Held is what holds reserve for pending gangs.
+	// Held is what holds keep for pending gangs.
 	Held Amounts
 	// PendingPods counts placeable pending pods.
 	PendingPods int32

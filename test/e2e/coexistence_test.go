@@ -50,11 +50,11 @@ rules:
 // kube-scheduler places on the GPUs left (each finishes 3 s after it starts, and a few always
 // wait). Then the lender, whose quota is 16, submits a gang of 2×8 GPUs: fairway reclaims the
 // borrower's pods of two nodes and holds the room. The gang must start, and fairway must have
-// evicted exactly the 16 pods it needed: the nodes it frees are tainted fairway.dev/reserved
+// evicted exactly the 16 pods it needed: the nodes it frees get the hold taint fairway.dev/held
 // before the evictions, so the stream's pods cannot take the room (kube-scheduler ignores
 // fairway's holds, and the nominatedNodeName of pods it does not schedule; docs/coexistence.md).
 //
-// FAIRWAY_E2E_NO_RESERVATIONS=1 runs the same with --no-node-reservations, to see what the
+// FAIRWAY_E2E_NO_HOLD_TAINTS=1 runs the same with --no-hold-taints, to see what the
 // taint prevents: the stream takes the freed GPUs and the gang does not start.
 func TestCoexistence(t *testing.T) {
 	t.Parallel()
@@ -71,10 +71,10 @@ func TestCoexistence(t *testing.T) {
 	})
 	ensureSchedFixtures(t, c)
 	var args []string
-	off := os.Getenv("FAIRWAY_E2E_NO_RESERVATIONS") != ""
+	off := os.Getenv("FAIRWAY_E2E_NO_HOLD_TAINTS") != ""
 	if off {
-		args = append(args, "--no-node-reservations")
-		t.Log("running with --no-node-reservations: the gang is expected not to start")
+		args = append(args, "--no-hold-taints")
+		t.Log("running with --no-hold-taints: the gang is expected not to start")
 	}
 	startSched(t, c, bin, "fairway-scheduler", true, args...)
 	ctx := t.Context()
@@ -183,7 +183,7 @@ func TestCoexistence(t *testing.T) {
 			foreignOnFreed++
 		}
 	}
-	t.Logf("coexistence (node reservations %v): gang bound %d/2 after %v; fairway evictions %d (the gang needs 16); fairway's node taint patches %d; kube-scheduler placed %d of %d plain pods, %d of them on the 2 nodes freed for the gang",
+	t.Logf("coexistence (hold taints %v): gang bound %d/2 after %v; fairway evictions %d (the gang needs 16); fairway's node taint patches %d; kube-scheduler placed %d of %d plain pods, %d of them on the 2 nodes freed for the gang",
 		!off, len(gangBound), took.Round(100*time.Millisecond), evictions, taintWrites, placedAtGang, created.Load(), foreignOnFreed)
 
 	if waitErr != nil {
@@ -199,17 +199,17 @@ func TestCoexistence(t *testing.T) {
 		t.Errorf("kube-scheduler placed %d plain pods on the nodes fairway freed for the gang", foreignOnFreed)
 	}
 	if taintWrites < 2 {
-		t.Errorf("%d node taint patches; want the two nodes reserved and released", taintWrites)
+		t.Errorf("%d node taint patches; want the two nodes tainted and untainted", taintWrites)
 	}
-	// The reservations go once the gang is bound; the stream takes what the gang left.
-	eventually(t, 20*time.Second, "no node reserved any more", func(ctx context.Context) (bool, error) {
+	// The hold taints go once the gang is bound; the stream takes what the gang left.
+	eventually(t, 20*time.Second, "no node with the hold taint any more", func(ctx context.Context) (bool, error) {
 		var nodes corev1.NodeList
 		if err := c.Client().List(ctx, &nodes); err != nil {
 			return false, err
 		}
 		for _, n := range nodes.Items {
 			for _, tt := range n.Spec.Taints {
-				if tt.Key == fairwayv1.ReservedTaintKey {
+				if fairwayv1.IsHoldTaintKey(tt.Key) {
 					return false, fmt.Errorf("node %s still has %s", n.Name, tt.ToString())
 				}
 			}

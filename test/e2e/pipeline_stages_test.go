@@ -25,7 +25,7 @@ import (
 )
 
 // Timing of TestPipelineAdmissionStages: preprocess runs prepFor (kwok) and declares as much
-// (fairway.dev/expected-duration, the example's add_pod_annotation); the scheduler reserves the
+// (fairway.dev/expected-duration, the example's add_pod_annotation); the scheduler holds the
 // next GPU stage stageLead before that.
 const (
 	prepFor   = 25 * time.Second
@@ -42,7 +42,7 @@ const (
 //     after it, waits behind it.
 //   - Stages: the run starts at once (GPUs stay free: a probe pod binds during preprocess); 10s
 //     (--pipeline-stage-lead) before preprocess's declared end, and not before, train's 4 GPUs
-//     are reserved (the Workflow says StageReserved); the burst that arrives then waits, and
+//     are held (the Workflow says StageHeld); the burst that arrives then waits, and
 //     train's pod binds within a cycle of its creation, before any pod of the burst; the run
 //     Succeeds.
 func TestPipelineAdmissionStages(t *testing.T) {
@@ -98,15 +98,15 @@ func TestPipelineAdmissionStages(t *testing.T) {
 
 		reason := waitUnstructured(t, c, r.wf, prepFor+10*time.Second, func(u *unstructured.Unstructured) (string, bool) {
 			a := u.GetAnnotations()
-			return a[fairwayv1.RunReasonAnnotation] + ": " + a[fairwayv1.RunMessageAnnotation], a[fairwayv1.RunReasonAnnotation] == string(fairwayv1.RunStageReserved)
+			return a[fairwayv1.RunReasonAnnotation] + ": " + a[fairwayv1.RunMessageAnnotation], a[fairwayv1.RunReasonAnnotation] == string(fairwayv1.RunStageHeld)
 		})
-		reservedAfter := time.Since(prepStart)
-		t.Logf("reserved %s after preprocess started (declared %s, lead %s): %s", reservedAfter.Round(100*time.Millisecond), prepFor, stageLead, reason)
-		if reservedAfter < prepFor-stageLead-2*time.Second {
-			t.Errorf("train reserved %s after preprocess started, before its lead (%s before %s)", reservedAfter, stageLead, prepFor)
+		heldAfter := time.Since(prepStart)
+		t.Logf("held %s after preprocess started (declared %s, lead %s): %s", heldAfter.Round(100*time.Millisecond), prepFor, stageLead, reason)
+		if heldAfter < prepFor-stageLead-2*time.Second {
+			t.Errorf("train held %s after preprocess started, before its lead (%s before %s)", heldAfter, stageLead, prepFor)
 		}
 		if p := r.preprocess(); p == nil || p.Status.Phase != corev1.PodRunning {
-			t.Fatalf("preprocess is not running any more when train is reserved: %v", p)
+			t.Fatalf("preprocess is not running any more when train is held: %v", p)
 		}
 		if a := r.wf.GetAnnotations(); a[fairwayv1.RunAdmissionAnnotation] != string(fairwayv1.RunStaged) {
 			t.Errorf("run state %q, want Staged", a[fairwayv1.RunAdmissionAnnotation])
@@ -152,34 +152,34 @@ func TestPipelineAdmissionStages(t *testing.T) {
 			t.Errorf("the burst took GPUs beside train: %s", describePods(pods))
 		}
 		// The burst waits for train's GPUs like anything else; the run goes on and Succeeds
-		// (evaluate's half GPU is reserved the same way).
+		// (evaluate's half GPU is held the same way).
 		r.cleanup(burst)
 		phase := waitUnstructured(t, c, r.wf, 90*time.Second, workflowDone)
 		if phase != "Succeeded" {
 			t.Fatalf("run ended %s; pods: %s; nodes: %s", phase, describePods(r.pods()), workflowNodes(r.wf))
 		}
-		// Both GPU stages were reserved (evaluate's half GPU when train ended: train declares no
+		// Both GPU stages were held (evaluate's half GPU when train ended: train declares no
 		// duration and the pipeline has no history), none lapsed.
 		var events eventsv1.EventList
 		if err := c.Client().List(ctx, &events, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
-		var reserved []string
+		var held []string
 		for _, e := range events.Items {
 			if e.Regarding.Name != r.wf.GetName() {
 				continue
 			}
 			switch e.Reason {
-			case fairwayv1.EventRunStageReserved:
-				reserved = append(reserved, e.Note)
+			case fairwayv1.EventRunStageHeld:
+				held = append(held, e.Note)
 			case fairwayv1.EventRunStageLapsed:
-				t.Errorf("a reservation lapsed: %s", e.Note)
+				t.Errorf("a stage's hold lapsed: %s", e.Note)
 			}
 		}
-		if len(reserved) != 2 || !strings.Contains(strings.Join(reserved, "\n"), "root/evaluate/executor") {
-			t.Errorf("reservations %q, want train's and evaluate's", reserved)
+		if len(held) != 2 || !strings.Contains(strings.Join(held, "\n"), "root/evaluate/executor") {
+			t.Errorf("holds %q, want train's and evaluate's", held)
 		}
-		t.Logf("run Succeeded; stages reserved: %s", strings.Join(reserved, "; "))
+		t.Logf("run Succeeded; stages held: %s", strings.Join(held, "; "))
 	})
 }
 

@@ -82,10 +82,10 @@ type Request struct {
 	// WokeAt is, for a LoanReturn, when the gpu-agent observed a lender of the GPU do GPU work
 	// again (zero when unknown): the start of the activity-to-return latency.
 	WokeAt time.Time
-	// Reserve is the taint value of the gang the engine holds the pod's node for ("" when it
-	// holds it for none): the node is reserved (Options.Reserve) before the pod is evicted, so
-	// that the room it frees is never open to other schedulers.
-	Reserve string
+	// HoldTaint is the taint value of the gang the engine holds the pod's node for ("" when it
+	// holds it for none): the node gets the hold taint (Options.HoldTaint) before the pod is
+	// evicted, so that the room it frees is never open to other schedulers.
+	HoldTaint string
 }
 
 // Observer counts evictions; called concurrently.
@@ -105,9 +105,9 @@ type Options struct {
 	Log      logr.Logger
 	// Transient classifies errors worth retrying.
 	Transient func(error) bool
-	// Reserve taints a node for a gang and returns once the API server has the taint (package
-	// reserve); nil reserves nothing.
-	Reserve func(ctx context.Context, node, value string) error
+	// HoldTaint puts the hold taint on a node for a gang and returns once the API server has the
+	// taint (package holdtaint); nil taints nothing.
+	HoldTaint func(ctx context.Context, node, value string) error
 }
 
 // Evictor is the pool of eviction workers. It implements manager.Runnable (leader only).
@@ -256,11 +256,11 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 	case engine.EvictLoanReturn:
 		return e.returnLoan(ctx, r)
 	}
-	if r.Reserve != "" && e.opts.Reserve != nil {
+	if r.HoldTaint != "" && e.opts.HoldTaint != nil {
 		// Evicting without the taint is what fairway did before it had one: better than not
 		// evicting; the loop asks for the taint again after its next cycle.
-		if err := e.opts.Reserve(ctx, r.Node, r.Reserve); err != nil {
-			e.opts.Log.Error(err, "Evicting on a node not reserved for the gang", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
+		if err := e.opts.HoldTaint(ctx, r.Node, r.HoldTaint); err != nil {
+			e.opts.Log.Error(err, "Evicting on a node without the hold taint for the gang", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
 		}
 	}
 	if r.OverridesBudget != nil {

@@ -25,7 +25,7 @@
 // to run pod by pod (a staged run just stops being staged), with reason RunQueueUnavailable on
 // the Workflow and in a warning event, never left suspended with no pod and no reason. Keys a
 // user forged (past a webhook that was down, or in a namespace it does not serve) thus never
-// give a run a reservation its queue does not grant.
+// give a run a hold its queue does not grant.
 package pipelines
 
 import (
@@ -69,7 +69,7 @@ type Options struct {
 	// run pod by pod (nodes may still be joining). Default 1m.
 	NeverFitsAfter time.Duration
 	// StageLead is how long before the expected end of the steps before a GPU stage the stage
-	// is reserved, in queues whose pipelineAdmission is Stages; a reservation is also given up
+	// is held, in queues whose pipelineAdmission is Stages; a stage's hold is also given up
 	// when those steps run this long past their expected end. Default 1m.
 	StageLead time.Duration
 	// KindPollInterval is how often the Workflow kind is looked up again until Argo is
@@ -106,7 +106,7 @@ type Runs struct {
 	// Queue event later in the same batch is seen first.
 	unheld map[types.NamespacedName]struct{}
 	// staged are the runs of Stages queues (stages.go), stagePods the stand-ins of their
-	// reservations, durations what their steps took.
+	// stage holds, durations what their steps took.
 	staged    map[types.NamespacedName]*staged
 	stagePods map[types.NamespacedName]*staged
 	durations durations
@@ -473,7 +473,7 @@ func (r *Runs) standInPods(wf *unstructured.Unstructured, prof *pipelinerun.Prof
 
 // PodSeen tells Runs that a pod of the cluster exists (after the snapshot took it): the first
 // pod of a resumed run gives back the capacity its peak held; a pod of a Staged run is recorded,
-// and takes the place reserved for its stage.
+// and takes the place held for its stage.
 func (r *Runs) PodSeen(snap *snapshot.Snapshot, pod *corev1.Pod, now time.Time) {
 	if len(r.runs) == 0 && len(r.staged) == 0 || r.opts.Engine == nil {
 		return
@@ -490,7 +490,7 @@ func (r *Runs) PodSeen(snap *snapshot.Snapshot, pod *corev1.Pod, now time.Time) 
 	}
 }
 
-// Owns reports whether a pod of the snapshot stands for a held run or a reserved stage (no such
+// Owns reports whether a pod of the snapshot stands for a held run or a held stage (no such
 // pod exists).
 func (r *Runs) Owns(pod types.NamespacedName) bool {
 	if _, ok := r.pods[pod]; ok {

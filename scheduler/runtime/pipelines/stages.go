@@ -18,11 +18,11 @@ import (
 )
 
 // Stages (v1alpha1.PipelineAdmissionStages): the run runs from its creation, and the scheduler
-// reserves each of its GPU stages shortly before it.
+// holds capacity for each of its GPU stages shortly before it.
 //
 // A run's stages are its profile's (pipelinerun.Stage: steps that come after the same longest
 // chain of steps). The next GPU stage is the first one with GPU steps of which no pod exists
-// yet. It is reserved when every step before it (KFP's drivers and importers aside, which take
+// yet. It is held when every step before it (KFP's drivers and importers aside, which take
 // seconds) has finished, or runs and is about to finish: each of its running pods is within
 // Options.StageLead of its expected end, which is, in this order,
 //
@@ -36,7 +36,7 @@ import (
 // A step that has not started yet is not about to finish. Argo's activeDeadlineSeconds is not
 // read: it bounds a step, it does not say how long the step takes.
 //
-// The reservation is a pending gang of the stage's GPU pods as the profile has them (named
+// The stage's hold is a pending gang of the stage's GPU pods as the profile has them (named
 // v1alpha1.RunStagePodName), created as old as the run: within its queue it comes before work
 // that arrived after the run, and the engine orders it, counts it in its queue's demand,
 // reclaims and preempts for it like any gang. Once the engine places it, its bindings are
@@ -47,10 +47,10 @@ import (
 // cycle that sees it. A stand-in not placed yet stays, paired with the pod: it keeps the run's
 // place in line, and passes the capacity on when the engine places it (settlePaired).
 //
-// Nothing is held for ever: a reservation is given up (v1alpha1.RunStageLapsed) when the steps
+// Nothing is held for ever: a stage's hold is given up (v1alpha1.RunStageLapsed) when the steps
 // before the stage run StageLead past their expected end (it is made again when they finish),
 // or when the stage's pods do not come within StartGrace of the steps before it finishing; a
-// stage above its queue's limit or the cluster is never reserved (v1alpha1.RunNeverFits). In
+// stage above its queue's limit or the cluster is never held (v1alpha1.RunNeverFits). In
 // every such case the stage's pods are scheduled as they come, as without pipeline admission.
 
 // staged is a run of a Stages queue that the loop follows.
@@ -69,10 +69,10 @@ type staged struct {
 	// ended; statusRunning are the starts of its running pod nodes.
 	statusDone    []int64
 	statusRunning [][]time.Time
-	resv          *stageResv
-	// givenUp are stages that are not reserved any more (lapsed after the steps before them
-	// finished, or never fitting); onDone are stages to reserve only when the steps before them
-	// have finished (a reservation lapsed while they overran).
+	hold          *stageHold
+	// givenUp are stages that are not held any more (lapsed after the steps before them
+	// finished, or never fitting); onDone are stages to hold only when the steps before them
+	// have finished (a hold lapsed while they overran).
 	givenUp, onDone map[int]bool
 	// reason and message are the last written.
 	reason, message string
@@ -88,13 +88,13 @@ type stepPod struct {
 	handed   bool          // took a stand-in's place
 }
 
-type stageResv struct {
+type stageHold struct {
 	stage   pipelinerun.Stage
 	gang    snapshot.GangKey
 	pods    []standIn
 	created time.Time
-	// expectedEnd is when the steps before the stage were expected to end; zero when reserved
-	// on their completion.
+	// expectedEnd is when the steps before the stage were expected to end; zero when held on
+	// their completion.
 	expectedEnd time.Time
 	// beforeDone is when the steps before it were first seen finished.
 	beforeDone time.Time
@@ -152,7 +152,7 @@ func (r *Runs) followStaged(wf *unstructured.Unstructured, now time.Time) *stage
 	prof, err := r.opts.Engine.Profile(wf)
 	if err != nil || queue == "" || len(prof.GPUStages()) == 0 {
 		if err != nil {
-			r.opts.Log.V(1).Info("A Staged run cannot be profiled; its stages are not reserved", "workflow", key.String(), "err", err.Error())
+			r.opts.Log.V(1).Info("A Staged run cannot be profiled; its stages are not held", "workflow", key.String(), "err", err.Error())
 		}
 		return nil
 	}
@@ -252,7 +252,7 @@ func (sr *staged) readStatus(wf *unstructured.Unstructured) {
 	}
 }
 
-// seePod records a pod of the run, and hands a stand-in's place to a pod of the reserved stage.
+// seePod records a pod of the run, and hands a stand-in's place to a pod of the held stage.
 func (r *Runs) seePod(snap *snapshot.Snapshot, sr *staged, pod *corev1.Pod, now time.Time) {
 	path, ok := stepPath(sr.key.Name, r.opts.Engine.NodeOf(pod))
 	if !ok {
@@ -279,18 +279,18 @@ func (r *Runs) seePod(snap *snapshot.Snapshot, sr *staged, pod *corev1.Pod, now 
 	if sp.phase == corev1.PodSucceeded && was != corev1.PodSucceeded && !sp.started.IsZero() && was != "" {
 		r.durations.record(sr.family+"\x00"+path, now.Sub(sp.started))
 	}
-	resv := sr.resv
-	if resv == nil || sp.handed || pod.Spec.NodeName != "" || terminal(sp.phase) || sr.prof.Steps[step].Stage != resv.stage.Index {
+	hold := sr.hold
+	if hold == nil || sp.handed || pod.Spec.NodeName != "" || terminal(sp.phase) || sr.prof.Steps[step].Stage != hold.stage.Index {
 		return
 	}
-	i := slices.IndexFunc(resv.pods, func(s standIn) bool { return s.step == step && s.pod.Name == "" })
+	i := slices.IndexFunc(hold.pods, func(s standIn) bool { return s.step == step && s.pod.Name == "" })
 	if i < 0 {
 		return
 	}
 	sp.handed = true
-	resv.pods[i].pod = types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	if t := snap.Task(resv.pods[i].key); t != nil && t.NodeName != "" {
-		r.handOff(snap, sr, resv.pods[i], resv.pods[i].pod, now)
+	hold.pods[i].pod = types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	if t := snap.Task(hold.pods[i].key); t != nil && t.NodeName != "" {
+		r.handOff(snap, sr, hold.pods[i], hold.pods[i].pod, now)
 		r.dropStandIn(sr, i, now)
 	}
 	// Not placed yet: the stand-in keeps the run's place in line for the pod, and gives it the
@@ -301,9 +301,9 @@ func (r *Runs) seePod(snap *snapshot.Snapshot, sr *staged, pod *corev1.Pod, now 
 // them: a stand-in placed now gives its capacity to its pod; one whose pod was placed anyway,
 // or is gone, leaves.
 func (r *Runs) settlePaired(snap *snapshot.Snapshot, sr *staged, now time.Time) {
-	resv := sr.resv
-	for i := 0; sr.resv == resv && i < len(resv.pods); {
-		in := resv.pods[i]
+	hold := sr.hold
+	for i := 0; sr.hold == hold && i < len(hold.pods); {
+		in := hold.pods[i]
 		if in.pod.Name == "" {
 			i++
 			continue
@@ -322,24 +322,24 @@ func (r *Runs) settlePaired(snap *snapshot.Snapshot, sr *staged, now time.Time) 
 	}
 }
 
-// paired reports whether a stand-in of the reservation waits with its pod.
-func (resv *stageResv) paired() bool {
-	return slices.ContainsFunc(resv.pods, func(s standIn) bool { return s.pod.Name != "" })
+// paired reports whether a stand-in of the hold waits with its pod.
+func (hold *stageHold) paired() bool {
+	return slices.ContainsFunc(hold.pods, func(s standIn) bool { return s.pod.Name != "" })
 }
 
-// dropStandIn forgets the reservation's i-th stand-in (out of the snapshot already); the last
-// one ends the reservation: the stage has started.
+// dropStandIn forgets the hold's i-th stand-in (out of the snapshot already); the last one
+// ends the hold: the stage has started.
 func (r *Runs) dropStandIn(sr *staged, i int, now time.Time) {
-	resv := sr.resv
-	delete(r.stagePods, resv.pods[i].key)
-	resv.pods = slices.Delete(resv.pods, i, i+1)
-	if len(resv.pods) > 0 {
+	hold := sr.hold
+	delete(r.stagePods, hold.pods[i].key)
+	hold.pods = slices.Delete(hold.pods, i, i+1)
+	if len(hold.pods) > 0 {
 		return
 	}
-	sr.resv = nil
-	msg := fmt.Sprintf("stage %d (%s) started on the capacity reserved for it", resv.stage.Index, stageSteps(sr.prof, resv.stage))
+	sr.hold = nil
+	msg := fmt.Sprintf("stage %d (%s) started on the capacity held for it", hold.stage.Index, stageSteps(sr.prof, hold.stage))
 	r.writeStaged(sr, string(v1alpha1.RunStagesAhead), msg, now, true)
-	r.opts.Log.V(1).Info("A Staged run's GPU stage took its reserved capacity", "workflow", sr.key.String(), "stage", resv.stage.Index)
+	r.opts.Log.V(1).Info("A Staged run's GPU stage took its held capacity", "workflow", sr.key.String(), "stage", hold.stage.Index)
 }
 
 func terminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
@@ -371,66 +371,66 @@ func (r *Runs) handOff(snap *snapshot.Snapshot, sr *staged, in standIn, pod type
 	snap.DeletePod(in.key) // its capacity first, then the hold on it
 	snap.AddHold(real.Gang, snapshot.Hold{Node: node, MilliCPU: req.MilliCPU, Memory: req.Memory, Pods: 1,
 		WholeGPUs: whole, MilliGPU: real.PendingGPU(), Expires: now.Add(r.opts.StartGrace)})
-	r.opts.Log.V(1).Info("A stage's pod takes its reserved capacity", "workflow", sr.key.String(), "pod", pod.String(), "node", node.Name)
+	r.opts.Log.V(1).Info("A stage's pod takes its held capacity", "workflow", sr.key.String(), "pod", pod.String(), "node", node.Name)
 }
 
 // ---- Deciding --------------------------------------------------------------------------------
 
-// decideStaged runs after each cycle: it notes the reservations the engine placed, gives up
-// those held too long, and reserves the next GPU stage of runs whose steps before it are about
+// decideStaged runs after each cycle: it notes the stage holds the engine placed, gives up
+// those held too long, and holds the next GPU stage of runs whose steps before it are about
 // to finish.
 func (r *Runs) decideStaged(snap *snapshot.Snapshot, res *engine.Result, now time.Time) {
 	var reasons map[snapshot.GangKey]*engine.GangReason
 	var capacity *clusterGPUs
 	for _, sr := range r.staged {
-		if sr.resv != nil {
+		if sr.hold != nil {
 			r.settlePaired(snap, sr, now)
 		}
-		if resv := sr.resv; resv != nil {
-			before := sr.before(resv.stage.Index, now)
-			if before.done && resv.beforeDone.IsZero() {
-				resv.beforeDone = now
+		if hold := sr.hold; hold != nil {
+			before := sr.before(hold.stage.Index, now)
+			if before.done && hold.beforeDone.IsZero() {
+				hold.beforeDone = now
 			}
 			if capacity == nil {
 				capacity = gpusOf(snap)
 			}
-			if why := neverFits(snap, sr.queue, resv.gpuMilli, resv.maxPodGPU, capacity, now.Sub(resv.created) >= r.opts.NeverFitsAfter); why != "" {
-				sr.givenUp[resv.stage.Index] = true
-				r.dropReservation(snap, sr)
-				msg := fmt.Sprintf("stage %d (%s) is not reserved: %s; its pods are scheduled as they come", resv.stage.Index, stageSteps(sr.prof, resv.stage), why)
+			if why := neverFits(snap, sr.queue, hold.gpuMilli, hold.maxPodGPU, capacity, now.Sub(hold.created) >= r.opts.NeverFitsAfter); why != "" {
+				sr.givenUp[hold.stage.Index] = true
+				r.dropHold(snap, sr)
+				msg := fmt.Sprintf("stage %d (%s) is not held: %s; its pods are scheduled as they come", hold.stage.Index, stageSteps(sr.prof, hold.stage), why)
 				r.writeStaged(sr, string(v1alpha1.RunNeverFits), msg, now, true)
-				r.event(sr.key, corev1.EventTypeWarning, v1alpha1.EventRunStageLapsed, "Reserve", msg)
+				r.event(sr.key, corev1.EventTypeWarning, v1alpha1.EventRunStageLapsed, "Hold", msg)
 				continue
 			}
 			lapsed := ""
 			switch {
-			case resv.paired():
+			case hold.paired():
 				// The stage's pods are here and wait in the run's place: nothing is held.
-			case !resv.beforeDone.IsZero() && now.Sub(resv.beforeDone) >= r.opts.StartGrace:
-				sr.givenUp[resv.stage.Index] = true
+			case !hold.beforeDone.IsZero() && now.Sub(hold.beforeDone) >= r.opts.StartGrace:
+				sr.givenUp[hold.stage.Index] = true
 				lapsed = fmt.Sprintf("its pods did not come within %s of the steps before it finishing", r.opts.StartGrace)
-			case resv.beforeDone.IsZero() && !resv.expectedEnd.IsZero() && now.After(resv.expectedEnd.Add(r.opts.StageLead)):
-				sr.onDone[resv.stage.Index] = true
-				lapsed = fmt.Sprintf("the steps before it run more than %s past their expected end (%s); it is reserved again when they finish",
-					r.opts.StageLead, resv.expectedEnd.UTC().Format(time.RFC3339))
+			case hold.beforeDone.IsZero() && !hold.expectedEnd.IsZero() && now.After(hold.expectedEnd.Add(r.opts.StageLead)):
+				sr.onDone[hold.stage.Index] = true
+				lapsed = fmt.Sprintf("the steps before it run more than %s past their expected end (%s); it is held again when they finish",
+					r.opts.StageLead, hold.expectedEnd.UTC().Format(time.RFC3339))
 			}
 			if lapsed != "" {
-				r.dropReservation(snap, sr)
-				msg := fmt.Sprintf("the reservation of stage %d (%s) is given up: %s", resv.stage.Index, stageSteps(sr.prof, resv.stage), lapsed)
+				r.dropHold(snap, sr)
+				msg := fmt.Sprintf("the hold of stage %d (%s) is given up: %s", hold.stage.Index, stageSteps(sr.prof, hold.stage), lapsed)
 				r.writeStaged(sr, string(v1alpha1.RunStageLapsed), msg, now, true)
-				r.event(sr.key, corev1.EventTypeNormal, v1alpha1.EventRunStageLapsed, "Reserve", msg)
+				r.event(sr.key, corev1.EventTypeNormal, v1alpha1.EventRunStageLapsed, "Hold", msg)
 				continue
 			}
-			if resv.placedAt.IsZero() && r.resvPlaced(snap, resv) {
-				resv.placedAt = now
-				msg := fmt.Sprintf("stage %d (%s, %s) is reserved on %s: %s", resv.stage.Index, stageSteps(sr.prof, resv.stage),
-					resv.stage.Demand, r.resvNodes(snap, resv), r.why(resv, now))
-				r.writeStaged(sr, string(v1alpha1.RunStageReserved), msg, now, true)
-				r.event(sr.key, corev1.EventTypeNormal, v1alpha1.EventRunStageReserved, "Reserve", "The run's next GPU stage is reserved: "+msg)
-				r.opts.Log.V(1).Info("A Staged run's next GPU stage is reserved", "workflow", sr.key.String(), "stage", resv.stage.Index)
+			if hold.placedAt.IsZero() && r.holdPlaced(snap, hold) {
+				hold.placedAt = now
+				msg := fmt.Sprintf("stage %d (%s, %s) is held on %s: %s", hold.stage.Index, stageSteps(sr.prof, hold.stage),
+					hold.stage.Demand, r.holdNodes(snap, hold), r.why(hold, now))
+				r.writeStaged(sr, string(v1alpha1.RunStageHeld), msg, now, true)
+				r.event(sr.key, corev1.EventTypeNormal, v1alpha1.EventRunStageHeld, "Hold", "The run's next GPU stage is held: "+msg)
+				r.opts.Log.V(1).Info("A Staged run's next GPU stage is held", "workflow", sr.key.String(), "stage", hold.stage.Index)
 				continue
 			}
-			if resv.placedAt.IsZero() {
+			if hold.placedAt.IsZero() {
 				if reasons == nil {
 					reasons = make(map[snapshot.GangKey]*engine.GangReason)
 					for i := range res.Unschedulable {
@@ -439,8 +439,8 @@ func (r *Runs) decideStaged(snap *snapshot.Snapshot, res *engine.Result, now tim
 						}
 					}
 				}
-				if g := reasons[resv.gang]; g != nil {
-					msg := fmt.Sprintf("stage %d (%s) waits for its reservation: %s", resv.stage.Index, stageSteps(sr.prof, resv.stage), g.Message)
+				if g := reasons[hold.gang]; g != nil {
+					msg := fmt.Sprintf("stage %d (%s) waits for its hold: %s", hold.stage.Index, stageSteps(sr.prof, hold.stage), g.Message)
 					r.writeStaged(sr, string(g.Code), msg, now, false)
 				}
 			}
@@ -457,7 +457,7 @@ func (r *Runs) decideStaged(snap *snapshot.Snapshot, res *engine.Result, now tim
 		default:
 			continue
 		}
-		r.reserveStage(snap, sr, st, before, now)
+		r.holdStage(snap, sr, st, before, now)
 	}
 }
 
@@ -583,8 +583,8 @@ func (sr *staged) started(st pipelinerun.Stage) bool {
 	return false
 }
 
-// reserveStage puts the stage's GPU pods into the snapshot as a pending gang, as old as the run.
-func (r *Runs) reserveStage(snap *snapshot.Snapshot, sr *staged, st pipelinerun.Stage, before beforeStage, now time.Time) {
+// holdStage puts the stage's GPU pods into the snapshot as a pending gang, as old as the run.
+func (r *Runs) holdStage(snap *snapshot.Snapshot, sr *staged, st pipelinerun.Stage, before beforeStage, now time.Time) {
 	var set []pipelinerun.PodCount
 	for _, i := range st.Steps {
 		if s := sr.prof.Steps[i]; !s.System && s.Demand.HasGPU() && s.Pod != nil {
@@ -597,34 +597,34 @@ func (r *Runs) reserveStage(snap *snapshot.Snapshot, sr *staged, st pipelinerun.
 		return
 	}
 	pods := r.standInPods(wf, sr.prof, set, sr.queue, gang, func(i int) string { return v1alpha1.RunStagePodName(sr.key.Name, st.Index, i) })
-	resv := &stageResv{stage: st, gang: snapshot.GangKey{Namespace: sr.key.Namespace, Name: gang, PodGroup: true}, created: now,
+	hold := &stageHold{stage: st, gang: snapshot.GangKey{Namespace: sr.key.Namespace, Name: gang, PodGroup: true}, created: now,
 		gpuMilli: st.Demand.GPUMilli}
 	if !before.done {
-		resv.expectedEnd = before.end
+		hold.expectedEnd = before.end
 	} else {
-		resv.beforeDone = now
+		hold.beforeDone = now
 	}
 	k := 0
 	for _, pc := range set {
 		for range pc.Count {
 			p := pods[k]
 			k++
-			resv.maxPodGPU = max(resv.maxPodGPU, podGPUs(p))
+			hold.maxPodGPU = max(hold.maxPodGPU, podGPUs(p))
 			if err := snap.UpsertStandIn(p); err != nil {
 				r.opts.Log.Error(err, "Stage pod not taken into the snapshot", "pod", p.Name)
 				continue
 			}
 			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-			resv.pods = append(resv.pods, standIn{key: key, step: pc.Step})
+			hold.pods = append(hold.pods, standIn{key: key, step: pc.Step})
 			r.stagePods[key] = sr
 		}
 	}
-	if len(resv.pods) == 0 {
+	if len(hold.pods) == 0 {
 		return
 	}
-	sr.resv = resv
-	r.opts.Log.V(1).Info("Reserving a Staged run's next GPU stage", "workflow", sr.key.String(), "stage", st.Index, "demand", st.Demand.String(),
-		"why", r.why(resv, now))
+	sr.hold = hold
+	r.opts.Log.V(1).Info("Holding a Staged run's next GPU stage", "workflow", sr.key.String(), "stage", st.Index, "demand", st.Demand.String(),
+		"why", r.why(hold, now))
 }
 
 func podGPUs(p *corev1.Pod) int64 {
@@ -640,26 +640,26 @@ func podGPUs(p *corev1.Pod) int64 {
 	return n
 }
 
-func (r *Runs) why(resv *stageResv, now time.Time) string {
-	if resv.expectedEnd.IsZero() {
+func (r *Runs) why(hold *stageHold, now time.Time) string {
+	if hold.expectedEnd.IsZero() {
 		return "the steps before it have finished"
 	}
-	return fmt.Sprintf("the steps before it are expected to end at %s (in %s)", resv.expectedEnd.UTC().Format(time.RFC3339),
-		max(resv.expectedEnd.Sub(now), 0).Round(time.Second))
+	return fmt.Sprintf("the steps before it are expected to end at %s (in %s)", hold.expectedEnd.UTC().Format(time.RFC3339),
+		max(hold.expectedEnd.Sub(now), 0).Round(time.Second))
 }
 
-func (r *Runs) resvPlaced(snap *snapshot.Snapshot, resv *stageResv) bool {
-	for _, in := range resv.pods {
+func (r *Runs) holdPlaced(snap *snapshot.Snapshot, hold *stageHold) bool {
+	for _, in := range hold.pods {
 		if t := snap.Task(in.key); t == nil || t.NodeName == "" {
 			return false
 		}
 	}
-	return len(resv.pods) > 0
+	return len(hold.pods) > 0
 }
 
-func (r *Runs) resvNodes(snap *snapshot.Snapshot, resv *stageResv) string {
+func (r *Runs) holdNodes(snap *snapshot.Snapshot, hold *stageHold) string {
 	var nodes []string
-	for _, in := range resv.pods {
+	for _, in := range hold.pods {
 		if t := snap.Task(in.key); t != nil && t.NodeName != "" && !slices.Contains(nodes, t.NodeName) {
 			nodes = append(nodes, t.NodeName)
 		}
@@ -668,19 +668,19 @@ func (r *Runs) resvNodes(snap *snapshot.Snapshot, resv *stageResv) string {
 	return strings.Join(nodes, ",")
 }
 
-func (r *Runs) dropReservation(snap *snapshot.Snapshot, sr *staged) {
-	if sr.resv == nil {
+func (r *Runs) dropHold(snap *snapshot.Snapshot, sr *staged) {
+	if sr.hold == nil {
 		return
 	}
-	for _, in := range sr.resv.pods {
+	for _, in := range sr.hold.pods {
 		snap.DeletePod(in.key)
 		delete(r.stagePods, in.key)
 	}
-	sr.resv = nil
+	sr.hold = nil
 }
 
 func (r *Runs) forgetStaged(snap *snapshot.Snapshot, sr *staged) {
-	r.dropReservation(snap, sr)
+	r.dropHold(snap, sr)
 	delete(r.staged, sr.key)
 }
 

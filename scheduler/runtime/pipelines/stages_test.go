@@ -154,12 +154,12 @@ func stagesScenario(t *testing.T, state v1alpha1.RunAdmissionState) (*stagesFixt
 	f.pod(prep, "run1", "prep")
 	stand := types.NamespacedName{Namespace: "ns", Name: v1alpha1.RunStagePodName("run1", 1, 0)}
 
-	// Far from prep's end: nothing reserved, nothing held.
+	// Far from prep's end: nothing held: no stand-in in the snapshot.
 	for _, at := range []time.Duration{time.Minute, 5 * time.Minute, 8*time.Minute + 50*time.Second} {
 		f.now = t0.Add(at)
 		f.cycle()
 		if f.snap.Task(stand) != nil {
-			t.Fatalf("at %s of a 10m step, train is already reserved", at)
+			t.Fatalf("at %s of a 10m step, train is already held", at)
 		}
 	}
 	// Within the lead (1m) of its expected end: the stage is queued, then placed.
@@ -169,15 +169,15 @@ func stagesScenario(t *testing.T, state v1alpha1.RunAdmissionState) (*stagesFixt
 	f.cycle()
 	if state == v1alpha1.RunStaged {
 		if tk := f.snap.Task(stand); tk == nil || tk.NodeName != "n1" {
-			t.Fatalf("train's stage is not reserved on n1 50s before prep's expected end: %+v", tk)
+			t.Fatalf("train's stage is not held on n1 50s before prep's expected end: %+v", tk)
 		}
 		w, ok := f.lastWrite(run)
-		if !ok || w.state != v1alpha1.RunStaged || w.reason != string(v1alpha1.RunStageReserved) || w.resume {
-			t.Fatalf("write %+v (%v), want StageReserved", w, ok)
+		if !ok || w.state != v1alpha1.RunStaged || w.reason != string(v1alpha1.RunStageHeld) || w.resume {
+			t.Fatalf("write %+v (%v), want StageHeld", w, ok)
 		}
-		t.Logf("reserved: %s", w.message)
+		t.Logf("held: %s", w.message)
 	} else if f.snap.Task(stand) != nil {
-		t.Fatal("a run that is not Staged is reserved")
+		t.Fatal("a run that is not Staged has a stage held")
 	}
 
 	// The burst arrives after the run, while prep still runs.
@@ -207,7 +207,7 @@ func engineBindings(names []string) []engine.Binding {
 	return out
 }
 
-// TestStagesTrainBindsBeforeALaterBurst: with Stages, train's 4 GPUs are reserved 50s before
+// TestStagesTrainBindsBeforeALaterBurst: with Stages, train's 4 GPUs are held 50s before
 // prep's declared end, a burst of single-GPU pods that came after the run waits, and train's
 // pod binds in the cycle that sees it.
 func TestStagesTrainBindsBeforeALaterBurst(t *testing.T) {
@@ -249,8 +249,8 @@ func TestWithoutStagesTheBurstTakesTheGPUs(t *testing.T) {
 	}
 }
 
-// TestStagesLearnsDurations: without a declared duration, the first run's train is reserved
-// when prep ends; the next run of the same pipeline is reserved a lead before prep's learnt end.
+// TestStagesLearnsDurations: without a declared duration, the first run's train is held
+// when prep ends; the next run of the same pipeline is held a lead before prep's learnt end.
 func TestStagesLearnsDurations(t *testing.T) {
 	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
 	f.addRun("run1", v1alpha1.RunStaged, "", 4)
@@ -259,19 +259,19 @@ func TestStagesLearnsDurations(t *testing.T) {
 	f.now = t0.Add(9*time.Minute + 30*time.Second)
 	f.cycle()
 	if f.snap.Task(stand1) != nil {
-		t.Fatal("reserved with no expected duration before prep ended")
+		t.Fatal("held with no expected duration before prep ended")
 	}
 	f.now = t0.Add(8 * time.Minute) // prep took 8m
 	f.pod(testutil.MakePod("ns", "run1-prep").CPU("4").Created(t0).Node("n1").Started(t0).Phase(corev1.PodSucceeded), "run1", "prep")
 	f.cycle()
 	if f.snap.Task(stand1) == nil {
-		t.Fatal("not reserved once prep ended")
+		t.Fatal("not held once prep ended")
 	}
-	// Its pods do not come: the reservation is given up after StartGrace.
+	// Its pods do not come: the hold is given up after StartGrace.
 	f.now = f.now.Add(31 * time.Second)
 	f.cycle()
 	if f.snap.Task(stand1) != nil || len(f.runs.stagePods) != 0 {
-		t.Fatal("a reservation whose pods never come is held past StartGrace")
+		t.Fatal("a stage hold whose pods never come lasts past StartGrace")
 	}
 	if w, ok := f.lastWrite(types.NamespacedName{Namespace: "ns", Name: "run1"}); !ok || w.reason != string(v1alpha1.RunStageLapsed) {
 		t.Errorf("write %+v (%v), want StageLapsed", w, ok)
@@ -285,16 +285,16 @@ func TestStagesLearnsDurations(t *testing.T) {
 	f.now = t1.Add(6*time.Minute + 50*time.Second)
 	f.cycle()
 	if f.snap.Task(stand2) != nil {
-		t.Fatal("reserved more than the lead before prep's learnt end")
+		t.Fatal("held more than the lead before prep's learnt end")
 	}
 	f.now = t1.Add(7*time.Minute + 10*time.Second)
 	f.cycle()
 	if f.snap.Task(stand2) == nil {
-		t.Fatal("not reserved within the lead of prep's learnt end (8m)")
+		t.Fatal("not held within the lead of prep's learnt end (8m)")
 	}
 }
 
-// TestStagesOverrun: prep runs well past its declared end; the reservation is given up (the GPUs
+// TestStagesOverrun: prep runs well past its declared end; the hold is given up (the GPUs
 // are not held for ever) and made again when prep ends.
 func TestStagesOverrun(t *testing.T) {
 	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
@@ -306,29 +306,29 @@ func TestStagesOverrun(t *testing.T) {
 	f.now = f.now.Add(time.Second)
 	f.cycle()
 	if tk := f.snap.Task(stand); tk == nil || tk.NodeName == "" {
-		t.Fatal("not reserved")
+		t.Fatal("not held")
 	}
 	f.now = t0.Add(11*time.Minute + time.Second)
 	f.cycle()
 	if f.snap.Task(stand) != nil {
 		t.Fatal("still held a lead past prep's expected end")
 	}
-	if w, _ := f.lastWrite(run); w.reason != string(v1alpha1.RunStageLapsed) || !strings.Contains(w.message, "reserved again") {
+	if w, _ := f.lastWrite(run); w.reason != string(v1alpha1.RunStageLapsed) || !strings.Contains(w.message, "held again") {
 		t.Errorf("write %+v, want StageLapsed", w)
 	}
 	f.now = t0.Add(20 * time.Minute)
 	f.cycle()
 	if f.snap.Task(stand) != nil {
-		t.Fatal("reserved again while prep overruns")
+		t.Fatal("held again while prep overruns")
 	}
 	f.pod(testutil.MakePod("ns", "run1-prep").CPU("4").Created(t0).Node("n1").Started(t0).Phase(corev1.PodSucceeded), "run1", "prep")
 	f.cycle()
 	if f.snap.Task(stand) == nil {
-		t.Fatal("not reserved again when prep ended")
+		t.Fatal("not held again when prep ended")
 	}
 }
 
-// TestStagesNeverFits: a stage above its queue's limit is never reserved; the run goes on pod by
+// TestStagesNeverFits: a stage above its queue's limit is never held; the run goes on pod by
 // pod with the reason.
 func TestStagesNeverFits(t *testing.T) {
 	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, "3"))
@@ -337,7 +337,7 @@ func TestStagesNeverFits(t *testing.T) {
 	f.cycle()
 	f.cycle()
 	if len(f.runs.stagePods) != 0 {
-		t.Fatal("a stage above the queue's limit is reserved")
+		t.Fatal("a stage above the queue's limit is held")
 	}
 	if w, _ := f.lastWrite(run); w.reason != string(v1alpha1.RunNeverFits) || w.resume {
 		t.Errorf("write %+v, want NeverFits", w)
@@ -345,7 +345,7 @@ func TestStagesNeverFits(t *testing.T) {
 	f.now = f.now.Add(time.Minute)
 	f.cycle()
 	if len(f.runs.stagePods) != 0 {
-		t.Fatal("reserved again after NeverFits")
+		t.Fatal("held again after NeverFits")
 	}
 }
 
@@ -363,7 +363,7 @@ func TestStagesSkippedStep(t *testing.T) {
 	f.runs.Apply(f.snap, key, f.now)
 	f.cycle()
 	if len(f.runs.stagePods) != 1 {
-		t.Fatal("train not reserved after its only predecessor was skipped")
+		t.Fatal("train not held after its only predecessor was skipped")
 	}
 	// The run ends: everything it held goes.
 	_ = unstructured.SetNestedField(wf.Object, "Failed", "status", "phase")
@@ -372,7 +372,7 @@ func TestStagesSkippedStep(t *testing.T) {
 	}
 	f.runs.Apply(f.snap, key, f.now)
 	if len(f.runs.stagePods) != 0 || len(f.runs.staged) != 0 || f.snap.Task(types.NamespacedName{Namespace: "ns", Name: v1alpha1.RunStagePodName("run1", 1, 0)}) != nil {
-		t.Fatal("a finished run still holds its reservation")
+		t.Fatal("a finished run still holds its stage")
 	}
 }
 
@@ -393,9 +393,9 @@ func TestStepPath(t *testing.T) {
 	}
 }
 
-// TestStagesKeepsTheRunsPlace: the GPUs are busy when train's stage is reserved, so the
-// reservation waits (with the engine's reason); the burst comes after the run, train's pod after
-// prep ends. When the GPUs free up, the reservation, as old as the run, is placed first and
+// TestStagesKeepsTheRunsPlace: the GPUs are busy when train's stage is held, so the
+// hold waits (with the engine's reason); the burst comes after the run, train's pod after
+// prep ends. When the GPUs free up, the hold, as old as the run, is placed first and
 // passes them to train's pod: the burst still waits.
 func TestStagesKeepsTheRunsPlace(t *testing.T) {
 	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
@@ -409,7 +409,7 @@ func TestStagesKeepsTheRunsPlace(t *testing.T) {
 	f.cycle()
 	w, ok := f.lastWrite(run)
 	if !ok || !v1alpha1.UnschedulableReason(w.reason).Known() {
-		t.Fatalf("write %+v (%v), want the engine's reason for the waiting reservation", w, ok)
+		t.Fatalf("write %+v (%v), want the engine's reason for the waiting hold", w, ok)
 	}
 	f.now = t0.Add(9*time.Minute + 40*time.Second)
 	for _, n := range burst {
@@ -447,8 +447,8 @@ func TestStagesKeepsTheRunsPlace(t *testing.T) {
 	}
 }
 
-// TestStagedRunOfADeletedQueueIsReleased: a Staged run whose stage is reserved, when its queue
-// is deleted, gives the reservation up in the next cycle and is no longer staged, with the reason
+// TestStagedRunOfADeletedQueueIsReleased: a Staged run whose stage is held, when its queue
+// is deleted, gives the hold up in the next cycle and is no longer staged, with the reason
 // on the Workflow; it is not resumed (it runs already, and its user may have suspended it).
 func TestStagedRunOfADeletedQueueIsReleased(t *testing.T) {
 	f, run, _ := stagesScenario(t, v1alpha1.RunStaged)
@@ -466,7 +466,7 @@ func TestStagedRunOfADeletedQueueIsReleased(t *testing.T) {
 }
 
 // TestForgedStagedRunIsNotStaged: a Workflow marked Staged in a queue that admits pipelines whole
-// (Peak), not by stages, gets no reservation.
+// (Peak), not by stages, gets no hold.
 func TestForgedStagedRunIsNotStaged(t *testing.T) {
 	f := newStagesFixture(t, testutil.MakeQueue("team").GPU("4", 1, ""))
 	if err := f.snap.UpsertQueue(testutil.MakeQueue("team").GPU("4", 1, "").Namespaces("ns").PipelineAdmission(v1alpha1.PipelineAdmissionPeak).Obj()); err != nil {
@@ -482,6 +482,6 @@ func TestForgedStagedRunIsNotStaged(t *testing.T) {
 	f.now = t0.Add(55 * time.Second)
 	f.cycle()
 	if f.snap.Task(types.NamespacedName{Namespace: "ns", Name: v1alpha1.RunStagePodName("run1", 1, 0)}) != nil {
-		t.Error("a forged Staged run has its stage reserved")
+		t.Error("a forged Staged run has its stage held")
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
-// reserve reports the nodes capacity is held on (Result.Reserved). The holds keep fairway's
-// other gangs off that capacity; other schedulers know nothing of them, so the runtime taints
-// these nodes until the holds go. A node held for several gangs names the least by key: the
+// heldNodes reports the nodes capacity is held on (Result.HeldNodes). The holds keep fairway's
+// other gangs off that capacity; other schedulers know nothing of them, so the runtime puts the
+// hold taint on these nodes until the holds go. A node held for several gangs names the least by key: the
 // taint's value is for people, the holds decide among fairway's gangs.
-func (c *cycle) reserve() {
+func (c *cycle) heldNodes() {
 	held := c.snap.HeldGangs()
 	if len(held) == 0 {
 		return
@@ -20,19 +20,19 @@ func (c *cycle) reserve() {
 	for _, g := range held {
 		n += len(g.Holds())
 	}
-	out := make([]Reservation, 0, n)
+	out := make([]NodeHold, 0, n)
 	for _, g := range held {
 		for _, h := range g.Holds() {
-			out = append(out, Reservation{Node: h.Node.Name, Gang: g.Key})
+			out = append(out, NodeHold{Node: h.Node.Name, Gang: g.Key})
 		}
 	}
-	slices.SortFunc(out, func(a, b Reservation) int {
+	slices.SortFunc(out, func(a, b NodeHold) int {
 		if d := strings.Compare(a.Node, b.Node); d != 0 {
 			return d
 		}
 		return a.Gang.Compare(b.Gang)
 	})
-	c.res.Reserved = slices.CompactFunc(out, func(a, b Reservation) bool { return a.Node == b.Node })
+	c.res.HeldNodes = slices.CompactFunc(out, func(a, b NodeHold) bool { return a.Node == b.Node })
 }
 
 // foreignCompetition is what a reason adds when pods of other schedulers wait for GPUs as well

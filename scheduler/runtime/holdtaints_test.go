@@ -15,15 +15,17 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fairway-sched/fairway/api/v1alpha1"
-	"github.com/fairway-sched/fairway/scheduler/runtime/reserve"
+	"github.com/fairway-sched/fairway/scheduler/runtime/holdtaint"
 	"github.com/fairway-sched/fairway/scheduler/testutil"
 )
 
-// The node freed for a gang is tainted fairway.dev/reserved before the first eviction there,
-// and a taint the snapshot holds nothing for (left by a previous leader) is removed.
-func TestNodeReservedBeforeEvictions(t *testing.T) {
+// The node freed for a gang gets the hold taint (fairway.dev/held) before the first eviction
+// there; a taint the snapshot holds nothing for (left by a previous leader) is removed, and so is
+// the retired key fairway.dev/reserved an older version left on a node.
+func TestHoldTaintBeforeEvictions(t *testing.T) {
 	objs := []apiruntime.Object{
-		testutil.MakeNode("n1").GPUs(1, "H100").Taint(v1alpha1.ReservedTaintKey, "old.gang", corev1.TaintEffectNoSchedule).Obj(),
+		testutil.MakeNode("n1").GPUs(1, "H100").Taint(v1alpha1.HoldTaintKey, "old.gang", corev1.TaintEffectNoSchedule).Obj(),
+		testutil.MakeNode("n3").Taint(v1alpha1.RetiredHoldTaintKey, "older.gang", corev1.TaintEffectNoSchedule).Obj(),
 		testutil.MakeNode("n2").GPUs(4, "H100").Obj(),
 	}
 	for i := range 4 {
@@ -36,7 +38,7 @@ func TestNodeReservedBeforeEvictions(t *testing.T) {
 	objs = append(objs, claim)
 	cs := fake.NewClientset(objs...)
 	var mu sync.Mutex
-	var order []string // "reserve n2", "evict b-0", ...
+	var order []string // "patch n2", "evict", ...
 	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
 		mu.Lock()
 		order = append(order, "patch "+a.(k8stesting.PatchAction).GetName())
@@ -59,13 +61,16 @@ func TestNodeReservedBeforeEvictions(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "n2 reserved for lend/claim", func() bool {
-		v, ok := reserve.Reserved(node("n2"))
+	eventually(t, "n2 tainted for lend/claim", func() bool {
+		v, ok := holdtaint.Tainted(node("n2"))
 		return ok && v == "lend.claim"
 	})
-	eventually(t, "the stale reservation of n1 removed", func() bool {
-		_, ok := reserve.Reserved(node("n1"))
+	eventually(t, "the stale hold taint of n1 removed", func() bool {
+		_, ok := holdtaint.Tainted(node("n1"))
 		return !ok
+	})
+	eventually(t, "the retired key removed from n3", func() bool {
+		return !holdtaint.Retired(node("n3")) && len(node("n3").Spec.Taints) == 0
 	})
 	eventually(t, "an eviction", func() bool {
 		mu.Lock()
@@ -84,7 +89,7 @@ func TestNodeReservedBeforeEvictions(t *testing.T) {
 			break
 		}
 		if o == "evict" {
-			t.Fatalf("an eviction came before n2 was reserved: %v", order)
+			t.Fatalf("an eviction came before n2 was tainted: %v", order)
 		}
 	}
 	_ = rt

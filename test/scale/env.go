@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ type Options struct {
 	// PprofDir, when set, receives CPU profiles of the scheduler taken during each scenario's
 	// measured window, 10-second profiles named <scenario>-<n>.pb.gz (go tool pprof merges them).
 	PprofDir string
+	// SchedulerArgs are appended to the chart's scheduler flags, for experiments
+	// (--zap-log-level=2 logs every cycle).
+	SchedulerArgs []string
 	// Logf receives progress; discarded when nil.
 	Logf func(format string, args ...any)
 }
@@ -96,7 +100,7 @@ func (e *env) startScheduler(ctx context.Context) error {
 	e.mu.Unlock()
 	s, err := fairwayproc.StartScheduler(ctx, e.c, fairwayproc.SchedulerOptions{
 		Binary: e.o.Binary, Name: name, NoFastFlags: true, Timeout: 5 * time.Minute,
-		Args: append(append([]string{}, chartSchedulerArgs...), "--pprof-bind-address="+e.pprof),
+		Args: slices.Concat(chartSchedulerArgs, []string{"--pprof-bind-address=" + e.pprof}, e.o.SchedulerArgs),
 	})
 	if err != nil {
 		if s != nil {
@@ -243,6 +247,31 @@ func (m *meter) profile(ctx context.Context) {
 	}
 }
 
+// saveMetrics keeps the scheduler's /metrics at the end of the window (<scenario>.metrics beside
+// the profiles): its cycle, binding and eviction histograms say where the window's time went.
+func (m *meter) saveMetrics() {
+	m.e.mu.Lock()
+	s := m.e.sched
+	m.e.mu.Unlock()
+	if s == nil || m.name == "" {
+		return
+	}
+	resp, err := http.Get(s.MetricsURL)
+	if err != nil {
+		m.e.logf("reading the scheduler's metrics: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return
+	}
+	path := filepath.Join(m.e.o.PprofDir, m.name+".metrics")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		m.e.logf("writing %s: %v", path, err)
+	}
+}
+
 // Usage is what a scenario's measured window cost.
 type Usage struct {
 	SchedCPU    float64 // the scheduler's CPU seconds
@@ -252,6 +281,9 @@ type Usage struct {
 
 func (m *meter) end() Usage {
 	m.sample()
+	if m.e.o.PprofDir != "" {
+		m.saveMetrics()
+	}
 	close(m.stop)
 	m.done.Wait()
 	m.mu.Lock()

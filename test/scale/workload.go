@@ -125,6 +125,13 @@ func podLabels(queue string) map[string]string {
 	return map[string]string{appLabel: appValue, fairwayv1.QueueLabel: queue}
 }
 
+// podAnnotations keep the suite's pods running, as KAI's "sleep infinity" pods do: the local
+// cluster's kwok finishes a Job's pod a second or two after it starts (a short batch task)
+// unless its delay annotation says otherwise.
+func podAnnotations() map[string]string {
+	return map[string]string{cluster.CompleteDelayAnnotation: "87600h"}
+}
+
 // seq numbers the suite's objects so that names never repeat within a play.
 var seq atomic.Int64
 
@@ -137,7 +144,7 @@ func (e *env) createJobs(ctx context.Context, queue string, n, gpus int) error {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%d-%05d", round, i), Namespace: queue,
 				Labels: map[string]string{appLabel: appValue}},
 			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(queue)},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(queue), Annotations: podAnnotations()},
 				Spec:       podSpec(gpus),
 			}},
 		}
@@ -174,9 +181,11 @@ func (e *env) createGang(ctx context.Context, queue string, pods, gpus int, pref
 	err := parallel(pods, pods, func(i int) error {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pod-%d", g.name, i), Namespace: queue, Labels: podLabels(queue),
-				Annotations: map[string]string{fairwayv1.PodGroupAnnotation: g.name, fairwayv1.MinMemberAnnotation: strconv.Itoa(pods)}},
+				Annotations: podAnnotations()},
 			Spec: podSpec(gpus),
 		}
+		p.Annotations[fairwayv1.PodGroupAnnotation] = g.name
+		p.Annotations[fairwayv1.MinMemberAnnotation] = strconv.Itoa(pods)
 		if preferred != "" {
 			p.Annotations[fairwayv1.TopologyPreferredAnnotation] = preferred
 		}

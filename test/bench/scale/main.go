@@ -29,19 +29,21 @@ import (
 func main() {
 	o := scale.Options{}
 	var runs int
-	var scenarios, keep string
+	var scenarios, keep, schedArgs string
 	var verbose bool
 	flag.IntVar(&o.Nodes, "nodes", 500, "kwok nodes of 8 GPUs (KAI's NODE_COUNT)")
 	flag.IntVar(&o.Samples, "samples", 10, "single-GPU reclaims and impossible gangs averaged (KAI's statusMeasuringSamples)")
 	flag.IntVar(&runs, "runs", 1, "plays of the suite, each on a fresh cluster; the medians are printed")
 	flag.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to play (all when empty): "+names())
 	flag.StringVar(&o.PprofDir, "pprof", "", "write the scheduler's CPU profiles of each measured window to this directory")
+	flag.StringVar(&schedArgs, "scheduler-args", "", "space-separated flags appended to the chart's scheduler flags (e.g. --zap-log-level=2)")
 	flag.StringVar(&keep, "keep-logs", "", "copy the components' logs of each run to this directory")
 	flag.BoolVar(&verbose, "v", false, "log the cluster's progress")
 	flag.Parse()
 	if scenarios != "" {
 		o.Scenarios = strings.Split(scenarios, ",")
 	}
+	o.SchedulerArgs = strings.Fields(schedArgs)
 	o.Logf = func(format string, args ...any) {
 		fmt.Printf("bench-scale: "+format+"\n", args...)
 	}

@@ -208,11 +208,15 @@ func (e *env) fill(ctx context.Context, name, queue string, gpus int, off bool) 
 	} else {
 		r.start, m = time.Now(), e.begin(name)
 	}
-	if err := e.createJobs(ctx, queue, r.jobs, gpus); err != nil {
-		return r, fmt.Errorf("creating %d Jobs in %s: %w", r.jobs, queue, err)
+	err := e.createJobs(ctx, queue, r.jobs, gpus)
+	if err == nil {
+		err = e.watch.waitCreated(ctx, queue, r.jobs, e.timeout())
 	}
-	if err := e.watch.waitCreated(ctx, queue, r.jobs, e.timeout()); err != nil {
-		return r, err
+	if err != nil {
+		if m != nil {
+			m.end()
+		}
+		return r, fmt.Errorf("creating %d Jobs in %s: %w", r.jobs, queue, err)
 	}
 	if off {
 		r.start, m = time.Now(), e.begin(name)

@@ -151,6 +151,15 @@ bench-e2e: tools build ## Pods/s creation to bound on kwok nodes: fairway, kube-
 bench-e2e-gang: tools build ## The same burst in gangs of 8, fairway only.
 	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS) -gang 8
 
+# bench-scale: KAI-Scheduler's public scale suite on kwok nodes (test/scale); BENCH_SCALE_NODES
+# scales it down for a quick run, BENCH_SCALE_RUNS > 1 prints medians.
+BENCH_SCALE_NODES ?= 500
+BENCH_SCALE_RUNS  ?= 1
+
+.PHONY: bench-scale
+bench-scale: tools build ## KAI-Scheduler's scale suite on fairway: fill, reclaim, impossible gang, topology; each outcome checked, each figure beside KAI's (docs/performance.md). BENCH_SCALE_NODES=50 for a quick run.
+	$(GO) run ./test/bench/scale -nodes $(BENCH_SCALE_NODES) -runs $(BENCH_SCALE_RUNS)
+
 .PHONY: bench-webhook
 bench-webhook: tools ## Webhook admission latency at 500 pods/s over TLS on loopback (10,000-pod burst).
 	$(GO) run ./test/bench/webhook

@@ -69,7 +69,10 @@ type Options struct {
 	Interval time.Duration
 	// MaxPodWrites bounds the pod condition writes of one round. 200 when 0.
 	MaxPodWrites int
-	Log          logr.Logger
+	// MinGap is the least time between two rounds when a report asks for one before the next
+	// tick (a PodGroup's gang newly waiting, or waiting for another reason). 200ms when 0.
+	MinGap time.Duration
+	Log    logr.Logger
 }
 
 // Writer writes Queue, PodGroup and waiting pods' status at most every Interval, only what
@@ -80,6 +83,8 @@ type Writer struct {
 	inf    *cache.Informers
 	opts   Options
 	latest atomic.Pointer[Report]
+	// wake asks Start for a round before the next tick.
+	wake chan struct{}
 }
 
 // NewWriter returns a writer that reads the caches of inf and writes through crd (Queues,
@@ -91,30 +96,71 @@ func NewWriter(crd client.Client, core kubernetes.Interface, inf *cache.Informer
 	if opts.MaxPodWrites <= 0 {
 		opts.MaxPodWrites = 200
 	}
+	if opts.MinGap <= 0 {
+		opts.MinGap = 200 * time.Millisecond
+	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Writer{crd: crd, core: core, inf: inf, opts: opts}
+	return &Writer{crd: crd, core: core, inf: inf, opts: opts, wake: make(chan struct{}, 1)}
 }
 
-// Publish hands over the latest cycle's report; it never blocks.
-func (w *Writer) Publish(r *Report) { w.latest.Store(r) }
+// Publish hands over the latest cycle's report; it never blocks. A report that gives a PodGroup's
+// gang a reason it did not have in the previous one asks for a round before the next tick, so
+// that the answer to "why does my job wait" (and "it cannot be placed") reaches the PodGroup
+// within a cycle of the decision rather than up to an interval later. Lone pods do not ask:
+// their condition is written only once they have waited an interval anyway (writePods).
+func (w *Writer) Publish(r *Report) {
+	if prev := w.latest.Swap(r); newReason(prev, r) {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// newReason reports whether r gives a PodGroup's gang a reason code prev did not give it.
+func newReason(prev, r *Report) bool {
+	for k, why := range r.Waiting {
+		if !k.PodGroup {
+			continue
+		}
+		if prev == nil {
+			return true
+		}
+		if was, ok := prev.Waiting[k]; !ok || was.Code != why.Code {
+			return true
+		}
+	}
+	return false
+}
 
 // NeedLeaderElection is true: only the leader writes status.
 func (w *Writer) NeedLeaderElection() bool { return true }
 
-// Start writes every Interval until ctx ends.
+// Start writes every Interval, and when a report asks for it (Publish) at most every MinGap,
+// until ctx ends.
 func (w *Writer) Start(ctx context.Context) error {
 	t := time.NewTicker(w.opts.Interval)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-w.wake:
+			if gap := w.opts.MinGap - time.Since(last); gap > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(gap):
+				}
+			}
 		}
 		if r := w.latest.Load(); r != nil {
 			w.Write(ctx, r)
+			last = time.Now()
 		}
 	}
 }

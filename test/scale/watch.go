@@ -1,0 +1,162 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+)
+
+// appLabel marks the suite's pods (KAI's app: engine-e2e), so the watch sees only them.
+const appLabel, appValue = "app", "fairway-scale"
+
+// podWatch follows the suite's pods: when each was first seen bound (the clocks stop there), and
+// how many GPUs of bound pods were deleted per namespace since the last reset (evictions: the
+// suite deletes nothing inside a measured window).
+type podWatch struct {
+	inf cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	boundAt map[string]time.Time // namespace/name
+	lostGPU map[string]int64     // namespace: GPUs of bound pods deleted
+}
+
+func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error) {
+	sel := labels.SelectorFromSet(labels.Set{appLabel: appValue}).String()
+	lw := cache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	w := &podWatch{
+		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		boundAt: map[string]time.Time{}, lostGPU: map[string]int64{},
+	}
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		key := p.Namespace + "/" + p.Name
+		w.mu.Lock()
+		if _, seen := w.boundAt[key]; !seen {
+			w.boundAt[key] = time.Now()
+		}
+		w.mu.Unlock()
+	}
+	gone := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		key := p.Namespace + "/" + p.Name
+		if _, bound := w.boundAt[key]; bound || p.Spec.NodeName != "" {
+			w.lostGPU[p.Namespace] += podGPUs(p)
+		}
+		delete(w.boundAt, key)
+	}
+	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: record, UpdateFunc: func(_, o any) { record(o) }, DeleteFunc: gone,
+	}); err != nil {
+		return nil, err
+	}
+	go w.inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), w.inf.HasSynced) {
+		return nil, errors.New("the pod watch did not sync")
+	}
+	return w, nil
+}
+
+// pods are the live (not terminating) pods of a namespace the watch holds.
+func (w *podWatch) pods(ns string) []*corev1.Pod {
+	objs, _ := w.inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// any reports whether the watch holds a pod of one of namespaces, terminating or not.
+func (w *podWatch) any(namespaces ...string) bool {
+	for _, ns := range namespaces {
+		if objs, _ := w.inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns); len(objs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// resetLost starts counting deleted bound pods afresh.
+func (w *podWatch) resetLost() {
+	w.mu.Lock()
+	clear(w.lostGPU)
+	w.mu.Unlock()
+}
+
+// lost is the GPUs of bound pods of ns deleted since the last reset.
+func (w *podWatch) lost(ns string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lostGPU[ns]
+}
+
+// waitCreated waits until ns holds at least n live pods (KAI: ForAtLeastNPodCreation).
+func (w *podWatch) waitCreated(ctx context.Context, ns string, n int, timeout time.Duration) error {
+	return poll(ctx, 100*time.Millisecond, timeout, fmt.Sprintf("%d pods in %s", n, ns), func() (bool, error) {
+		return len(w.pods(ns)) >= n, nil
+	})
+}
+
+// waitBound waits until exactly n live pods of ns match keep and all are bound (KAI:
+// waitForAllJobsToSchedule), and returns when the last of them was first seen bound.
+func (w *podWatch) waitBound(ctx context.Context, ns string, n int, keep func(*corev1.Pod) bool, timeout time.Duration) (time.Time, error) {
+	var last time.Time
+	var seen, bound int
+	err := poll(ctx, 50*time.Millisecond, timeout, fmt.Sprintf("%d bound pods in %s", n, ns), func() (bool, error) {
+		seen, bound, last = 0, 0, time.Time{}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, p := range w.pods(ns) {
+			if keep != nil && !keep(p) {
+				continue
+			}
+			seen++
+			if at, ok := w.boundAt[p.Namespace+"/"+p.Name]; ok {
+				bound++
+				if at.After(last) {
+					last = at
+				}
+			}
+		}
+		return seen == n && bound == n, nil
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w (%d pods, %d bound)", err, seen, bound)
+	}
+	return last, nil
+}
+
+// podGPUs is the whole GPUs a pod asks for (KAI's pods set limits only).
+func podGPUs(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[fairwayv1.ResourceGPU]; ok {
+			n += q.Value()
+		}
+	}
+	return n
+}

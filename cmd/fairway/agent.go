@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -72,11 +73,37 @@ metrics.`,
 	f.DurationVar(&opts.RefreshInterval, "refresh-interval", opts.RefreshInterval, "Discovery period, and how often an unchanged inventory is re-confirmed on the node.")
 	f.StringVar(&opts.MockControlAddress, "mock-control-address", "", "With --nvml=mock:*, serve the fake node's control endpoint (GPU usage, processes, failures) here.")
 	f.StringVar(&opts.ProcRoot, "proc-root", opts.ProcRoot, "The host's /proc (the agent runs with hostPID), to attribute GPU processes to pods.")
+	f.BoolVar(&opts.Swap, "swap", opts.Swap, "Move an idle interactive pod's GPU memory to host RAM when the scheduler asks, so that a loan gets the whole GPU (CUDA checkpoint API, driver r550+; needs CAP_SYS_PTRACE).")
+	f.Var(byteQuantity{&opts.SwapHostMemoryLimit}, "swap-host-memory-limit", "With --swap: the most host RAM the node's swapped GPU memory may take at once (a quantity, e.g. 256Gi).")
+	f.DurationVar(&opts.SwapWakeCPU, "swap-wake-cpu", opts.SwapWakeCPU, "With --swap: CPU a swapped pod's processes may use between two polls without counting as work.")
+	f.DurationVar(&opts.SwapLockTimeout, "swap-lock-timeout", opts.SwapLockTimeout, "With --swap: how long to wait for a process's running GPU work before swapping it out; past it the pod is lent only its free memory.")
+	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount, for a pod's memory limit before its GPU memory is swapped into it.")
 	bindZap(cmd, &zapOpts)
 
 	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand())
 	return cmd
 }
+
+// byteQuantity is a flag of bytes written as a Kubernetes quantity (256Gi).
+type byteQuantity struct{ p *int64 }
+
+func (b byteQuantity) String() string {
+	if b.p == nil {
+		return "0"
+	}
+	return resource.NewQuantity(*b.p, resource.BinarySI).String()
+}
+
+func (b byteQuantity) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("a quantity of bytes such as 256Gi: %w", err)
+	}
+	*b.p = q.Value()
+	return nil
+}
+
+func (byteQuantity) Type() string { return "quantity" }
 
 func addNVMLFlag(cmd *cobra.Command, opts *agent.Options) {
 	cmd.Flags().StringVar(&opts.NVML, "nvml", opts.NVML, "GPU library: real (libnvidia-ml.so.1), or mock:dgxh100|dgxh200|dgxa100|dgxb200|l4|t4 for a fake node.")

@@ -129,7 +129,8 @@ type Stats struct {
 	// Out and In are the durations of every swap-out and swap-in since the last Stats call
 	// (the agent's metrics feed histograms with them).
 	Out, In []time.Duration
-	// Failed counts swaps refused or failed, by stage (lock, checkpoint, restore).
+	// Failed counts swaps refused or failed since the last Stats call, by stage (check, lock,
+	// checkpoint, restore).
 	Failed map[string]int
 }
 
@@ -182,7 +183,7 @@ func (c *Controller) TakeStats() Stats {
 	for uid, r := range c.records {
 		s.Swapped[uid] = r.bytes
 	}
-	c.stats.Out, c.stats.In = nil, nil
+	c.stats.Out, c.stats.In, c.stats.Failed = nil, nil, map[string]int{}
 	return s
 }
 

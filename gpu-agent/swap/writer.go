@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,10 +21,11 @@ import (
 
 // PodWriter is the agent's Writer: it patches fairway.dev/gpu-swap onto the pod (metadata) and
 // the GPUSwapCondition through pods/status, each a strategic merge with the pod's UID as a
-// precondition, off the controller's loop, retried with back-off; events go through recorder.
+// precondition, off the controller's loop, retried with back-off; events go through recorder
+// (events.k8s.io, the API controller-runtime's managers record with).
 type PodWriter struct {
 	client   client.Client
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	log      logr.Logger
 
 	mu      sync.Mutex
@@ -41,7 +42,7 @@ type wantedSwap struct {
 }
 
 // NewPodWriter returns a writer patching through c.
-func NewPodWriter(c client.Client, recorder record.EventRecorder, log logr.Logger) *PodWriter {
+func NewPodWriter(c client.Client, recorder events.EventRecorder, log logr.Logger) *PodWriter {
 	return &PodWriter{client: c, recorder: recorder, log: log, pending: map[types.NamespacedName]*wantedSwap{}, kick: make(chan struct{}, 1)}
 }
 
@@ -70,7 +71,7 @@ func (w *PodWriter) Event(pod *corev1.Pod, warning bool, reason, message string)
 	if warning {
 		t = corev1.EventTypeWarning
 	}
-	w.recorder.Event(pod, t, reason, message)
+	w.recorder.Eventf(pod, nil, t, reason, "Swap", "%s", message)
 }
 
 // Start writes until ctx ends. It implements manager.Runnable.

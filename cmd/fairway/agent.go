@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fairway-sched/fairway/gpu-agent/agent"
+	"github.com/fairway-sched/fairway/gpu-agent/checkpoint"
 	"github.com/fairway-sched/fairway/gpu-agent/mps"
+	"github.com/fairway-sched/fairway/gpu-agent/swap"
 )
 
 func newAgentCommand() *cobra.Command {
@@ -80,7 +82,7 @@ metrics.`,
 	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount, for a pod's memory limit before its GPU memory is swapped into it.")
 	bindZap(cmd, &zapOpts)
 
-	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand())
+	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand(), newAgentSwapCheckCommand())
 	return cmd
 }
 
@@ -268,5 +270,40 @@ func newAgentWatchCommand() *cobra.Command {
 	f.DurationVar(&timeout, "timeout", timeout, "Give up (exit 1) when the owner has not worked by then.")
 	f.BoolVar(&trace, "trace", trace, "Write every NVML utilization answer to stderr.")
 	bindZap(cmd, &zapOpts)
+	return cmd
+}
+
+// newAgentSwapCheckCommand swaps one process out and in with the agent's own calls, on commands
+// from stdin, for the swap step of test/gpu/run.sh (swap.RunCheck).
+func newAgentSwapCheckCommand() *cobra.Command {
+	o := swap.CheckOptions{WakeCPU: agent.DefaultOptions().SwapWakeCPU, Poll: 100 * time.Millisecond,
+		LockTimeout: agent.DefaultOptions().SwapLockTimeout, RestoreTimeout: 30 * time.Second}
+	procRoot := "/proc"
+	cmd := &cobra.Command{
+		Use:    "swap-check",
+		Short:  "Swap one CUDA process's GPU memory out and in on commands (out, in, quit) from stdin (the real-GPU swap check)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.PID <= 0 {
+				return errors.New("--pid: the owner process is required")
+			}
+			api, err := checkpoint.Open()
+			if err != nil {
+				return err
+			}
+			o.API, o.CPU = api, swap.ProcCPU(procRoot)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return swap.RunCheck(ctx, o, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.PID, "pid", 0, "The owner's process.")
+	f.DurationVar(&o.WakeCPU, "wake-cpu", o.WakeCPU, "CPU between two polls that counts as the owner's work (the agent's --swap-wake-cpu).")
+	f.DurationVar(&o.Poll, "poll", o.Poll, "How often the owner's CPU is read.")
+	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "cuCheckpointProcessLock's timeout.")
+	f.DurationVar(&o.RestoreTimeout, "restore-timeout", o.RestoreTimeout, "How long a restore may wait for GPU memory.")
+	f.StringVar(&procRoot, "proc-root", procRoot, "The proc filesystem.")
 	return cmd
 }

@@ -26,7 +26,7 @@ var (
 		PodGroupAnnotation, MinMemberAnnotation, SubGroupAnnotation, SubGroupsAnnotation,
 		WorkloadKindAnnotation, RecreatableAnnotation, GPUConfigMapAnnotation, AdmittedAnnotation,
 		GPUIndexAnnotation, GPUUUIDAnnotation, ReservationSlotAnnotation, LoanAnnotation,
-		IdleGPUMemoryAnnotation, GPUIdleObservedAnnotation,
+		IdleGPUMemoryAnnotation, GPUIdleObservedAnnotation, GPUSwapAnnotation, GPUSwapRequestAnnotation,
 	}
 	// AliasLabelKeys and AliasAnnotationKeys are the Run:ai and KAI-Scheduler keys fairway honours
 	// on pods. They have no fairway.dev/ prefix, so only their near-misses can be told apart from
@@ -57,6 +57,7 @@ var OtherKeys = map[string]string{
 	MPSVolumeAttribute:           "a CSI volume attribute",
 	MPSSharedMemorySizeAttribute: "a CSI volume attribute",
 	GPUIdleCondition:             "a pod condition type the gpu-agent sets",
+	GPUSwapCondition:             "a pod condition type the gpu-agent sets",
 	RunAdmissionAnnotation:       "a Workflow annotation fairway writes",
 	RunReasonAnnotation:          "a Workflow annotation fairway writes",
 	RunMessageAnnotation:         "a Workflow annotation fairway writes",

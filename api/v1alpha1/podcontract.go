@@ -38,6 +38,7 @@ var (
 	BindingPodLabels      = []string{ReservationLabel, GPUGroupLabel}
 	BindingPodAnnotations = []string{
 		GPUIndexAnnotation, GPUUUIDAnnotation, ReservationSlotAnnotation, LoanAnnotation, IdleGPUMemoryAnnotation, GPUIdleObservedAnnotation,
+		GPUSwapAnnotation, GPUSwapRequestAnnotation,
 	}
 )
 

@@ -141,6 +141,11 @@ const (
 	// Its lastTransitionTime keeps only seconds; GPUIdleObservedAnnotation has the time of the
 	// same transition to the microsecond (read both with GPUIdleObserved).
 	GPUIdleCondition = "fairway.dev/GPUIdle"
+	// GPUSwapCondition is set by the gpu-agent on an interactive pod whose GPU memory it moved
+	// to host RAM (docs/idle-lending.md#swap): True while the memory is on the host (reason
+	// SwappedOut, or RestoreFailed when it could not be brought back), False once restored. It is
+	// for people; the scheduler reads GPUSwapAnnotation.
+	GPUSwapCondition = "fairway.dev/GPUMemorySwapped"
 )
 
 // Pod annotations written by the gpu-agent.
@@ -156,6 +161,20 @@ const (
 	// condition's lastTransitionTime (whole seconds). The agent writes it just before the
 	// condition; GPUIdleObserved reads the two together.
 	GPUIdleObservedAnnotation = Prefix + "gpu-idle-observed"
+	// GPUSwapAnnotation is the gpu-agent's swap state of an interactive pod's GPU memory, a
+	// GPUSwap as JSON (read with GPUSwapOf, written with FormatGPUSwap): whether it may be moved
+	// to host RAM, whether it was, and how long bringing it back takes.
+	GPUSwapAnnotation = Prefix + "gpu-swap"
+)
+
+// Pod annotations written by the scheduler for the gpu-agent.
+const (
+	// GPUSwapRequestAnnotation asks the gpu-agent to move an idle interactive pod's GPU memory to
+	// host RAM, so that a waiting borrower gets the whole GPU. Its value is the pod's idle
+	// observation (FormatGPUSwapRequest of GPUIdleObserved): a request holds only for the idle
+	// period it was made in (GPUSwapRequested), so a stale one never swaps a pod that woke and
+	// went idle again.
+	GPUSwapRequestAnnotation = Prefix + "gpu-swap-request"
 )
 
 // Node labels and annotations published by the gpu-agent.

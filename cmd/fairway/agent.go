@@ -18,12 +18,15 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fairway-sched/fairway/gpu-agent/agent"
+	"github.com/fairway-sched/fairway/gpu-agent/checkpoint"
 	"github.com/fairway-sched/fairway/gpu-agent/mps"
+	"github.com/fairway-sched/fairway/gpu-agent/swap"
 )
 
 func newAgentCommand() *cobra.Command {
@@ -77,11 +80,37 @@ metrics.`,
 	f.DurationVar(&opts.RefreshInterval, "refresh-interval", opts.RefreshInterval, "Discovery period, and how often an unchanged inventory is re-confirmed on the node.")
 	f.StringVar(&opts.MockControlAddress, "mock-control-address", "", "With --nvml=mock:*, serve the fake node's control endpoint (GPU usage, processes, failures) here.")
 	f.StringVar(&opts.ProcRoot, "proc-root", opts.ProcRoot, "The host's /proc (the agent runs with hostPID), to attribute GPU processes to pods.")
+	f.BoolVar(&opts.Swap, "swap", opts.Swap, "Move an idle interactive pod's GPU memory to host RAM when the scheduler asks, so that a loan gets the whole GPU (CUDA checkpoint API, driver r550+; needs CAP_SYS_PTRACE).")
+	f.Var(byteQuantity{&opts.SwapHostMemoryLimit}, "swap-host-memory-limit", "With --swap: the most host RAM the node's swapped GPU memory may take at once (a quantity, e.g. 256Gi).")
+	f.DurationVar(&opts.SwapWakeCPU, "swap-wake-cpu", opts.SwapWakeCPU, "With --swap: CPU a swapped pod's processes may use between two polls without counting as work.")
+	f.DurationVar(&opts.SwapLockTimeout, "swap-lock-timeout", opts.SwapLockTimeout, "With --swap: how long to wait for a process's running GPU work before swapping it out; past it the pod is lent only its free memory.")
+	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount, for a pod's memory limit before its GPU memory is swapped into it.")
 	bindZap(cmd, &zapOpts)
 
-	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand())
+	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand(), newAgentSwapCheckCommand())
 	return cmd
 }
+
+// byteQuantity is a flag of bytes written as a Kubernetes quantity (256Gi).
+type byteQuantity struct{ p *int64 }
+
+func (b byteQuantity) String() string {
+	if b.p == nil {
+		return "0"
+	}
+	return resource.NewQuantity(*b.p, resource.BinarySI).String()
+}
+
+func (b byteQuantity) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("a quantity of bytes such as 256Gi: %w", err)
+	}
+	*b.p = q.Value()
+	return nil
+}
+
+func (byteQuantity) Type() string { return "quantity" }
 
 func addNVMLFlag(cmd *cobra.Command, opts *agent.Options) {
 	cmd.Flags().StringVar(&opts.NVML, "nvml", opts.NVML, "GPU library: real (libnvidia-ml.so.1), or mock:dgxh100|dgxh200|dgxa100|dgxb200|l4|t4 for a fake node.")
@@ -246,5 +275,40 @@ func newAgentWatchCommand() *cobra.Command {
 	f.DurationVar(&timeout, "timeout", timeout, "Give up (exit 1) when the owner has not worked by then.")
 	f.BoolVar(&trace, "trace", trace, "Write every NVML utilization answer to stderr.")
 	bindZap(cmd, &zapOpts)
+	return cmd
+}
+
+// newAgentSwapCheckCommand swaps one process out and in with the agent's own calls, on commands
+// from stdin, for the swap step of test/gpu/run.sh (swap.RunCheck).
+func newAgentSwapCheckCommand() *cobra.Command {
+	o := swap.CheckOptions{WakeCPU: agent.DefaultOptions().SwapWakeCPU, Poll: 100 * time.Millisecond,
+		LockTimeout: agent.DefaultOptions().SwapLockTimeout, RestoreTimeout: 30 * time.Second}
+	procRoot := "/proc"
+	cmd := &cobra.Command{
+		Use:    "swap-check",
+		Short:  "Swap one CUDA process's GPU memory out and in on commands (out, in, quit) from stdin (the real-GPU swap check)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.PID <= 0 {
+				return errors.New("--pid: the owner process is required")
+			}
+			api, err := checkpoint.Open()
+			if err != nil {
+				return err
+			}
+			o.API, o.CPU = api, swap.ProcCPU(procRoot)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return swap.RunCheck(ctx, o, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.PID, "pid", 0, "The owner's process.")
+	f.DurationVar(&o.WakeCPU, "wake-cpu", o.WakeCPU, "CPU between two polls that counts as the owner's work (the agent's --swap-wake-cpu).")
+	f.DurationVar(&o.Poll, "poll", o.Poll, "How often the owner's CPU is read.")
+	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "cuCheckpointProcessLock's timeout.")
+	f.DurationVar(&o.RestoreTimeout, "restore-timeout", o.RestoreTimeout, "How long a restore may wait for GPU memory.")
+	f.StringVar(&procRoot, "proc-root", procRoot, "The proc filesystem.")
 	return cmd
 }

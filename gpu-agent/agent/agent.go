@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -35,6 +36,7 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/mpsvolume"
 	"github.com/fairway-sched/fairway/gpu-agent/publish"
 	"github.com/fairway-sched/fairway/gpu-agent/shareplugin"
+	"github.com/fairway-sched/fairway/gpu-agent/swap"
 	"github.com/fairway-sched/fairway/gpu-agent/usage"
 )
 
@@ -51,6 +53,10 @@ type Agent struct {
 	errors metrics.ErrorCounts
 	mps    *mpsvolume.Driver
 	kick   chan struct{}
+	// swap is nil without --swap (or without the driver's checkpoint API); swapped is its
+	// latest bytes on the host per pod UID (under mu).
+	swap    *swap.Controller
+	swapped map[string]int64
 
 	// lastDeviceErrors is what the previous discovery reported, and downLogged whether the
 	// current NVML outage was logged; both owned by the discovery loop.
@@ -167,7 +173,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	}
 	assigner := assign.New(lister, c, assign.Options{Pods: pods, Inventory: a.Inventory, Namespace: opts.Namespace, Log: log.WithName("assign")})
 	writer := usage.NewConditionWriter(c, log.WithName("idleness"))
-	monitor := usage.NewMonitor(usage.NewSampler(lib, lib.Resolver), usage.MonitorOptions{
+	swapWriter := swap.NewPodWriter(c, mgr.GetEventRecorder("fairway-gpu-agent"), log.WithName("swap"))
+	swapper, err := a.newSwapper(swapWriter, pods, func(p *corev1.Pod) []int { return a.podGPUs(assigner, p) })
+	if err != nil {
+		return err
+	}
+	monitorOpts := usage.MonitorOptions{
 		Interval: opts.UsageInterval,
 		Tracker: usage.TrackerConfig{
 			ThresholdPercent:  opts.IdleThreshold,
@@ -180,7 +191,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		Conditions: writer,
 		OnSample:   a.onSample,
 		Log:        log.WithName("usage"),
-	})
+	}
+	if swapper != nil {
+		monitorOpts.Work, monitorOpts.OnPoll = swapper.ctl.Work, swapper.onPoll
+		a.swap = swapper.ctl
+	}
+	monitor := usage.NewMonitor(usage.NewSampler(lib, lib.Resolver), monitorOpts)
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding the agent's binary: %w", err)
@@ -209,6 +225,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		manager.RunnableFunc(func(ctx context.Context) error { return a.runDiscovery(ctx, c, publisher) }),
 		runAssigner(mgr, assigner),
 	}
+	if swapper != nil {
+		runnables = append(runnables, swapWriter, swapper.runnable())
+	}
 	if opts.CSIEndpoint != "" {
 		runnables = append(runnables, manager.RunnableFunc(func(ctx context.Context) error {
 			if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -225,7 +244,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		runnables = append(runnables, r)
 	}
 	if opts.MetricsBindAddress != "0" {
-		h := promhttp.HandlerFor(metrics.NewRegistry(collector), promhttp.HandlerOpts{})
+		var more []prometheus.Collector
+		if swapper != nil {
+			more = swapper.metrics.Collectors()
+		}
+		h := promhttp.HandlerFor(metrics.NewRegistry(collector, more...), promhttp.HandlerOpts{})
 		runnables = append(runnables, serve("metrics", opts.MetricsBindAddress, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/metrics" {
 				http.NotFound(w, r)
@@ -520,6 +543,7 @@ func (a *Agent) metricsState(m *usage.Monitor) metrics.State {
 		Usage:       m.Latest(),
 		PublishedAt: a.publishedAt,
 		Errors:      a.errors.Snapshot(),
+		Swapped:     a.swapped,
 	}
 }
 

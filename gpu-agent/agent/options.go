@@ -70,6 +70,21 @@ type Options struct {
 	// Namespace is fairway's own namespace: only pods there can be the scheduler's reservation
 	// pods (v1alpha1.IsReservationPod). Default v1alpha1.DefaultNamespace.
 	Namespace string
+
+	// Swap moves an idle interactive pod's GPU memory to host RAM when the scheduler asks
+	// (docs/idle-lending.md#swap), with the CUDA driver's checkpoint API; it needs ptrace-level
+	// rights over the pods' processes (CAP_SYS_PTRACE) and driver r550 or later.
+	Swap bool
+	// SwapHostMemoryLimit is the most bytes of GPU memory swapped out on the node at once (the
+	// chart's per-node cap), on top of the node's allocatable memory less its pods' requests.
+	SwapHostMemoryLimit int64
+	// SwapWakeCPU is the CPU a swapped pod's processes may use between two polls without it
+	// counting as work.
+	SwapWakeCPU time.Duration
+	// SwapLockTimeout bounds the wait for a process's running GPU work before its swap-out.
+	SwapLockTimeout time.Duration
+	// CgroupRoot is the host's cgroup v2 mount, for a pod's memory limit and usage.
+	CgroupRoot string
 }
 
 // DefaultOptions are the flag defaults.
@@ -90,6 +105,9 @@ func DefaultOptions() Options {
 		DeviceListStrategy:     "cdi-cri,device-nodes,volume-mounts",
 		CDISpecDirs:            strings.Join(shareplugin.DefaultCDISpecDirs, ","),
 		Namespace:              fairwayv1alpha1.DefaultNamespace,
+		SwapWakeCPU:            20 * time.Millisecond,
+		SwapLockTimeout:        5 * time.Second,
+		CgroupRoot:             "/sys/fs/cgroup",
 	}
 }
 
@@ -141,6 +159,15 @@ func (o *Options) Validate() error {
 	}
 	if o.IdleThreshold < 0 || o.IdleThreshold >= 100 {
 		errs = append(errs, fmt.Errorf("--idle-threshold=%g: a percentage in [0, 100)", o.IdleThreshold))
+	}
+	if o.Swap && o.SwapHostMemoryLimit <= 0 {
+		errs = append(errs, fmt.Errorf("--swap needs --swap-host-memory-limit: the most host RAM the node's swapped GPU memory may take (e.g. 256Gi), got %d bytes", o.SwapHostMemoryLimit))
+	}
+	if o.SwapWakeCPU <= 0 {
+		errs = append(errs, fmt.Errorf("--swap-wake-cpu=%s: must be positive", o.SwapWakeCPU))
+	}
+	if o.SwapLockTimeout < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--swap-lock-timeout=%s: at least 10ms", o.SwapLockTimeout))
 	}
 	return errors.Join(errs...)
 }

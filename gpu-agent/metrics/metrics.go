@@ -29,6 +29,8 @@ type State struct {
 	PublishedAt time.Time
 	// Errors counts NVML failures by code since the agent started.
 	Errors map[string]uint64
+	// Swapped is, per pod UID, the bytes of its GPU memory on the host (swap).
+	Swapped map[string]int64
 }
 
 var (
@@ -58,6 +60,9 @@ var (
 	descPodIdle = prometheus.NewDesc("fairway_gpu_pod_idle",
 		"1 when the interactive pod's GPU work is idle (condition fairway.dev/GPUIdle True), else 0; only interactive pods.", podLabels, nil)
 
+	descPodSwapped = prometheus.NewDesc("fairway_gpu_pod_swapped_bytes",
+		"GPU memory of the interactive pod moved to host RAM while its GPU is lent (swap); absent when none.", podLabels, nil)
+
 	descNVMLUp = prometheus.NewDesc("fairway_gpu_nvml_up",
 		"1 when the agent can talk to NVML, 0 when the driver or library fails.", []string{"node"}, nil)
 	descErrors = prometheus.NewDesc("fairway_gpu_nvml_errors_total",
@@ -82,7 +87,7 @@ func NewCollector(state func() State) *Collector { return &Collector{state: stat
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descMemTotal, descMemUsed, descUtil, descProcs,
-		descPodMem, descPodUtil, descPodProcs, descPodIdle, descNVMLUp, descErrors, descMPS, descPublished} {
+		descPodMem, descPodUtil, descPodProcs, descPodIdle, descPodSwapped, descNVMLUp, descErrors, descMPS, descPublished} {
 		ch <- d
 	}
 }
@@ -128,6 +133,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Usage == nil {
 		return
 	}
+	swappedShown := map[string]bool{}
 	for _, p := range s.Usage.Pods {
 		labels := []string{s.Node, p.GPUUUID, strconv.Itoa(p.GPUIndex), p.Model, p.Namespace, p.Name, p.Queue}
 		gauge(descPodMem, float64(p.MemoryUsedBytes), labels...)
@@ -138,17 +144,49 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if p.Interactive {
 			gauge(descPodIdle, boolFloat(p.Idle), labels...)
 		}
+		if n, ok := s.Swapped[p.UID]; ok && !swappedShown[p.UID] {
+			swappedShown[p.UID] = true // once per pod, on its first GPU: the bytes are the pod's
+			gauge(descPodSwapped, float64(n), labels...)
+		}
 	}
 }
 
 // NewRegistry returns a private registry with the collector and the Go and process collectors,
 // so the agent's endpoint serves nothing a library registered globally.
-func NewRegistry(c *Collector) *prometheus.Registry {
+func NewRegistry(c *Collector, more ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(more...)
 	return reg
+}
+
+// Swap are the swap metrics that keep history (histograms, counters), fed as swaps happen; the
+// bytes swapped now are State.Swapped.
+type Swap struct {
+	Out, In  prometheus.Histogram
+	Failures *prometheus.CounterVec
+}
+
+// NewSwap returns the swap metrics of node.
+func NewSwap(node string) *Swap {
+	labels := prometheus.Labels{"node": node}
+	// From 10 ms to about 41 s: a few MiB to the 141 GiB of an H200 at 3 to 50 GB/s.
+	buckets := prometheus.ExponentialBuckets(0.01, 2, 13)
+	return &Swap{
+		Out: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fairway_gpu_swap_out_seconds", ConstLabels: labels, Buckets: buckets,
+			Help: "Time to move an idle notebook's GPU memory to host RAM: lock and checkpoint of its processes."}),
+		In: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fairway_gpu_swap_in_seconds", ConstLabels: labels, Buckets: buckets,
+			Help: "From a swapped notebook's first sign of work to its GPU memory restored and its processes unlocked (its loans' return included)."}),
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_gpu_swap_failures_total", ConstLabels: labels,
+			Help: "Swaps refused or failed, by stage: check (host RAM, MPS), lock (timeout), checkpoint (not supported), restore."}, []string{"stage"}),
+	}
+}
+
+// Collectors lists the metrics for NewRegistry.
+func (s *Swap) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.Out, s.In, s.Failures}
 }
 
 // ErrorCounts counts NVML failures by code; safe for concurrent use.

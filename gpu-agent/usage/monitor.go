@@ -39,6 +39,8 @@ type PodUsage struct {
 	SMPercent float64
 	SMKnown   bool
 	Processes int
+	// PIDs are the pod's processes on the GPU.
+	PIDs []uint32
 	// Interactive pods have their idleness tracked; Idle is meaningful only for them.
 	Interactive bool
 	Idle        bool
@@ -78,6 +80,12 @@ type MonitorOptions struct {
 	// OnSample, if set, sees each sample after it was processed (error accounting,
 	// rediscovery when a GPU fails).
 	OnSample func(s *Sample)
+	// Work, if set, is asked at each poll whether an interactive pod works in a way NVML cannot
+	// show (Activity.Work): the swap controller's pods.
+	Work func(uid string) (reason, message string)
+	// OnPoll, if set, gets each snapshot (after idleness was updated) with the pods it was
+	// built from; it must not block.
+	OnPoll func(s *Snapshot, pods []corev1.Pod)
 	// ResyncEvery re-asserts conditions that differ from the tracker's state (someone removed
 	// or overwrote them); default 10s.
 	ResyncEvery time.Duration
@@ -195,6 +203,7 @@ func (m *Monitor) Poll(ctx context.Context) error {
 			u.MemoryUsedBytes += p.UsedBytes
 			u.SMPercent += float64(p.SMPercent)
 			u.Processes++
+			u.PIDs = append(u.PIDs, p.PID)
 		}
 	}
 	for uid, pod := range byUID {
@@ -241,6 +250,9 @@ func (m *Monitor) Poll(ctx context.Context) error {
 		return a.GPUIndex - b.GPUIndex
 	})
 	m.store(snap)
+	if m.opts.OnPoll != nil {
+		m.opts.OnPoll(snap, pods)
+	}
 	return nil
 }
 
@@ -291,6 +303,9 @@ func (m *Monitor) track(byUID map[string]*corev1.Pod, usage map[podGPU]*PodUsage
 	}
 	for uid, a := range activity {
 		a.PIDs = pids[uid]
+		if m.opts.Work != nil {
+			a.Work, a.WorkMessage = m.opts.Work(uid)
+		}
 	}
 	for _, uid := range m.tracker.UIDs() {
 		if _, ok := activity[uid]; !ok {

@@ -27,6 +27,9 @@ type Activity struct {
 	PIDs []uint32
 	// MemoryBytes is the GPU memory the pod's processes hold.
 	MemoryBytes uint64
+	// Work, when set, is a sign of work NVML cannot show, with WorkMessage for people: the
+	// CPU of a pod whose GPU memory is swapped out (package swap), whose CUDA calls block.
+	Work, WorkMessage string
 }
 
 // Transition is a change of a pod's idleness, to be published.
@@ -148,6 +151,9 @@ func (t *Tracker) Observe(uid string, now time.Time, a Activity) (Transition, bo
 
 // work returns why a sample counts as work, or "".
 func (t *Tracker) work(p *podIdleness, a Activity) (reason, message string) {
+	if a.Work != "" {
+		return a.Work, a.WorkMessage
+	}
 	if a.SMPercent > t.cfg.ThresholdPercent {
 		return "GPUUtilization", fmt.Sprintf("GPU utilization %.0f%% above %g%%", a.SMPercent, t.cfg.ThresholdPercent)
 	}

@@ -31,6 +31,16 @@ func TestTrackerTransitions(t *testing.T) {
 			{29 * time.Second, quiet, ""},
 			{time.Second, quiet, "idle"},
 		},
+		// A swapped-out notebook's processes leave the GPU: that is not work, but the swap
+		// controller's sign (its CPU) is, and it holds the pod awake while it lasts.
+		"a swapped notebook's CPU is work": {
+			{0, quiet, ""},
+			{30 * time.Second, quiet, "idle"},
+			{250 * time.Millisecond, Activity{}, ""},
+			{250 * time.Millisecond, Activity{Work: "GPUSwapIn", WorkMessage: "CPU"}, "GPUSwapIn"},
+			{30 * time.Second, Activity{Work: "GPUSwapIn"}, ""},
+			{time.Second, Activity{Work: "GPUSwapIn"}, ""},
+		},
 		"active at once on a new process": {
 			{0, quiet, ""},
 			{30 * time.Second, quiet, "idle"},

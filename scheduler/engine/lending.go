@@ -34,9 +34,11 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
@@ -57,6 +59,7 @@ const (
 	holderIdleTooShort
 	idleMemoryUnknown
 	holdersGone
+	holderSwapFailed
 )
 
 // lendState is whether one GPU may host loans now.
@@ -69,6 +72,10 @@ type lendState struct {
 	// freeMiB is the memory left for new loans; maxLoans the cap of loans on the GPU.
 	freeMiB  int64
 	maxLoans int32
+	// swapMiB is what swapping out the holders the gpu-agent reports Eligible would add to
+	// freeMiB; swapIn the longest time a swapped-out holder's memory takes to come back.
+	swapMiB int64
+	swapIn  time.Duration
 }
 
 // reason says, when not ok, why the GPU is not (or no longer) lendable.
@@ -97,6 +104,8 @@ func (st *lendState) reason(now time.Time) string {
 		return fmt.Sprintf("the GPU memory pod %s keeps while idle is unknown", st.t.Key)
 	case holdersGone:
 		return "the pods it was lent from have left"
+	case holderSwapFailed:
+		return fmt.Sprintf("pod %s's GPU memory could not be restored from host RAM (%s)", st.t.Key, st.t.Swap.Reason)
 	}
 	return ""
 }
@@ -122,6 +131,10 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 		if t.State == snapshot.TaskReleasing {
 			return lendState{code: holderLeaving, t: t}
 		}
+		if t.Swap.State == v1alpha1.GPUSwapRestoreFailed {
+			// Its memory may still come back only onto this GPU: never lend it.
+			return lendState{code: holderSwapFailed, t: t}
+		}
 		holders++
 		var q *snapshot.Queue
 		if t.Gang != nil {
@@ -141,7 +154,14 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 		case t.IdleMemMiB < 0:
 			return lendState{code: idleMemoryUnknown, t: t}
 		}
-		idleMem += t.IdleMemMiB
+		// A swapped-out holder keeps resident only what its GPU held beyond its own processes.
+		idleMem += max(t.IdleMemMiB-t.Swap.SwappedMiB(), 0)
+		switch t.Swap.State {
+		case v1alpha1.GPUSwapEligible:
+			st.swapMiB += min(t.Swap.Bytes>>20, t.IdleMemMiB)
+		case v1alpha1.GPUSwappedOut:
+			st.swapIn = max(st.swapIn, t.Swap.SwapIn())
+		}
 		st.maxLoans = min(st.maxLoans, q.Lending.MaxLoansPerGPU)
 	}
 	if holders == 0 {
@@ -184,8 +204,25 @@ func (c *cycle) returnLoans() {
 			}
 		}
 	}
+	c.stmt.Commit(c.res, c.loanGrace)
+}
+
+// loanGrace is the grace period of a returned loan: the loan-return budget
+// (Options.LoanReturnGracePeriod) less the time the swapped-out holders of its GPU take to get
+// their memory back (the gpu-agent's estimate), so that the owner has its GPU, memory
+// included, within the budget; never below zero.
+func (c *cycle) loanGrace(t *snapshot.Task) time.Duration {
 	grace := c.e.opts.LoanReturnGracePeriod
-	c.stmt.Commit(c.res, func(*snapshot.Task) time.Duration { return grace })
+	if t.Node == nil || t.GPUs.Shared < 0 {
+		return grace
+	}
+	var swapIn time.Duration
+	for _, h := range t.Node.Tasks {
+		if h.GPUs.Shared == t.GPUs.Shared && !h.GPUs.Loan && h.Swap.State == v1alpha1.GPUSwappedOut {
+			swapIn = max(swapIn, h.Swap.SwapIn())
+		}
+	}
+	return max(grace-swapIn, 0)
 }
 
 // borrower reports whether a gang may run on loan, and if not whether it asked to (for its
@@ -339,6 +376,11 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 			best, bestMilli, bestMem = i, milli, mem
 		}
 	}
+	if best < 0 && why[1] > 0 {
+		if msg := c.askSwap(g, t, gpus); msg != "" {
+			return msg
+		}
+	}
 	if best < 0 {
 		var parts []string
 		if why[4] == len(gpus) { // the limit is all that stands in the way
@@ -365,4 +407,39 @@ func (c *cycle) lend(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string 
 	delete(c.reasons, g)
 	l.st.freeMiB -= bestMem
 	return ""
+}
+
+// askSwap looks, for a borrower that no lendable GPU has the free memory for, for one that would
+// have it once the holders the gpu-agent reports Eligible are swapped out to host RAM (the
+// least such memory that does), and asks the agent to swap those holders out
+// (Result.SwapRequests). The borrower keeps waiting: the GPU is lent in a later cycle, once the
+// agent reports the memory on the host, so that no loan starts before its memory is free. It
+// returns the borrower's reason, or "" when no GPU would do.
+func (c *cycle) askSwap(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) string {
+	best := -1
+	for i := range gpus {
+		l := &gpus[i]
+		n, s := l.n, &l.n.Slots[l.pos]
+		mem, milli := t.Req.SharedMemMiB(s.MemoryMiB), t.Req.SharedMilli(s.MemoryMiB)
+		if l.st.swapMiB <= 0 || milli < 0 || mem > l.st.freeMiB+l.st.swapMiB || int32(s.Loans) >= l.st.maxLoans ||
+			!c.snap.ClassNodes(t.Class).Has(n.ID) || policyFit(n, t, g) != Fits || FitsNode(n, &t.Req, g, false) != Fits {
+			continue
+		}
+		if best < 0 || l.st.freeMiB+l.st.swapMiB < gpus[best].st.freeMiB+gpus[best].st.swapMiB {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	l := &gpus[best]
+	pos := int32(l.pos)
+	for _, h := range l.n.Tasks {
+		if h.GPUs.Shared == pos && !h.GPUs.Loan && !h.Req.Reservation && h.Swap.State == v1alpha1.GPUSwapEligible &&
+			!slices.ContainsFunc(c.res.SwapRequests, func(r SwapRequest) bool { return r.Pod == h.Key }) {
+			c.res.SwapRequests = append(c.res.SwapRequests, SwapRequest{Pod: h.Key, IdleSince: h.IdleSince()})
+		}
+	}
+	return fmt.Sprintf("GPU %d of node %s is lent to pod %s once its idle holders' GPU memory (%d MiB) is swapped to host RAM; asked the gpu-agent",
+		l.n.Slots[l.pos].Index, l.n.Name, t.Key, l.st.swapMiB)
 }

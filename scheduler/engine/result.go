@@ -31,6 +31,18 @@ type Result struct {
 	// by node: the runtime keeps other schedulers' pods off them with the hold taint
 	// (v1alpha1.HoldTaintKey).
 	HeldNodes []NodeHold
+	// SwapRequests are idle interactive pods whose GPU memory the gpu-agent is asked to move to
+	// host RAM, so that a borrower that does not fit the free memory gets the whole GPU
+	// (v1alpha1.GPUSwapRequestAnnotation); a later cycle lends the GPU once the agent reports
+	// the memory swapped out.
+	SwapRequests []SwapRequest
+}
+
+// SwapRequest asks for one pod's GPU memory to be swapped out during the idle period that
+// started at IdleSince.
+type SwapRequest struct {
+	Pod       types.NamespacedName
+	IdleSince time.Time
 }
 
 // NodeHold is a node whose capacity is held for a gang (the first held there, by key, when

@@ -253,6 +253,7 @@ func addJob(t *testing.T, s *sim, j *jobSpec, jobs map[string]*jobSpec) {
 			now := s.now
 			s.now = now.Add(-j.Idle.Ago.Duration)
 			mustNoErr(t, s.setIdle(types.NamespacedName{Namespace: j.Namespace, Name: name}, true, mem))
+			mustNoErr(t, s.setSwap(types.NamespacedName{Namespace: j.Namespace, Name: name}, j.Idle.Swap))
 			s.now = now
 		}
 	}

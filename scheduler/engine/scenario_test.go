@@ -144,6 +144,8 @@ type idleSpec struct {
 	// MemoryMiB is the GPU memory kept in use (fairway.dev/idle-gpu-memory-used); left out, the
 	// annotation is not written.
 	MemoryMiB *int64 `json:"memoryMiB"`
+	// Swap is the gpu-agent's fairway.dev/gpu-swap; left out, not written.
+	Swap *v1alpha1.GPUSwap `json:"swap"`
 }
 
 type jobSpec struct {
@@ -451,6 +453,7 @@ func applyEvent(t *testing.T, s *sim, ev eventSpec, jobs map[string]*jobSpec) {
 		s.now = now.Add(-ev.Idle.Ago.Duration)
 		for _, k := range podsOf(s, ev.Idle.Pod, jobs) {
 			mustNoErr(t, s.setIdle(k, true, mem))
+			mustNoErr(t, s.setSwap(k, ev.Idle.Swap))
 		}
 		s.now = now
 	case ev.PodGroup != nil:
@@ -517,6 +520,12 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 			ben = e.Beneficiary.String()
 		}
 		fmt.Fprintf(out, "evict %s on %s: %s for %s, grace %s: %s\n", e.Pod, e.Node, e.Reason, ben, e.GracePeriod, e.Message)
+	}
+	for _, r := range res.SwapRequests {
+		fmt.Fprintf(out, "swap-request %s (idle since %s)\n", r.Pod, r.IdleSince.Format(time.RFC3339))
+	}
+	for _, r := range res.SwapRequests {
+		fmt.Fprintf(out, "swap-request %s (idle since %s)\n", r.Pod, r.IdleSince.Format(time.RFC3339))
 	}
 	for _, r := range s.refused {
 		fmt.Fprintf(out, "refused eviction %s (429: PodDisruptionBudget %s allows no more disruptions)\n", r.pod, r.budget)

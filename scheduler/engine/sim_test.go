@@ -491,8 +491,11 @@ func (s *sim) checkLoans(n *corev1.Node, idx int, g *gpuUse) error {
 			bad = "holder " + h.Name + " has not been idle long enough"
 		case info.IdleMemMiB < 0:
 			bad = "holder " + h.Name + " has no idle memory"
+		case info.Swap.State == v1alpha1.GPUSwapRestoreFailed:
+			bad = "holder " + h.Name + "'s memory could not be restored"
 		}
-		idleMem += max(info.IdleMemMiB, 0)
+		// What the gpu-agent swapped out to host RAM is not resident.
+		idleMem += max(info.IdleMemMiB-info.Swap.SwappedMiB(), 0)
 		if int32(len(g.liveLoans)) > pol.MaxLoansPerGPU {
 			bad = fmt.Sprintf("%d loans, over the cap %d of holder %s's queue", len(g.liveLoans), pol.MaxLoansPerGPU, h.Name)
 		}
@@ -557,6 +560,21 @@ func (s *sim) setIdle(k types.NamespacedName, idle bool, memMiB int64) error {
 		Message: "set by the test"}
 	p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == v1alpha1.GPUIdleCondition })
 	p.Status.Conditions = append(p.Status.Conditions, cond)
+	s.pods[k] = p
+	return s.snap.UpsertPod(p)
+}
+
+// setSwap writes the gpu-agent's swap state on a pod (nothing when sw is nil).
+func (s *sim) setSwap(k types.NamespacedName, sw *v1alpha1.GPUSwap) error {
+	if sw == nil {
+		return nil
+	}
+	p := s.pods[k]
+	if p == nil {
+		return fmt.Errorf("no pod %s", k)
+	}
+	p = p.DeepCopy()
+	p.Annotations[v1alpha1.GPUSwapAnnotation] = v1alpha1.FormatGPUSwap(*sw)
 	s.pods[k] = p
 	return s.snap.UpsertPod(p)
 }

@@ -76,6 +76,8 @@ type loop struct {
 	built         atomic.Bool
 	// cycles counts the cycles run, for tests that step a fake clock.
 	cycles atomic.Int64
+	// swaps writes the engine's swap requests for the gpu-agents.
+	swaps *swapAsker
 }
 
 // Backoff of a PodDisruptionBudget that refused evictions (see blockBudgets): the disruption
@@ -87,7 +89,7 @@ const (
 )
 
 func newLoop(rt *Runtime, api kubernetes.Interface) *loop {
-	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api, clock: rt.opts.Clock}
+	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api, clock: rt.opts.Clock, swaps: newSwapAsker(api)}
 }
 
 // NeedLeaderElection is true: only the leader schedules.
@@ -212,6 +214,7 @@ func (l *loop) cycle(ctx context.Context) {
 	}
 	// 3. Hand out decisions; put the hold taint on the nodes held for gangs.
 	l.dispatch(&res)
+	l.askSwaps(ctx, res.SwapRequests)
 	l.holdTaints.update(&res, l.snap)
 	// 4. Housekeeping: reservations and pods of deleted nodes.
 	l.resv.release(l.snap, now)
@@ -538,6 +541,21 @@ func (l *loop) dispatch(res *engine.Result) {
 			v.Info("Gang nominated on capacity being freed", "gang", n.Gang.String(), "nodes", n.Nodes, "pods", n.Pods)
 		}
 	}
+}
+
+// askSwaps writes the cycle's swap requests onto the idle pods that do not carry them yet.
+func (l *loop) askSwaps(ctx context.Context, reqs []engine.SwapRequest) {
+	if len(reqs) == 0 {
+		return
+	}
+	current := func(k types.NamespacedName) (string, bool) {
+		p := l.rt.inf.Pod(k.Namespace, k.Name)
+		if p == nil {
+			return "", false
+		}
+		return p.Annotations[v1alpha1.GPUSwapRequestAnnotation], true
+	}
+	l.swaps.ask(ctx, reqs, current, func(err error) { l.log.Error(err, "Swap request") })
 }
 
 // lenderWokeAt is when the gpu-agent last observed a pod sharing the GPU of loan t turn active

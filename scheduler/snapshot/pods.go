@@ -76,6 +76,8 @@ type PodInfo struct {
 	Idle        bool
 	IdleChanged time.Time
 	IdleMemMiB  int64
+	// Swap is the gpu-agent's fairway.dev/gpu-swap (zero State when absent or malformed).
+	Swap v1alpha1.GPUSwap
 	// Loan is fairway.dev/loan: "true", written when the scheduler placed the pod on loan.
 	Loan bool
 	// BorrowOptIn is fairway.dev/borrow-idle-gpu: "true".
@@ -99,6 +101,9 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 		if m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && m >= 0 {
 			info.IdleMemMiB = m
 		}
+	}
+	if sw, ok, err := v1alpha1.GPUSwapOf(ann); ok && err == nil {
+		info.Swap = sw
 	}
 	if c := v1alpha1.GPUIdleConditionOf(pod); c != nil {
 		info.Idle = c.Status == corev1.ConditionTrue
@@ -447,9 +452,9 @@ func (s *Snapshot) upsertPod(pod *corev1.Pod, r podReading) error {
 		if sameTask(old, t) {
 			s.releaseClass(t.Class)
 			old.Priority = t.Priority
-			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB {
+			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB || old.Swap != t.Swap {
 				// Whether the pod's GPU may be lent changed: nothing is accounted differently.
-				old.Idle, old.idleChanged, old.IdleMemMiB = t.Idle, t.idleChanged, t.IdleMemMiB
+				old.Idle, old.idleChanged, old.IdleMemMiB, old.Swap = t.Idle, t.idleChanged, t.IdleMemMiB, t.Swap
 				if old.Node != nil {
 					old.Node.Version++
 				}
@@ -492,7 +497,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
 		GPUs: Assignment{Shared: -1}, resvSlot: -1, Recreatable: info.Recreatable, Grace: info.Grace,
-		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
+		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB, Swap: info.Swap,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan, Kind: info.Kind,
 	}
 	if !info.IdleChanged.IsZero() {

@@ -150,6 +150,10 @@ type Task struct {
 	// IdleMemMiB is the GPU memory the pod's GPU kept in use when it went idle (the agent's
 	// fairway.dev/idle-gpu-memory-used), or -1 when unknown.
 	IdleMemMiB int64
+	// Swap is the gpu-agent's swap state of the pod's GPU memory (fairway.dev/gpu-swap): what a
+	// swap would move (Eligible), what is on the host (SwappedOut), or why neither. Read only
+	// while Idle, except RestoreFailed, which keeps its GPU from being lent at all.
+	Swap v1alpha1.GPUSwap
 	// BorrowOptIn is the pod's fairway.dev/borrow-idle-gpu: "true".
 	BorrowOptIn bool
 	// loanHint is the pod's fairway.dev/loan: "true", which restores a loan found running.

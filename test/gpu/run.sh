@@ -21,13 +21,19 @@
 #      stopped (SIGTERM, SIGKILL after a grace period), and the owner's time back to full speed
 #      (90% of its throughput alone, measured first) is printed as
 #      "lending: detect=X ms stop=Y ms owner-full-speed=Z ms".
+#   4. Swap: an owner fills 60% of the GPU with a known pattern and idles; the agent's calls
+#      (`fairway agent swap-check`: cuCheckpointProcessLock and Checkpoint) move its memory to
+#      host RAM; a loan takes 90% of the GPU and works; the owner touches the GPU (its call
+#      blocks), the agent's sign of work (the owner's CPU) sees it, the loan is stopped, the owner
+#      restored and unlocked, and it reads its pattern back byte for byte. Five cycles, each
+#      printed as "swap: out=X ms in=Y ms bytes=Z verified", then the host-device bound.
 #
 # Usage: test/gpu/run.sh [BINDIR]
 #   BINDIR holds prebuilt fairway, cudaalloc and libfairway-share.so (test/gpu/build.sh; default _output/gpu-check
 #   next to the repository, or the folder this script sits in). Without them, and with Go on
 #   the machine, they are built first (that can take minutes).
 #
-# FAIRWAY_GPU_CHECK_SECTIONS (default "mps,lending") picks sections 2 and 3 to run, to rerun one
+# FAIRWAY_GPU_CHECK_SECTIONS (default "mps,lending,swap") picks sections 2, 3 and 4 to run, to rerun one
 # alone; a section left out counts as not run (exit status 2 at best). Discovery always runs.
 #
 # Exit status: 0 every check ran and passed; 1 a check ran and failed; 2 nothing failed but
@@ -334,7 +340,7 @@ mps_check() {
     done
   fi
 }
-selected() { [[ ",${FAIRWAY_GPU_CHECK_SECTIONS:-mps,lending}," == *",$1,"* ]]; }
+selected() { [[ ",${FAIRWAY_GPU_CHECK_SECTIONS:-mps,lending,swap}," == *",$1,"* ]]; }
 if selected mps; then mps_check; else skip "MPS isolation: not selected (FAIRWAY_GPU_CHECK_SECTIONS)"; fi
 
 # 3. Idle lending.
@@ -486,4 +492,99 @@ lending_check() {
   pass "idle lending: the agent saw the owner's work, the loan was stopped and the owner ran at full speed ${full} ms after it woke"
 }
 if selected lending; then lending_check; else skip "idle lending: not selected (FAIRWAY_GPU_CHECK_SECTIONS)"; fi
+
+# 4. Swap: the owner's memory moves to host RAM while a loan has the whole GPU, and comes back.
+SWAP_CYCLES=${FAIRWAY_GPU_CHECK_SWAP_CYCLES:-5}
+SWAP_LOAN_S=${FAIRWAY_GPU_CHECK_SWAP_LOAN_S:-1} # how long the loan works on the whole GPU each cycle
+swap_check() {
+  local probe gpumib owner_mib loan_leave
+  export CUDA_DEVICE_ORDER=PCI_BUS_ID
+  if ! probe=$(timeout 60 "$bin/cudaalloc" -probe 2>&1); then
+    skip "swap: the CUDA driver is not usable: $probe"
+    return
+  fi
+  gpumib=$(sed -n 's/.*"memoryMiB": \([0-9]*\).*/\1/p' "$work/discovery.json" 2>/dev/null | head -1)
+  if (( ${gpumib:-0} <= 0 )); then
+    skip "swap: the GPU's memory is unknown (no discovery)"
+    return
+  fi
+  owner_mib=$((gpumib * 60 / 100))  # the owner: 60% of the GPU, a known pattern
+  loan_leave=$((gpumib * 10 / 100)) # the loan: all but 10% of the GPU, i.e. 90% of it
+  echo "-- 4. swap (owner fills ${owner_mib} MiB, 60% of GPU 0, with a pattern and idles; swapped out; a loan takes 90% and works; the owner touches the GPU; the loan is stopped, the owner restored and its pattern checked; ${SWAP_CYCLES} cycles)"
+  local owner= loan= swapper= killer= fifo=$work/swap.in
+  mkfifo "$fifo"
+  cleanup_swap() {
+    local p
+    for p in "${owner:-}" "${loan:-}" "${swapper:-}" "${killer:-}"; do [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null; done
+    exec 7>&-
+    wait 2>/dev/null
+    trap - EXIT
+  }
+  trap cleanup_swap EXIT
+  "$bin/cudaalloc" -mib "$owner_mib" -idle -idle-for 120s -work 1s -pattern "$SWAP_CYCLES" >"$work/swap-owner.out" 2>&1 &
+  owner=$!
+  if ! wait_line "$work/swap-owner.out" '^cudaalloc: idle' 120 "$owner"; then
+    fail "swap: the owner did not come up idle with its pattern: $(tail -3 "$work/swap-owner.out")"
+    cleanup_swap; return
+  fi
+  local bytes copy_us
+  read -r bytes copy_us < <(sed -n 's/^cudaalloc: pattern written, \([0-9]*\) bytes, copies took \([0-9]*\) us$/\1 \2/p' "$work/swap-owner.out")
+  # Appended, so that emptying it after each cycle restarts it cleanly.
+  "$bin/fairway" agent swap-check --pid "$owner" <"$fifo" >>"$work/swap.out" 2>"$work/swap.err" &
+  swapper=$!
+  exec 7>"$fifo"
+  local c out_ms in_ms outs=() ins=() verified=0
+  for ((c = 1; c <= SWAP_CYCLES; c++)); do
+    echo out >&7
+    if ! wait_line "$work/swap.out" "^swap-check: out " 60 "$swapper"; then
+      if grep -q 'not available' "$work/swap.err"; then
+        skip "swap: $(tail -1 "$work/swap.err")"
+      else
+        fail "swap: cycle $c: the swap-out failed: $(tail -3 "$work/swap.err")"
+      fi
+      cleanup_swap; return
+    fi
+    out_ms=$(sed -n 's/^swap-check: out \([0-9]*\)$/\1/p' "$work/swap.out" | tail -1)
+    "$bin/cudaalloc" -leave "$loan_leave" -work 120s >"$work/swap-loan.out" 2>&1 &
+    loan=$!
+    if ! wait_line "$work/swap-loan.out" '^cudaalloc: rate ' 60 "$loan"; then
+      fail "swap: cycle $c: the loan did not get 90% of the GPU and work: $(tail -3 "$work/swap-loan.out")"
+      cleanup_swap; return
+    fi
+    sleep "$SWAP_LOAN_S" # the loan works
+    kill -USR1 "$owner" # the owner runs a cell: its first CUDA call blocks
+    if ! wait_line "$work/swap.out" "^swap-check: work " 30 "$swapper"; then
+      fail "swap: cycle $c: the agent's sign of work (the owner's CPU) did not come: $(tail -3 "$work/swap.err")"
+      cleanup_swap; return
+    fi
+    (sleep "$LOAN_GRACE_S"; kill -KILL "$loan" 2>/dev/null) &
+    killer=$!
+    kill -TERM "$loan" 2>/dev/null
+    wait "$loan" 2>/dev/null
+    kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null; killer= loan=
+    echo in >&7
+    if ! wait_line "$work/swap.out" "^swap-check: in " 60 "$swapper"; then
+      fail "swap: cycle $c: the restore failed: $(tail -3 "$work/swap.err")"
+      cleanup_swap; return
+    fi
+    in_ms=$(sed -n 's/^swap-check: in \([0-9]*\) .*/\1/p' "$work/swap.out" | tail -1)
+    cat "$work/swap.out" >>"$work/swap.log"; : >"$work/swap.out"
+    if ! wait_line "$work/swap-owner.out" "^cudaalloc: verified .* cycle $c," 120 "$owner"; then
+      fail "swap: cycle $c: the owner's pattern did not check out: $(tail -1 "$work/swap-owner.out")"
+      cleanup_swap; return
+    fi
+    verified=$((verified + 1))
+    outs+=("$out_ms"); ins+=("$in_ms")
+    echo "swap: out=${out_ms} ms in=${in_ms} ms bytes=${bytes} verified"
+  done
+  echo quit >&7
+  cleanup_swap
+  # The bound: the same bytes at the rate the owner's own host-to-device copies reached.
+  local bound_ms max_in=0 i
+  bound_ms=$(( (copy_us + 999) / 1000 ))
+  for i in "${ins[@]}"; do ((i > max_in)) && max_in=$i; done
+  echo "   host-device bound: ${bytes} bytes in ${bound_ms} ms at the owner's pageable copy rate; slowest swap-in ${max_in} ms, ratio $(awk -v a="$max_in" -v b="$bound_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
+  pass "swap: ${verified} cycles, the owner's ${bytes} bytes verified byte for byte after each"
+}
+if selected swap; then swap_check; else skip "swap: not selected (FAIRWAY_GPU_CHECK_SECTIONS)"; fi
 finish

@@ -43,6 +43,29 @@ case "$1 $2" in
   shift 3
   exec "$@"
   ;;
+"agent swap-check")
+  # The agent side of the swap check: out, then the owner's work (the fake owner's touch), in.
+  if [ -n "$FAKE_NO_CHECKPOINT" ]; then
+    echo "error: the CUDA checkpoint API is not available: libcuda.so.1 has no cuCheckpointProcess* entry points (driver older than r550)" >&2
+    exit 1
+  fi
+  while read -r cmd; do
+    case "$cmd" in
+    out)
+      echo "swap-check: out 812"
+      while [ ! -e "$TMPDIR/swap-owner-touched" ]; do sleep 0.02; done
+      echo "swap-check: work $(date +%s%6N) (150ms of CPU in 100ms)"
+      ;;
+    in)
+      [ -e "$TMPDIR/loan-running" ] && { echo "restore while the loan runs" >&2; exit 1; }
+      rm -f "$TMPDIR/swap-owner-touched"
+      touch "$TMPDIR/swap-restored"
+      echo "swap-check: in 640 $(date +%s%6N)"
+      ;;
+    quit) exit 0 ;;
+    esac
+  done
+  ;;
 "agent watch")
   # The owner's processes are the GPU's at start; it wakes when the fake owner works (or at
   # once with FAKE_WATCH_WAKES_EARLY, as an agent that takes a loan's work for the owner's).
@@ -92,6 +115,22 @@ rates() { # rates N: N windows of 50 ms
   done
 }
 case "$*" in
+*-pattern*)
+  # The swap check's owner: its pattern survives every cycle, unless FAKE_SWAP_CORRUPT.
+  trap 'touch "$TMPDIR/swap-owner-touched"' USR1
+  echo "cudaalloc: holding $2 MiB"
+  echo "cudaalloc: pattern written, 92341796864 bytes, copies took 3600000 us"
+  c=1
+  while [ $c -le 5 ]; do
+    echo "cudaalloc: idle; SIGUSR1 starts the work"
+    while [ ! -e "$TMPDIR/swap-restored" ]; do sleep 0.02; done
+    rm -f "$TMPDIR/swap-restored"
+    [ -n "$FAKE_SWAP_CORRUPT" ] && { echo "cudaalloc: MISMATCH in cycle $c at byte 4096 of 92341796864"; exit 7; }
+    echo "cudaalloc: verified 92341796864 bytes, cycle $c, touched 1 done 2"
+    c=$((c + 1))
+  done
+  exit 0
+  ;;
 *-leave*)
   echo "cudaalloc: holding 140000 MiB"
   touch "$TMPDIR/loan-running"
@@ -232,8 +271,18 @@ func TestRunScript(t *testing.T) {
 				"PASS: both MPS control daemons stopped",
 				"owner alone: 100.0 passes/s", "PASS: idle lending: the loan's work and memory do not wake the idle owner",
 				"the agent saw GPUUtilization; the loan stopped on SIGTERM", "the owner's slowest window ran at 50% of its solo speed", "lending: detect=", " stop=", " owner-full-speed=",
-				"PASS: idle lending: the agent saw the owner's work", "RESULT: PASSED"},
+				"PASS: idle lending: the agent saw the owner's work",
+				"swap: out=812 ms in=640 ms bytes=92341796864 verified", "host-device bound: 92341796864 bytes in 3600 ms", "ratio 0.18",
+				"PASS: swap: 5 cycles, the owner's 92341796864 bytes verified byte for byte after each", "RESULT: PASSED"},
 			wantNot: []string{"FAIL", "SKIPPED", "NOT blocked"},
+		},
+		"a swapped owner's memory that comes back changed fails": {
+			binaries: true, mps: true, env: []string{"FAKE_SWAP_CORRUPT=1"}, wantExit: 1,
+			want: []string{"FAIL: swap: cycle 1: the owner's pattern did not check out: cudaalloc: MISMATCH in cycle 1 at byte 4096", "RESULT: FAILED"},
+		},
+		"a driver without the checkpoint API is skipped, not passed": {
+			binaries: true, mps: true, env: []string{"FAKE_NO_CHECKPOINT=1"}, wantExit: 2,
+			want: []string{"SKIPPED: swap: error: the CUDA checkpoint API is not available", "RESULT: INCOMPLETE"},
 		},
 		"a loan that wakes the owner fails": {
 			binaries: true, mps: true, env: []string{"FAKE_WATCH_WAKES_EARLY=1", "FAIRWAY_GPU_CHECK_SECTIONS=lending"}, wantExit: 1,
@@ -290,7 +339,7 @@ func TestRunScript(t *testing.T) {
 		"no driver and no MPS is skipped, not passed": {
 			binaries: true, env: []string{"FAKE_NO_DRIVER=1"}, wantExit: 2,
 			want: []string{"SKIPPED: discovery: no usable NVIDIA driver here", "SKIPPED: MPS isolation: nvidia-cuda-mps-control not found",
-				"SKIPPED: idle lending: the CUDA driver is not usable", "RESULT: INCOMPLETE"},
+				"SKIPPED: idle lending: the CUDA driver is not usable", "SKIPPED: swap: the CUDA driver is not usable", "RESULT: INCOMPLETE"},
 		},
 		"no binaries and no Go": {
 			wantExit: 2,
@@ -331,7 +380,7 @@ func TestRunScript(t *testing.T) {
 		}
 		cmd := exec.Command("bash", script, bin)
 		// No Go, no NVIDIA tools: only the fakes and the base system.
-		cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_EUID=0"}, tc.env...)
+		cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_SWAP_LOAN_S=0.1", "FAIRWAY_GPU_CHECK_EUID=0"}, tc.env...)
 		done := make(chan result, 1)
 		results[name] = done
 		go func() {

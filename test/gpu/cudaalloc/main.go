@@ -41,6 +41,8 @@ static CUresult (*p_cuLaunchKernel)(void *, unsigned int, unsigned int, unsigned
 	unsigned int, unsigned int, unsigned int, void *, void **, void **);
 static CUresult (*p_cuCtxSynchronize)(void);
 static CUresult (*p_cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
+static CUresult (*p_cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+static CUresult (*p_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
 static void *touch_fn;
 
 // touch_ptx adds one to every 32-bit word of a buffer, with a grid-stride loop: memory-bound
@@ -100,10 +102,12 @@ static const char *load(void) {
 	p_cuLaunchKernel = dlsym(lib, "cuLaunchKernel");
 	p_cuCtxSynchronize = dlsym(lib, "cuCtxSynchronize");
 	p_cuMemsetD32 = dlsym(lib, "cuMemsetD32_v2");
+	p_cuMemcpyHtoD = dlsym(lib, "cuMemcpyHtoD_v2");
+	p_cuMemcpyDtoH = dlsym(lib, "cuMemcpyDtoH_v2");
 	if (!p_cuInit || !p_cuDeviceGet || !p_cuDevicePrimaryCtxRetain || !p_cuCtxSetCurrent ||
 	    !p_cuMemAlloc || !p_cuMemFree || !p_cuMemGetInfo || !p_cuGetErrorName ||
 	    !p_cuModuleLoadData || !p_cuModuleGetFunction || !p_cuLaunchKernel ||
-	    !p_cuCtxSynchronize || !p_cuMemsetD32)
+	    !p_cuCtxSynchronize || !p_cuMemsetD32 || !p_cuMemcpyHtoD || !p_cuMemcpyDtoH)
 		return "libcuda.so.1 lacks a driver API entry point";
 	return NULL;
 }
@@ -148,7 +152,12 @@ static CUresult cu_alloc(size_t bytes, CUdeviceptr *ptr) { return p_cuMemAlloc(p
 
 static CUresult cu_free(CUdeviceptr ptr) { return p_cuMemFree(ptr); }
 
-static const char *cu_error_name(CUresult r) {
+// cu_htod, cu_dtoh and cu_error_name are not static: pattern.go calls them too.
+CUresult cu_htod(CUdeviceptr dst, const void *src, size_t n) { return p_cuMemcpyHtoD(dst, src, n); }
+
+CUresult cu_dtoh(void *dst, CUdeviceptr src, size_t n) { return p_cuMemcpyDtoH(dst, src, n); }
+
+const char *cu_error_name(CUresult r) {
 	const char *s = NULL;
 	if (p_cuGetErrorName(r, &s) != 0 || s == NULL) return "CUDA_ERROR_UNKNOWN_CODE";
 	return s;
@@ -185,6 +194,7 @@ func main() {
 	idleFor := flag.Duration("idle-for", 2*time.Minute, "with -idle: give up (exit 6) when no SIGUSR1 came by then, so that a check that died leaves no GPU memory held")
 	window := flag.Duration("window", 50*time.Millisecond, "throughput window")
 	chunkMiB := flag.Int("chunk", 4096, "MiB one pass of the work covers (passes rotate through the allocation)")
+	pattern := flag.Int("pattern", 0, "with -idle: fill the memory with a known pattern, idle, and at each of this many SIGUSR1s read it all back and check it byte for byte (the swap check's owner)")
 	flag.Parse()
 	if (*mib <= 0 && *leave <= 0 && !*probe) || (*mib > 0 && *leave > 0) || (*idle && *work <= 0) || *window <= 0 || *chunkMiB <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: cudaalloc -mib N|-leave N [-device I] [-work D [-idle] [-window D] [-chunk MiB]] | -probe")
@@ -241,6 +251,9 @@ func main() {
 	fmt.Printf("cudaalloc: holding %d MiB\n", want)
 	if r := C.cu_load_kernel(); r != 0 {
 		fmt.Printf("cudaalloc: the PTX kernel did not load (%s); working with cuMemsetD32\n", C.GoString(C.cu_error_name(r)))
+	}
+	if *idle && *pattern > 0 {
+		os.Exit(owner(ptr, uint64(want)<<20, *pattern, start, *idleFor))
 	}
 	if *idle {
 		fmt.Println("cudaalloc: idle; SIGUSR1 starts the work")

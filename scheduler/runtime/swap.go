@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/scheduler/engine"
+)
+
+// swapAsker writes the engine's swap requests (engine.Result.SwapRequests) onto the idle pods,
+// as fairway.dev/gpu-swap-request, for the gpu-agent of their node. The engine repeats a request
+// every cycle its borrower waits: a pod that already carries it, or whose patch is in flight, is
+// left alone.
+type swapAsker struct {
+	api kubernetes.Interface
+
+	mu       sync.Mutex
+	inflight map[types.NamespacedName]string
+}
+
+func newSwapAsker(api kubernetes.Interface) *swapAsker {
+	return &swapAsker{api: api, inflight: map[types.NamespacedName]string{}}
+}
+
+// ask patches each request not on its pod yet; current returns the pod's annotation now ("" when
+// absent or the pod is gone). Patches run off the loop.
+func (a *swapAsker) ask(ctx context.Context, reqs []engine.SwapRequest, current func(types.NamespacedName) (string, bool), onErr func(error)) {
+	for _, r := range reqs {
+		want := v1alpha1.FormatGPUSwapRequest(r.IdleSince)
+		if have, ok := current(r.Pod); !ok || have == want {
+			continue
+		}
+		a.mu.Lock()
+		if a.inflight[r.Pod] == want {
+			a.mu.Unlock()
+			continue
+		}
+		a.inflight[r.Pod] = want
+		a.mu.Unlock()
+		go func() {
+			err := a.patch(ctx, r.Pod, want)
+			a.mu.Lock()
+			delete(a.inflight, r.Pod)
+			a.mu.Unlock()
+			if err != nil && onErr != nil {
+				onErr(err)
+			}
+		}()
+	}
+}
+
+func (a *swapAsker) patch(ctx context.Context, pod types.NamespacedName, value string) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.GPUSwapRequestAnnotation: value}}})
+	if err != nil {
+		return fmt.Errorf("encoding the swap request of %s: %w", pod, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := a.api.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("asking the gpu-agent to swap out pod %s: %w", pod, err)
+	}
+	return nil
+}

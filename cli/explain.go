@@ -49,4 +49,3 @@ func GPUSummary(pods []*corev1.Pod) (string, float64) { return gpuSummary(pods) 
 
 // Terminated reports whether the pod has ended (Succeeded or Failed).
 func Terminated(p *corev1.Pod) bool { return terminated(p) }
-

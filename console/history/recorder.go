@@ -34,7 +34,7 @@ type recorded struct {
 	// Hours maps an hour's start (Unix seconds, UTC) to its usage.
 	Hours map[int64]*Usage `json:"hours"`
 	// Last is the last sample: when, and what the queue held then.
-	LastTime time.Time `json:"lastTime"`
+	LastTime time.Time  `json:"lastTime"`
 	Last     [3]float64 `json:"last"`
 }
 

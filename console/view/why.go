@@ -257,4 +257,3 @@ func (m *Model) candidates(sc Scope, q string) []string {
 	slices.Sort(out)
 	return out
 }
-

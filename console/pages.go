@@ -33,7 +33,7 @@ var pageNames = []string{"overview", "queues", "queue", "workloads", "nodes", "w
 func parsePages() (map[string]*pageTemplate, error) {
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/pager.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parsing the %s page: %w", name, err)
 		}
@@ -170,7 +170,7 @@ type queuePage struct {
 	Queue      cli.QueueView
 	Namespaces []string
 	Policy     cli.PolicyView
-	Waiting    []view.Workload
+	Waiting    []*view.Workload
 	Charts     []chart
 	// HistorySource says where the charts come from; HistoryError why there are none.
 	HistorySource, HistoryError string
@@ -242,27 +242,71 @@ func charts(h history.Queue) []chart {
 	return out
 }
 
+// Items per page of the Workloads and Nodes pages.
+const (
+	workloadsPerPage = 100
+	nodesPerPage     = 64
+)
+
 // workloadsPage lists workloads by kind.
 type workloadsPage struct {
 	Query    string
 	Sections []view.WorkloadSection
-	Total    int
+	Pager    view.Pager
+	Links    pageLinks
+}
+
+// pageLinks are the previous and next pages' URLs ("" for none).
+type pageLinks struct{ Prev, Next string }
+
+func links(r *http.Request, p view.Pager) pageLinks {
+	at := func(n int) string {
+		v := r.URL.Query()
+		v.Set("page", strconv.Itoa(n))
+		return r.URL.Path + "?" + v.Encode()
+	}
+	var l pageLinks
+	if p.Page > 1 {
+		l.Prev = at(p.Page - 1)
+	}
+	if p.Page < p.Pages {
+		l.Next = at(p.Page + 1)
+	}
+	return l
+}
+
+func pageOf(r *http.Request) int {
+	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	return n
 }
 
 func (s *Server) workloads(q *request) (string, any, error) {
 	query := q.r.URL.Query().Get("q")
-	ws := q.model.WorkloadsFor(q.scope, query)
-	return "Workloads", workloadsPage{Query: query, Sections: view.Sections(ws), Total: len(ws)}, nil
+	ws, pager := view.Paginate(q.model.WorkloadsFor(q.scope, query), pageOf(q.r), workloadsPerPage)
+	return "Workloads", workloadsPage{Query: query, Sections: view.Sections(ws), Pager: pager, Links: links(q.r, pager)}, nil
 }
 
 // nodesPage is the GPU grid.
 type nodesPage struct {
 	Allowed bool
+	Query   string
 	Nodes   []view.NodeGrid
+	Pager   view.Pager
+	Links   pageLinks
 }
 
 func (s *Server) nodes(q *request) (string, any, error) {
-	return "Nodes", nodesPage{Allowed: q.scope.Nodes || q.scope.All, Nodes: q.model.NodesFor(q.scope)}, nil
+	query := strings.ToLower(strings.TrimSpace(q.r.URL.Query().Get("q")))
+	var match []view.NodeGrid
+	if q.scope.Nodes || q.scope.All {
+		for _, n := range q.model.Nodes {
+			if query == "" || strings.Contains(strings.ToLower(n.Name+" "+n.GPUType), query) {
+				match = append(match, n)
+			}
+		}
+	}
+	nodes, pager := view.Paginate(match, pageOf(q.r), nodesPerPage)
+	return "Nodes", nodesPage{Allowed: q.scope.Nodes || q.scope.All, Query: query, Nodes: view.CutGrids(nodes, q.scope), Pager: pager, Links: links(q.r, pager)}, nil
 }
 
 func (s *Server) why(q *request) (string, any, error) {

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -123,14 +122,6 @@ func (m *Model) visibleQueues(sc Scope) map[string]bool {
 		}
 	}
 	return out
-}
-
-func byNamespaceName[T any](key func(T) (string, string)) func(a, b T) int {
-	return func(a, b T) int {
-		an, aa := key(a)
-		bn, bb := key(b)
-		return cmp.Or(strings.Compare(an, bn), strings.Compare(aa, bb))
-	}
 }
 
 // Namespaces lists the namespaces there is something to show in: those of pods, PodGroups and

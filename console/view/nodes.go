@@ -198,9 +198,9 @@ func gpuTypes(grids []NodeGrid) []GPUTypeTotals {
 	return out
 }
 
-// cutGrids hides the holders a user may not see. Grids without a visible holder are kept: the
+// CutGrids hides the holders a user may not see. Grids without a visible holder are kept: the
 // node's capacity is not a secret to a user who may list nodes.
-func cutGrids(grids []NodeGrid, sc Scope) []NodeGrid {
+func CutGrids(grids []NodeGrid, sc Scope) []NodeGrid {
 	if sc.All {
 		return grids
 	}

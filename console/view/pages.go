@@ -13,7 +13,7 @@ type Overview struct {
 	// GPUTypes are nil for a user who may not list nodes.
 	GPUTypes  []GPUTypeTotals
 	Queues    []cli.QueueView
-	Waiting   []Workload
+	Waiting   []*Workload
 	Evictions []Eviction
 	// Running and WaitingCount count the user's workloads that run and wait.
 	Running, WaitingCount int
@@ -40,7 +40,7 @@ func (m *Model) Overview(sc Scope) Overview {
 			o.Running++
 		}
 	}
-	slices.SortStableFunc(o.Waiting, func(a, b Workload) int { return int(b.WaitSeconds - a.WaitSeconds) })
+	slices.SortStableFunc(o.Waiting, func(a, b *Workload) int { return int(b.WaitSeconds - a.WaitSeconds) })
 	o.Waiting = o.Waiting[:min(len(o.Waiting), overviewWaiting)]
 	o.Evictions = m.EvictionsFor(sc, overviewEvictions)
 	return o
@@ -78,9 +78,9 @@ func (m *Model) Policy(queue string) cli.PolicyView { return cli.BuildPolicy(que
 
 // WorkloadsFor lists the workloads a user sees; query, when set, keeps those whose namespace,
 // kind, name or queue contains it.
-func (m *Model) WorkloadsFor(sc Scope, query string) []Workload {
+func (m *Model) WorkloadsFor(sc Scope, query string) []*Workload {
 	query = strings.ToLower(strings.TrimSpace(query))
-	var out []Workload
+	var out []*Workload
 	for i := range m.Workloads {
 		w := &m.Workloads[i]
 		if !sc.Sees(w.Namespace) {
@@ -89,7 +89,7 @@ func (m *Model) WorkloadsFor(sc Scope, query string) []Workload {
 		if query != "" && !strings.Contains(strings.ToLower(w.Namespace+"/"+w.Name+" "+w.Kind+" "+w.Queue), query) {
 			continue
 		}
-		out = append(out, *w)
+		out = append(out, w)
 	}
 	return out
 }
@@ -97,11 +97,11 @@ func (m *Model) WorkloadsFor(sc Scope, query string) []Workload {
 // WorkloadSection is one kind of workload on the Workloads page.
 type WorkloadSection struct {
 	Kind  string
-	Items []Workload
+	Items []*Workload
 }
 
 // Sections groups workloads by kind, in KindOrder.
-func Sections(ws []Workload) []WorkloadSection {
+func Sections(ws []*Workload) []WorkloadSection {
 	var out []WorkloadSection
 	for _, k := range KindOrder {
 		var s WorkloadSection
@@ -123,7 +123,7 @@ func (m *Model) NodesFor(sc Scope) []NodeGrid {
 	if !sc.Nodes && !sc.All {
 		return nil
 	}
-	return cutGrids(m.Nodes, sc)
+	return CutGrids(m.Nodes, sc)
 }
 
 // EvictionsFor lists the newest n evictions of pods the user sees (all with n <= 0).

@@ -1,10 +1,12 @@
 package view
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/cli"
@@ -20,7 +22,7 @@ type Why struct {
 	// waits in it.
 	Queue   *cli.QueueView
 	Policy  *cli.PolicyView
-	Waiting []Workload
+	Waiting []*Workload
 	// Workload is set when the query names a workload.
 	Workload *Workload
 	// Candidates are the names that contain the query, when nothing is named exactly.
@@ -99,11 +101,12 @@ func (m *Model) Why(sc Scope, query string) Why {
 		return out
 	}
 	if kind == "" || kind == "workload" {
-		for _, w := range m.Workloads {
+		for i := range m.Workloads {
+			w := &m.Workloads[i]
 			if w.Name != name || !matchNS(w.Namespace) {
 				continue
 			}
-			out.Workload = &w
+			out.Workload = w
 			for _, g := range w.Gangs {
 				if len(out.Explanations) == maxExplained {
 					break
@@ -145,12 +148,7 @@ func (m *Model) podGroup(ns, name string) *fairwayv1.PodGroup {
 }
 
 func (m *Model) pod(ns, name string) *corev1.Pod {
-	for i := range m.snap.Pods {
-		if p := &m.snap.Pods[i]; p.Namespace == ns && p.Name == name {
-			return p
-		}
-	}
-	return nil
+	return m.pods[types.NamespacedName{Namespace: ns, Name: name}]
 }
 
 // explain builds `fairway why`'s snapshot from the model's, as RunWhy builds it from the API
@@ -220,6 +218,14 @@ func (m *Model) explain(sc Scope, pod *corev1.Pod, pg *fairwayv1.PodGroup) Expla
 			s.Events = append(s.Events, *ev)
 		}
 	}
+	// The API server lists by namespace and name; the cache in no order. Sort as the CLI reads.
+	byName := func(a, b corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	}
+	slices.SortFunc(s.Pods, byName)
+	for _, pods := range s.NodePods {
+		slices.SortFunc(pods, byName)
+	}
 	v := cli.BuildWhy(s, m.Now)
 	var b strings.Builder
 	_ = cli.PrintWhy(&b, v)
@@ -239,8 +245,8 @@ func (m *Model) candidates(sc Scope, q string) []string {
 			add("queue/" + qv.Name)
 		}
 	}
-	for _, w := range m.Workloads {
-		if sc.Sees(w.Namespace) && strings.Contains(strings.ToLower(w.Name), q) {
+	for i := range m.Workloads {
+		if w := &m.Workloads[i]; sc.Sees(w.Namespace) && strings.Contains(strings.ToLower(w.Name), q) {
 			add("workload/" + w.Namespace + "/" + w.Name)
 		}
 	}

@@ -116,7 +116,8 @@ func (m *Model) Why(sc Scope, query string) Why {
 				}
 			}
 			if len(w.Gangs) == 0 {
-				for _, mb := range w.Members[:min(len(w.Members), maxExplained)] {
+				mbs := w.Members()
+				for _, mb := range mbs[:min(len(mbs), maxExplained)] {
 					if p := m.pod(w.Namespace, mb.Name); p != nil {
 						out.Explanations = append(out.Explanations, m.explain(sc, p, nil))
 					}

@@ -70,9 +70,10 @@ type Workload struct {
 	Gangs []string
 	// Roles count its pods per role (head, worker, step, replica, ...).
 	Roles []Role
-	// Members are its pods (the first maxMembersShown), waiting first; More counts the rest.
-	Members []Member
-	More    int
+
+	// pods are its pods, by name; Members lists them when a page shows the workload.
+	pods []*corev1.Pod
+	key  groupKey
 	// Evicting counts its pods being evicted; EvictingReason is the first one's reason
 	// (FairwayReclaim, FairwayPreempt, ...) and EvictingMessage its message.
 	Evicting                        int
@@ -274,7 +275,7 @@ func buildWorkloads(s *Snapshot) []Workload {
 			w.Roles = append(w.Roles, *r)
 		}
 		slices.SortFunc(w.Roles, func(x, y Role) int { return strings.Compare(x.Name, y.Name) })
-		w.Members, w.More = members(a.pods, k)
+		w.pods, w.key = a.pods, k
 		out = append(out, *w)
 	}
 	slices.SortFunc(out, func(a, b Workload) int {
@@ -283,7 +284,17 @@ func buildWorkloads(s *Snapshot) []Workload {
 	return out
 }
 
-// members lists a workload's pods, live ones waiting first, then running, then ended.
+// Members lists the workload's pods (the first maxMembersShown), live ones waiting first, then
+// running, then ended. It is computed when a page shows the workload, not for every workload
+// at every change.
+func (w *Workload) Members() []Member {
+	m, _ := members(w.pods, w.key)
+	return m
+}
+
+// More counts the pods Members leaves out.
+func (w *Workload) More() int { return max(len(w.pods)-maxMembersShown, 0) }
+
 func members(pods []*corev1.Pod, k groupKey) ([]Member, int) {
 	rank := func(p *corev1.Pod) int {
 		switch {

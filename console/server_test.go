@@ -88,7 +88,7 @@ func TestPagesAreStrict(t *testing.T) {
 		if strings.Contains(csp, "unsafe") {
 			t.Errorf("GET %s: CSP %q allows something unsafe", p, csp)
 		}
-		for k, v := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"} {
+		for k, v := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"} {
 			if h.Get(k) != v {
 				t.Errorf("GET %s: %s = %q, want %q", p, k, h.Get(k), v)
 			}

@@ -158,10 +158,18 @@ func TestConsole(t *testing.T) {
 		t.Cleanup(cancel)
 		bctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 		t.Cleanup(cancel)
-		if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")),
+		// The first action starts the browser and ties it to the context it runs in: bctx, not
+		// a shorter one.
+		if err := chromedp.Do(bctx); err != nil {
+			t.Fatalf("starting chromium: %v", err)
+		}
+		lctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+		defer cancel()
+		if err := chromedp.Do(lctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")),
 			chromedp.SetValue(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("sign-in")),
 			chromedp.WaitVisible(chromedp.ID("user"))); err != nil {
-			t.Fatalf("signing in: %v", err)
+			body, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("signing in: %v; the browser shows %s", err, body)
 		}
 		return bctx
 	}
@@ -176,7 +184,8 @@ func TestConsole(t *testing.T) {
 			actions = append(actions, chromedp.WaitReady(chromedp.CSS(s)))
 		}
 		if err := chromedp.Do(tctx, actions...); err != nil {
-			t.Fatalf("%s: waiting for %q: %v", path, selectors, err)
+			body, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("%s: waiting for %q: %v; the page shows:\n%s", path, selectors, err, body)
 		}
 		html, err := chromedp.Run(tctx, chromedp.OuterHTML(chromedp.CSS("html")))
 		if err != nil {

@@ -34,6 +34,7 @@ type Model struct {
 	queues          map[string]*fairwayv1.Queue
 	pods            map[types.NamespacedName]*corev1.Pod
 	namespaces      []string
+	namespaceSet    map[string]struct{}
 }
 
 // Eviction is one of fairway's evictions of a pod, from the scheduler's event on it.
@@ -66,6 +67,10 @@ func Build(s *Snapshot) *Model {
 	m.Evictions = evictions(s.Events)
 	m.namespaces = nil
 	m.namespaces = m.Namespaces()
+	m.namespaceSet = make(map[string]struct{}, len(m.namespaces))
+	for _, ns := range m.namespaces {
+		m.namespaceSet[ns] = struct{}{}
+	}
 	return m
 }
 

@@ -89,7 +89,7 @@ func (m *Model) WorkloadsFor(sc Scope, query string) []*Workload {
 		if query != "" && !strings.Contains(strings.ToLower(w.Namespace+"/"+w.Name+" "+w.Kind+" "+w.Queue), query) {
 			continue
 		}
-		out = append(out, w)
+		out = append(out, m.redactWorkload(sc, w))
 	}
 	return out
 }
@@ -134,6 +134,7 @@ func (m *Model) EvictionsFor(sc Scope, n int) []Eviction {
 			break
 		}
 		if sc.Sees(e.Namespace) {
+			e.Note = m.redact(sc, e.Note)
 			out = append(out, e)
 		}
 	}

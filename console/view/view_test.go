@@ -110,8 +110,16 @@ func TestRestrictedUserSeesOnlyTheirNamespace(t *testing.T) {
 	if ev := m.EvictionsFor(view.Scope{Namespaces: map[string]bool{"team-a": true}}, 0); len(ev) != 0 {
 		t.Errorf("team-b's eviction shown to a team-a user: %+v", ev)
 	}
-	if ev := m.EvictionsFor(sc, 0); len(ev) != 1 || ev[0].Reason != "Reclaim" {
-		t.Errorf("team-b's Reclaim eviction not shown to team-b: %+v", ev)
+	ev := m.EvictionsFor(sc, 0)
+	if len(ev) != 1 || ev[0].Reason != "Reclaim" {
+		t.Fatalf("team-b's Reclaim eviction not shown to team-b: %+v", ev)
+	}
+	// Its note names team-a's gang: the event is team-b's, the name is not.
+	if strings.Contains(ev[0].Note, "team-a/") {
+		t.Errorf("the eviction's note names team-a's work to a team-b user: %q", ev[0].Note)
+	}
+	if ev := m.EvictionsFor(view.Everything(), 0); !strings.Contains(ev[0].Note, "PodGroup team-a/train-llama") {
+		t.Errorf("an administrator does not read the eviction's note whole: %q", ev[0].Note)
 	}
 }
 

@@ -106,7 +106,7 @@ func (m *Model) Why(sc Scope, query string) Why {
 			if w.Name != name || !matchNS(w.Namespace) {
 				continue
 			}
-			out.Workload = w
+			out.Workload = m.redactWorkload(sc, w)
 			for _, g := range w.Gangs {
 				if len(out.Explanations) == maxExplained {
 					break
@@ -228,6 +228,20 @@ func (m *Model) explain(sc Scope, pod *corev1.Pod, pg *fairwayv1.PodGroup) Expla
 		slices.SortFunc(pods, byName)
 	}
 	v := cli.BuildWhy(s, m.Now)
+	// Messages that name another team's work are replaced before the text is printed, so the
+	// text and the fields say the same.
+	v.Message = m.redact(sc, v.Message)
+	if e := v.LastEviction; e != nil {
+		c := *e
+		c.Message = m.redact(sc, c.Message)
+		if c.By != nil && !sc.Sees(c.By.Namespace) && c.By.Namespace != "" {
+			c.By = nil
+		}
+		v.LastEviction = &c
+	}
+	for i := range v.Pods {
+		v.Pods[i].EvictingMessage = m.redact(sc, v.Pods[i].EvictingMessage)
+	}
 	var b strings.Builder
 	_ = cli.PrintWhy(&b, v)
 	return Explanation{View: v, Text: b.String()}

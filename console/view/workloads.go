@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -200,6 +201,11 @@ func buildWorkloads(s *Snapshot) []Workload {
 			}
 		}
 	}
+	// By namespace, kind and name; sorted as keys, not as the (large) workloads.
+	slices.SortFunc(order, func(a, b groupKey) int {
+		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.kind, b.kind), strings.Compare(a.name, b.name),
+			strings.Compare(a.controller, b.controller))
+	})
 	out := make([]Workload, 0, len(order))
 	for _, k := range order {
 		a := groups[k]
@@ -278,9 +284,6 @@ func buildWorkloads(s *Snapshot) []Workload {
 		w.pods, w.key = a.pods, k
 		out = append(out, *w)
 	}
-	slices.SortFunc(out, func(a, b Workload) int {
-		return strings.Compare(a.Namespace+"\x00"+a.Kind+"\x00"+a.Name, b.Namespace+"\x00"+b.Kind+"\x00"+b.Name)
-	})
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fairway-sched/fairway/adapters/argo"
+	"github.com/fairway-sched/fairway/adapters/kfp"
 	"github.com/fairway-sched/fairway/adapters/kubeflowjob"
 	"github.com/fairway-sched/fairway/adapters/kuberay"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
@@ -151,6 +152,9 @@ func TestWorkloadsAsUsersKnowThem(t *testing.T) {
 	}
 	step("sweep-1", "sweep", "n0")
 	step("sweep-2", "sweep", "")
+	kfpStep := base
+	kfpStep.Name, kfpStep.Node, kfpStep.Kind = "train-pipeline-x7k2p-1", "n0", fairwayv1.KindPipelineStep
+	pod(kfpStep, map[string]string{kfp.RunIDLabel: "0d5c-run", argo.WorkflowLabel: "train-pipeline-x7k2p"}, nil, nil)
 	for i, role := range []string{"head", "worker", "worker"} {
 		b := base
 		b.Name, b.Node, b.Kind, b.Group = "rc-"+role+string(rune('0'+i)), "n1", fairwayv1.KindRay, "rc"
@@ -185,6 +189,7 @@ func TestWorkloadsAsUsersKnowThem(t *testing.T) {
 	want := []row{
 		{view.KindWorkflow, "sweep", "Partly running", "2", []view.Role{{Name: "step", Running: 1, Waiting: 1}}, 0, "NoNodeFits"},
 		{view.KindInference, "serve", "Running", "2", []view.Role{{Name: "replica", Running: 2}}, 0, ""},
+		{view.KindKFPRun, "train-pipeline-x7k2p", "Running", "-", []view.Role{{Name: "step", Running: 1}}, 0, ""},
 		{view.KindNotebook, "jupyter-alice", "Running", "1×0.25", nil, 0, ""},
 		{view.KindPyTorchJob, "pt", "Running", "16", []view.Role{{Name: "master", Running: 1}, {Name: "worker", Running: 1}}, 0, ""},
 		{view.KindRayCluster, "rc", "Running", "-", []view.Role{{Name: "head", Running: 1}, {Name: "worker", Running: 2}}, 3, ""},

@@ -380,5 +380,5 @@ func bar(a cli.QueueAmounts) template.HTML {
 	}
 	fmt.Fprintf(&b, `<rect class="quota" x="%.1f" y="0" width="2" height="12"/>`, math.Max(x(a.Guaranteed)-1, 0))
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // numbers only
+	return template.HTML(b.String()) // numbers only
 }

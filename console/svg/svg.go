@@ -79,7 +79,7 @@ func (c Bars) Render() template.HTML {
 		}
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // every text in it went through esc
+	return template.HTML(b.String()) // every text in it went through esc
 }
 
 // niceMax is a round axis maximum at or above every value: 1, 2 or 5 times a power of ten (1

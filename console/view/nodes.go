@@ -86,18 +86,18 @@ func buildGrids(s *Snapshot) []NodeGrid {
 		var unplaced []GPUCell
 		for _, sg := range n.SharedGPUs {
 			c := GPUCell{State: CellShared, Allocated: sg.Allocated, Mode: string(sg.Mode), Idle: true}
-			any := false
+			owned := false
 			for _, p := range sg.Pods {
 				h := Holder{Namespace: p.Namespace, Name: p.Name, Queue: p.Queue, Share: p.Share, OnLoan: p.OnLoan, Idle: isIdle(p.Namespace, p.Name)}
 				c.Holders = append(c.Holders, h)
 				if p.OnLoan {
 					c.Lent = true
 				} else {
-					any = true
+					owned = true
 					c.Idle = c.Idle && h.Idle
 				}
 			}
-			c.Idle = c.Idle && any
+			c.Idle = c.Idle && owned
 			if sg.Index != nil && int(*sg.Index) < len(cells) && !used[*sg.Index] {
 				c.Index, c.IndexKnown = int(*sg.Index), true
 				cells[c.Index], used[c.Index] = c, true

@@ -28,7 +28,6 @@ const (
 	KindInference     = "Inference"
 	KindPodGroup      = "Gang"
 	KindPod           = "Pod"
-	kindOtherPrefix   = ""
 	maxMembersShown   = 64
 	stateRunning      = "Running"
 	stateWaiting      = "Waiting"

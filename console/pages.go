@@ -219,9 +219,9 @@ func charts(h history.Queue) []chart {
 		of                func(history.Usage) float64
 	}
 	rs := []res{
-		{"GPU", "GPU-h", "gpu", func(u history.Usage) float64 { return u.GPUHours }},
-		{"CPU", "core-h", "cpu", func(u history.Usage) float64 { return u.CPUHours }},
-		{"Memory", "GiB-h", "memory", func(u history.Usage) float64 { return u.MemoryGiBHours }},
+		{"GPU-hours", "GPU-h", "gpu", func(u history.Usage) float64 { return u.GPUHours }},
+		{"CPU core-hours", "core-h", "cpu", func(u history.Usage) float64 { return u.CPUHours }},
+		{"Memory GiB-hours", "GiB-h", "memory", func(u history.Usage) float64 { return u.MemoryGiBHours }},
 	}
 	var out []chart
 	for _, r := range rs {
@@ -236,8 +236,8 @@ func charts(h history.Queue) []chart {
 			hl = append(hl, u.Start.Format("15h"))
 		}
 		out = append(out,
-			chart{Title: r.name + " per day, last 30 days", SVG: svg.Bars{Title: r.name + "-hours per day", Unit: r.unit, Labels: dl, Values: days, Every: 7, Class: r.class}.Render()},
-			chart{Title: r.name + " per hour, last 24 hours", SVG: svg.Bars{Title: r.name + "-hours per hour", Unit: r.unit, Labels: hl, Values: hours, Every: 6, Class: r.class}.Render()})
+			chart{Title: r.name + " per day, last 30 days", SVG: svg.Bars{Title: r.name + " per day", Unit: r.unit, Labels: dl, Values: days, Every: 7, Class: r.class}.Render()},
+			chart{Title: r.name + " per hour, last 24 hours", SVG: svg.Bars{Title: r.name + " per hour", Unit: r.unit, Labels: hl, Values: hours, Every: 6, Class: r.class}.Render()})
 	}
 	return out
 }

@@ -17,7 +17,8 @@ import (
 type Bars struct {
 	// Title names the chart for screen readers (the SVG's title).
 	Title string
-	// Unit follows the axis maximum ("GPU-h").
+	// Unit follows each bar's value in its tooltip ("GPU-h"); the axis shows numbers only (say
+	// the unit in the chart's caption).
 	Unit   string
 	Labels []string
 	Values []float64
@@ -40,7 +41,7 @@ func (c Bars) Render() template.HTML {
 		h = 160
 	}
 	every := max(c.Every, 1)
-	const left, right, top, bottom = 44, 8, 10, 22
+	const left, right, top, bottom = 52, 8, 10, 22
 	plotW, plotH := float64(w-left-right), float64(h-top-bottom)
 	top4 := niceMax(c.Values)
 	var b strings.Builder
@@ -52,9 +53,6 @@ func (c Bars) Render() template.HTML {
 		y := float64(top) + plotH - plotH*float64(i)/4
 		fmt.Fprintf(&b, `<line class="grid" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#d0d7de" stroke-width="1"/>`, left, y, w-right, y)
 		label := num(top4 * float64(i) / 4)
-		if i == 4 && c.Unit != "" {
-			label += " " + c.Unit
-		}
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" font-size="10" fill="#57606a">%s</text>`, left-4, y+3, esc(label))
 	}
 	n := len(c.Values)

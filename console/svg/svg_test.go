@@ -19,9 +19,9 @@ func TestBars(t *testing.T) {
 	if n := strings.Count(out, `<rect class="bar"`); n != 3 {
 		t.Errorf("%d bars, want 3", n)
 	}
-	// The axis goes to a round value above the highest bar: 2000.
-	if !strings.Contains(out, ">2000 GPU-h<") {
-		t.Errorf("no axis maximum of 2000 GPU-h:\n%s", out)
+	// The axis goes to a round value above the highest bar: 2000; each bar's tooltip has its unit.
+	if !strings.Contains(out, ">2000<") || !strings.Contains(out, "c: 1500 GPU-h") {
+		t.Errorf("no axis maximum of 2000, or no unit in the tooltips:\n%s", out)
 	}
 	if err := xml.Unmarshal([]byte(out), new(struct{})); err != nil {
 		t.Errorf("not well-formed XML: %v", err)

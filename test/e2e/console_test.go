@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -308,6 +309,31 @@ func TestConsole(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	// Local mode, as `make demo` and `fairway console --kubeconfig` run it: the kubeconfig's user
+	// (here the cluster admin), asked about with SelfSubjectAccessReviews, no sign-in.
+	t.Run("LocalMode", func(t *testing.T) {
+		ports, err := cluster.FreePorts(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-console-local", Path: bin, Args: []string{"console", "--auth=local",
+			"--listen=" + local, "--kubeconfig=" + c.Kubeconfig()}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the local console's Overview", func(ctx context.Context) (bool, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+local+"/workloads", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false, nil
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(b), "sees all namespaces") &&
+				strings.Contains(string(b), `data-name="jupyter-alice"`), fmt.Errorf("HTTP %d", resp.StatusCode)
+		})
 	})
 }
 

@@ -11,8 +11,9 @@ cd "$(dirname "$0")/.."
 max=$((1024 * 1024))
 allow_file=hack/files.allow
 
-# The allow-list: one path glob per line, each under a testdata/ directory and followed by
-# "# why" (where the data comes from, its licence, why it must be binary or large).
+# The allow-list: one path glob per line, each under a testdata/ directory (or docs/img/, for the
+# documentation's screenshots) and followed by "# why" (where the data comes from, its licence,
+# why it must be binary or large).
 allow=()
 bad_allow=0
 while IFS= read -r line || [ -n "$line" ]; do
@@ -21,8 +22,8 @@ while IFS= read -r line || [ -n "$line" ]; do
   glob="${line%%[[:space:]]*}"
   why="${line#"$glob"}"
   case "$glob" in
-    */testdata/*|testdata/*) ;;
-    *) echo "$allow_file: $glob: only test data (a path under a testdata/ directory) may be allowed" >&2; bad_allow=1; continue ;;
+    */testdata/*|testdata/*|docs/img/*) ;;
+    *) echo "$allow_file: $glob: only test data (a path under a testdata/ directory) and documentation images (docs/img/) may be allowed" >&2; bad_allow=1; continue ;;
   esac
   if [[ "$why" != *"#"?* ]]; then
     echo "$allow_file: $glob: say why after a '#' (origin, licence, why binary or large)" >&2; bad_allow=1; continue

@@ -44,6 +44,7 @@ func newRootCommand() *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: cliGroup, Title: "Commands for users and administrators:"})
 	root.AddCommand(newCLICommands()...)
 	root.AddCommand(newSimCommand())
+	root.AddCommand(newConsoleCommand())
 	if pluginMode() {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fairway"}
 	}

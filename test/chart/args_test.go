@@ -29,8 +29,10 @@ func TestRenderedArgsParse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := render(t, o)
 			var pods []corev1.PodSpec
-			for _, d := range []string{"fairway-scheduler", "fairway-webhook"} {
-				pods = append(pods, into[appsv1.Deployment](t, r.Find("Deployment", d)).Spec.Template.Spec)
+			for _, d := range []string{"fairway-scheduler", "fairway-webhook", "fairway-console"} {
+				if obj := r.Find("Deployment", d); obj != nil || d != "fairway-console" {
+					pods = append(pods, into[appsv1.Deployment](t, obj).Spec.Template.Spec)
+				}
 			}
 			pods = append(pods, into[appsv1.DaemonSet](t, r.Find("DaemonSet", "fairway-agent")).Spec.Template.Spec)
 			for _, spec := range pods {

@@ -25,7 +25,7 @@ import (
 // allOptions turns on every optional feature of the chart.
 var allOptions = Options{
 	Set: []string{"agent.mps.enabled=true", "agent.nvml=mock:dgxh100", "webhook.certManager.enabled=true", "serviceMonitor.enabled=true", "scheduler.fairShare.usageHalfLife=24h",
-		"defaultQueue.enabled=true", "defaultQueue.namespaces={team-a,team-b}"},
+		"defaultQueue.enabled=true", "defaultQueue.namespaces={team-a,team-b}", "console.enabled=true"},
 	SetJSON: []string{`defaultQueue.resources={"gpu":{"quota":4,"limit":8},"cpu":{"quota":"64"}}`},
 }
 
@@ -233,6 +233,13 @@ func TestTemplateAllOptions(t *testing.T) {
 	if d := r.Find("CSIDriver", "mps.fairway.dev"); d == nil {
 		t.Error("no CSIDriver mps.fairway.dev with MPS on")
 	}
+	con := into[appsv1.Deployment](t, r.Find("Deployment", "fairway-console"))
+	if a := con.Spec.Template.Spec.Containers[0].Args; !slices.Contains(a, "--auth=token") || !slices.Contains(a, "--history-file=/var/lib/fairway-console/usage.json") {
+		t.Errorf("console args %v", a)
+	}
+	if r.Find("Service", "fairway-console") == nil {
+		t.Error("no Service fairway-console with the console on")
+	}
 	q := into[fairwayv1.Queue](t, r.Find("Queue", "default"))
 	if !slices.Equal(q.Spec.Namespaces, []string{"team-a", "team-b"}) || q.Spec.Resources.GPU.Quota.String() != "4" || q.Spec.Resources.CPU.Quota.String() != "64" {
 		t.Errorf("default queue spec %+v", q.Spec)
@@ -343,6 +350,9 @@ func TestRBAC(t *testing.T) {
 				users[r.User[strings.LastIndex(r.User, ":")+1:]] = true
 			}
 			want := map[string]bool{"fairway-scheduler": true, "fairway-webhook": true, "fairway-agent": true, "fairway-webhook-cleanup": true}
+			if name == "all options" {
+				want["fairway-console"] = true
+			}
 			if diff := cmp.Diff(want, users); diff != "" {
 				t.Errorf("service accounts with rules (-want +got):\n%s", diff)
 			}

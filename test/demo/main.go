@@ -11,6 +11,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -44,6 +46,7 @@ func run() (err error) {
 	pace := flag.Duration("pace", 20*time.Second, "How long each act's outcome stays on screen before the next act (make demo DEMO_PACE=40s).")
 	step := flag.Bool("step", false, "Wait for Enter before each next act instead of -pace (make demo DEMO_STEP=1).")
 	plain := flag.Bool("plain", false, "Print plain lines even on a terminal.")
+	consoleAddr := flag.String("console", "127.0.0.1:8080", "Serve fairway's web console here (another free port when it is taken); empty: no console.")
 	flag.Parse()
 	if *pace < 0 {
 		return fmt.Errorf("-pace %v: must not be negative", *pace)
@@ -123,6 +126,13 @@ func run() (err error) {
 		return err
 	}
 	defer env.Stop()
+	consoleURL := ""
+	if !*check && *consoleAddr != "" {
+		if consoleURL, err = startConsole(ctx, c, bin, *consoleAddr); err != nil {
+			return err
+		}
+		fmt.Printf("Web console (read-only, updates live): %s\n", consoleURL)
+	}
 	if !*check {
 		fmt.Printf("Playing the story in 4 acts. Ctrl-C stops everything; meanwhile:\n  export KUBECONFIG=%s\n  %s queues\n",
 			c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl-fairway"))
@@ -153,6 +163,9 @@ func run() (err error) {
 		// The live view says it on screen; plain output must too, or a piped demo just stops talking.
 		fmt.Printf("The story is over. The cluster keeps running until Ctrl-C, which stops fairway and the cluster and removes their files:\n  export KUBECONFIG=%s\n  %s queues\n  %s jobs -A\n",
 			c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl-fairway"), filepath.Join(c.BinDir(), "kubectl-fairway"))
+		if consoleURL != "" {
+			fmt.Printf("  the web console: %s\n", consoleURL)
+		}
 	}
 	quiet.Store(live)
 	env.Watch(ctx)
@@ -231,4 +244,40 @@ func fairwayBinary(ctx context.Context) (bin string, cleanup func(), err error) 
 		return "", nil, err
 	}
 	return bin, cleanup, nil
+}
+
+// startConsole runs `fairway console` in local mode (the cluster admin's view, on loopback) at
+// addr, or at a free port when addr is taken, and returns its URL once it serves.
+func startConsole(ctx context.Context, c *cluster.Cluster, bin, addr string) (string, error) {
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		_ = ln.Close()
+	} else {
+		port, err := cluster.FreePort()
+		if err != nil {
+			return "", err
+		}
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	if _, err := c.StartProcess(cluster.ProcessSpec{Name: "fairway-console", Path: bin,
+		Args: []string{"console", "--auth=local", "--listen=" + addr, "--kubeconfig=" + c.Kubeconfig(), "--history-interval=5s"}}); err != nil {
+		return "", fmt.Errorf("starting the web console: %w", err)
+	}
+	url := "http://" + addr
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
+		if err != nil {
+			return "", err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("the web console did not serve %s within a minute (its log: %s)", url, filepath.Join(c.LogDir(), "fairway-console.log"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

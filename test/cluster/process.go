@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -176,4 +177,26 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// CPUSeconds is the CPU time (user and system) process pid has used, from /proc (0 where there
+// is none): read before and after a burst, the difference is what the burst cost it.
+func CPUSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	// Fields 14 and 15 of stat (utime, stime), in clock ticks: 100 a second on Linux (USER_HZ).
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
 }

@@ -170,7 +170,7 @@ func (e *env) begin(name string) *meter {
 		switch p.Name() {
 		case "kube-apiserver", "etcd", "kwok", "kube-controller-manager":
 			m.plane = append(m.plane, p.Pid())
-			m.plane0 = append(m.plane0, cpuSeconds(p.Pid()))
+			m.plane0 = append(m.plane0, cluster.CPUSeconds(p.Pid()))
 		}
 	}
 	m.sample()
@@ -204,7 +204,7 @@ func (m *meter) sample() {
 	if pid == 0 {
 		return
 	}
-	cpu, kib := cpuSeconds(pid), rssKiB(pid)
+	cpu, kib := cluster.CPUSeconds(pid), rssKiB(pid)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, seen := m.cpu[pid]
@@ -294,31 +294,9 @@ func (m *meter) end() Usage {
 	}
 	u.SchedRSSMiB = m.peakKiB / 1024
 	for i, pid := range m.plane {
-		u.PlaneCPU += cpuSeconds(pid) - m.plane0[i]
+		u.PlaneCPU += cluster.CPUSeconds(pid) - m.plane0[i]
 	}
 	return u
-}
-
-// cpuSeconds is the CPU time (user and system) a process has used, from /proc; 0 where there is
-// none.
-func cpuSeconds(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
-	rest := string(data)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0
-	}
-	// Fields 14 and 15 of stat (utime, stime), in clock ticks: 100 a second on Linux (USER_HZ).
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100
 }
 
 // rssKiB is a process's resident memory in KiB, from /proc; 0 where there is none.

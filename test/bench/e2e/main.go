@@ -628,28 +628,6 @@ func keepLogs(from, to string) {
 
 func clientInNamespace(ns string) ctrlclient.InNamespace { return ctrlclient.InNamespace(ns) }
 
-// cpuSeconds is the CPU time (user and system) a process has used, from /proc (0 where there is
-// none): read before and after a burst, the difference is what the burst cost it.
-func cpuSeconds(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
-	rest := string(data)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0
-	}
-	// Fields 14 and 15 of stat (utime, stime), in clock ticks: 100 a second on Linux (USER_HZ).
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100
-}
-
 // cpuMeter reads the CPU time of the scheduler under test and of the control plane around it.
 type cpuMeter struct {
 	names []string
@@ -671,7 +649,7 @@ func newCPUMeter(c *cluster.Cluster, sched *cluster.Process) cpuMeter {
 func (m cpuMeter) read() []float64 {
 	out := make([]float64, len(m.pids))
 	for i, pid := range m.pids {
-		out[i] = cpuSeconds(pid)
+		out[i] = cluster.CPUSeconds(pid)
 	}
 	return out
 }

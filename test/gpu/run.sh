@@ -518,9 +518,12 @@ swap_check() {
     for p in "${owner:-}" "${loan:-}" "${swapper:-}" "${killer:-}"; do [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null; done
     exec 7>&-
     wait 2>/dev/null
-    trap - EXIT
+    trap - EXIT PIPE
   }
   trap cleanup_swap EXIT
+  # A write to the agent's pipe after it died must fail the check with what it said, not kill
+  # the script (SIGPIPE) with nothing said.
+  trap '' PIPE
   "$bin/cudaalloc" -mib "$owner_mib" -idle -idle-for 120s -work 1s -pattern "$SWAP_CYCLES" >"$work/swap-owner.out" 2>&1 &
   owner=$!
   if ! wait_line "$work/swap-owner.out" '^cudaalloc: idle' 120 "$owner"; then
@@ -535,7 +538,10 @@ swap_check() {
   exec 7>"$fifo"
   local c out_ms in_ms outs=() ins=() verified=0
   for ((c = 1; c <= SWAP_CYCLES; c++)); do
-    echo out >&7
+    if ! echo out >&7; then
+      fail "swap: cycle $c: the agent's swap-check is gone: $(tail -3 "$work/swap.err")"
+      cleanup_swap; return
+    fi
     if ! wait_line "$work/swap.out" "^swap-check: out " 60 "$swapper"; then
       if grep -q 'not available' "$work/swap.err"; then
         skip "swap: $(tail -1 "$work/swap.err")"
@@ -562,7 +568,10 @@ swap_check() {
     kill -TERM "$loan" 2>/dev/null
     wait "$loan" 2>/dev/null
     kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null; killer= loan=
-    echo in >&7
+    if ! echo in >&7; then
+      fail "swap: cycle $c: the agent's swap-check is gone: $(tail -3 "$work/swap.err")"
+      cleanup_swap; return
+    fi
     if ! wait_line "$work/swap.out" "^swap-check: in " 60 "$swapper"; then
       fail "swap: cycle $c: the restore failed: $(tail -3 "$work/swap.err")"
       cleanup_swap; return

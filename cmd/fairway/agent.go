@@ -26,6 +26,7 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/agent"
 	"github.com/fairway-sched/fairway/gpu-agent/checkpoint"
 	"github.com/fairway-sched/fairway/gpu-agent/mps"
+	"github.com/fairway-sched/fairway/gpu-agent/shim"
 	"github.com/fairway-sched/fairway/gpu-agent/swap"
 )
 
@@ -71,6 +72,8 @@ metrics.`,
 	f.IntVar(&opts.GPUShareSlots, "gpu-share-slots", opts.GPUShareSlots, "fairway.dev/gpu-share slots per GPU: the most fractional pods the kubelet admits onto one GPU (keep it at or above the kubelet's maxPods).")
 	f.StringVar(&opts.DeviceListStrategy, "device-list-strategy", opts.DeviceListStrategy, "How a share's GPU is named to the container runtime, comma-separated: cdi-cri (CDI devices in the CRI), cdi-annotations (CDI devices in annotations, for runtimes before the CRI field; not with cdi-cri), device-nodes, volume-mounts (the NVIDIA runtime's device list), envvar (NVIDIA_VISIBLE_DEVICES, only for runtimes that honour it from unprivileged containers, which lets any pod pick any GPU).")
 	f.StringVar(&opts.CDISpecDirs, "cdi-spec-dirs", opts.CDISpecDirs, "CDI spec directories, comma-separated: NVIDIA's specs are read from all, fairway's (fairway.dev/gpu) written into the last; empty names no CDI device.")
+	f.StringVar(&opts.ShareLibraryDir, "share-library-directory", "", "Host directory (at the same path in the agent's container) where the agent installs the share library and each share's configuration, mounted read-only into share containers by the device plugin, so that they see their share as the GPU's memory and cannot allocate past it; empty delivers no library.")
+	f.StringVar(&opts.ShareLibrary, "share-library", shim.ImageLibrary, "The share library to install (built into the fairway image).")
 	f.StringVar(&opts.HostDevDir, "host-dev-directory", "", "Where the agent sees the host's /dev, to leave out driver control nodes the host lacks; empty assumes /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia-uvm-tools exist.")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")

@@ -67,6 +67,12 @@ type Options struct {
 	// HostDevDir is where the agent sees the host's /dev, to leave out control device nodes
 	// the host lacks; empty assumes the driver's usual ones exist.
 	HostDevDir string
+	// ShareLibraryDir is the host directory (seen at the same path in the agent's container)
+	// where the agent installs the share library (package shim) and each share's
+	// configuration, which the device plugin mounts read-only into share containers so that
+	// they see their share as the GPU's memory and cannot allocate past it. Empty delivers no
+	// library (shares then see the whole GPU's memory). ShareLibrary is the library to install.
+	ShareLibraryDir, ShareLibrary string
 	// Namespace is fairway's own namespace: only pods there can be the scheduler's reservation
 	// pods (v1alpha1.IsReservationPod). Default v1alpha1.DefaultNamespace.
 	Namespace string

@@ -14,11 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/assign"
 	"github.com/fairway-sched/fairway/gpu-agent/shareplugin"
+	"github.com/fairway-sched/fairway/gpu-agent/shim"
 )
 
 // auditEvery is how often the agent compares the kubelet's record of share slots with the pods'
@@ -33,7 +37,7 @@ func shareGPUs(inv *fairwayv1alpha1.GPUInventory, minors []int) []shareplugin.GP
 		if i >= len(minors) || minors[i] < 0 || g.MIGEnabled || g.UUID == "" {
 			continue
 		}
-		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy})
+		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy, MemoryMiB: g.MemoryMiB})
 	}
 	return out
 }
@@ -82,6 +86,12 @@ func (a *Agent) sharePlugin(mgr manager.Manager, pods func(context.Context) ([]c
 			return nil, fmt.Errorf("--cdi-spec-dirs: %w", err)
 		}
 	}
+	if dir := a.opts.ShareLibraryDir; dir != "" {
+		if err := shim.Install(dir, a.opts.ShareLibrary); err != nil {
+			return nil, fmt.Errorf("--share-library-directory: %w", err)
+		}
+		opts.Files = a.shareFiles
+	}
 	a.share = shareplugin.New(opts)
 	p := a.share
 	return manager.RunnableFunc(func(ctx context.Context) error {
@@ -95,7 +105,7 @@ func (a *Agent) sharePlugin(mgr manager.Manager, pods func(context.Context) ([]c
 			}
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: observe, UpdateFunc: func(_, o any) { observe(o) },
+			AddFunc: observe, UpdateFunc: func(_, o any) { observe(o) }, DeleteFunc: a.forgetShareFiles,
 		}); err != nil {
 			return fmt.Errorf("watching pods: %w", err)
 		}
@@ -106,6 +116,42 @@ func (a *Agent) sharePlugin(mgr manager.Manager, pods func(context.Context) ([]c
 		go a.auditShares(ctx, p)
 		return p.Serve(ctx, a.opts.DevicePluginDir)
 	}), nil
+}
+
+// shareFiles prepares pod's share library configuration for GPU g: the share's memory (its
+// gpu-memory, else its fraction of g's memory) as the limit, and the MPS pipe directory when
+// the node runs MPS. Keyed by the pod's UID; forgetShareFiles removes it with the pod.
+func (a *Agent) shareFiles(pod *corev1.Pod, g shareplugin.GPU) ([]*pluginapi.Mount, error) {
+	req, err := gpurequest.Parse(pod.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	mib := req.MemoryMiB
+	if mib == 0 {
+		mib = req.Milli * g.MemoryMiB / 1000
+	}
+	if mib <= 0 {
+		return nil, fmt.Errorf("pod %s asks for no GPU share (%s, %s) of GPU %s (%d MiB)", klog.KObj(pod), req.Fraction(), req.Memory(), g.UUID, g.MemoryMiB)
+	}
+	c := shim.Config{MemoryLimitBytes: mib << 20}
+	if a.opts.MPS {
+		c.MPSPipeDirectory = shim.DefaultPipeDirectory
+	}
+	return shim.Prepare(a.opts.ShareLibraryDir, string(pod.UID), c)
+}
+
+// forgetShareFiles removes a deleted pod's share files.
+func (a *Agent) forgetShareFiles(o any) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	pod, ok := o.(*corev1.Pod)
+	if !ok || a.opts.ShareLibraryDir == "" || pod.Spec.NodeName != a.opts.NodeName {
+		return
+	}
+	if err := shim.Remove(a.opts.ShareLibraryDir, string(pod.UID)); err != nil {
+		a.log.Error(err, "Removing a share's files", "pod", klog.KObj(pod))
+	}
 }
 
 // auditShares logs, once per pod, a share whose slot in the kubelet's record is on another GPU

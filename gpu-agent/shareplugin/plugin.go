@@ -89,6 +89,8 @@ type GPU struct {
 	// Minor is the device's minor number: its node is /dev/nvidia<Minor>.
 	Minor   int
 	Healthy bool
+	// MemoryMiB is the device's memory (a fraction's share of it is the share's limit).
+	MemoryMiB int64
 }
 
 // DeviceNode is the GPU's device node on the host.
@@ -118,6 +120,10 @@ type Options struct {
 	// API, assign.Client.List of v1alpha1.ResourceGPUShare); such pods never take a new
 	// allocation. Nil when the kubelet cannot be asked.
 	Admitted func(ctx context.Context) (map[types.NamespacedName][]string, error)
+	// Files, when set, gives a share's container its files: the share library and its
+	// configuration (gpu-agent/shim), as mounts of host paths the kubelet makes (no hostPath
+	// in the pod). An error refuses the allocation: a share never starts without its limit.
+	Files func(pod *corev1.Pod, g GPU) ([]*pluginapi.Mount, error)
 	// Wait bounds how long a call waits for the pod being admitted to reach the cache (the
 	// kubelet's watch may be ahead of the agent's). Poll is how often it looks meanwhile.
 	Wait, Poll time.Duration
@@ -278,11 +284,20 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 			p.opts.Log.Error(err, "Refused a GPU share", "gpu", g.UUID, "devices", cr.GetDevicesIds())
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
+		r := p.response(g)
+		if p.opts.Files != nil {
+			mounts, err := p.opts.Files(c.pod, g)
+			if err != nil {
+				p.opts.Log.Error(err, "Refused a GPU share: its files could not be prepared", "pod", klog.KObj(c.pod), "gpu", g.UUID)
+				return nil, status.Error(codes.FailedPrecondition, fmt.Sprintf("pod %s: preparing the share's files: %v", klog.KObj(c.pod), err))
+			}
+			r.Mounts = append(r.Mounts, mounts...)
+		}
 		p.mu.Lock()
 		p.allocated[c.pod.UID] = g.UUID
 		p.mu.Unlock()
 		p.opts.Log.Info("Gave a GPU share its device", "pod", klog.KObj(c.pod), "gpu", g.UUID, "devices", cr.GetDevicesIds())
-		resp.ContainerResponses = append(resp.ContainerResponses, p.response(g))
+		resp.ContainerResponses = append(resp.ContainerResponses, r)
 	}
 	return resp, nil
 }

@@ -2,6 +2,7 @@ package shareplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -412,7 +413,12 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(ctx, dir) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("Serve: %v", err)
+		}
+	})
 
 	var req *pluginapi.RegisterRequest
 	select {
@@ -483,3 +489,41 @@ func (r *registration) serve(sock string) (*grpc.Server, error) {
 type netListener struct{}
 
 func (netListener) listen(sock string) (net.Listener, error) { return net.Listen("unix", sock) }
+
+// TestAllocateGivesTheShareItsFiles: the share library's mounts come with the device, for the
+// pod being admitted; when they cannot be prepared the allocation is refused (a share never
+// starts without its limit) and the pod stays waiting for the kubelet's retry.
+func TestAllocateGivesTheShareItsFiles(t *testing.T) {
+	c := &cache{}
+	fail := true
+	var gotPod, gotGPU string
+	p := newPlugin(t, c, func(o *Options) {
+		o.Files = func(pod *corev1.Pod, g GPU) ([]*pluginapi.Mount, error) {
+			if fail {
+				return nil, errors.New("disk full")
+			}
+			gotPod, gotGPU = pod.Name, g.UUID
+			return []*pluginapi.Mount{{HostPath: "/var/lib/fairway/share/shares/" + string(pod.UID), ContainerPath: "/usr/local/fairway-share", ReadOnly: true}}, nil
+		}
+	})
+	c.add(sharePod("team-a", "half", "GPU-a"))
+	ids := preferred(t, p)
+	if _, err := allocate(p, ids...); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("allocation with failing files: %v, want FailedPrecondition naming the cause", err)
+	}
+	fail = false
+	r, err := allocate(p, ids...)
+	if err != nil {
+		t.Fatalf("the kubelet's retry: %v", err)
+	}
+	if gotPod != "half" || gotGPU != "GPU-a" {
+		t.Errorf("files prepared for %s on %s, want half on GPU-a", gotPod, gotGPU)
+	}
+	found := false
+	for _, m := range r.Mounts {
+		found = found || (m.ContainerPath == "/usr/local/fairway-share" && m.ReadOnly)
+	}
+	if !found {
+		t.Errorf("mounts %v lack the share's read-only directory", r.Mounts)
+	}
+}

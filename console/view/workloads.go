@@ -250,20 +250,7 @@ func buildWorkloads(s *Snapshot) []Workload {
 		}
 		w.Pods = len(live)
 		w.GPUs, w.GPUAmount = cli.GPUSummary(live)
-		switch {
-		case w.Evicting > 0:
-			w.State = stateBeingEvicted
-		case len(live) == 0 && failed > 0:
-			w.State = stateFailed
-		case len(live) == 0:
-			w.State = stateSucceeded
-		case w.Pending == len(live):
-			w.State = stateWaiting
-		case w.Pending > 0:
-			w.State = statePartly
-		default:
-			w.State = stateRunning
-		}
+		w.State = workloadState(w, len(live), failed)
 		if p := a.waitPod; p != nil {
 			w.Waiting = true
 			w.WaitSeconds = int64(max(s.Now.Sub(oldest), 0) / time.Second)
@@ -284,6 +271,23 @@ func buildWorkloads(s *Snapshot) []Workload {
 		out = append(out, *w)
 	}
 	return out
+}
+
+// workloadState is a workload's state from its counts: live pods (not ended) and failed ones.
+func workloadState(w *Workload, live, failed int) string {
+	switch {
+	case w.Evicting > 0:
+		return stateBeingEvicted
+	case live == 0 && failed > 0:
+		return stateFailed
+	case live == 0:
+		return stateSucceeded
+	case w.Pending == live:
+		return stateWaiting
+	case w.Pending > 0:
+		return statePartly
+	}
+	return stateRunning
 }
 
 // Members lists the workload's pods (the first maxMembersShown), live ones waiting first, then

@@ -244,22 +244,32 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		runnables = append(runnables, r)
 	}
 	if opts.MetricsBindAddress != "0" {
-		var more []prometheus.Collector
-		if swapper != nil {
-			more = swapper.metrics.Collectors()
-		}
-		h := promhttp.HandlerFor(metrics.NewRegistry(collector, more...), promhttp.HandlerOpts{})
-		runnables = append(runnables, serve("metrics", opts.MetricsBindAddress, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/metrics" {
-				http.NotFound(w, r)
-				return
-			}
-			h.ServeHTTP(w, r)
-		}), log))
+		runnables = append(runnables, metricsServer(opts.MetricsBindAddress, collector, swapper, log))
 	}
 	if lib.Fake != nil && opts.MockControlAddress != "" {
 		runnables = append(runnables, serve("mock control", opts.MockControlAddress, lib.Fake.Handler(), log))
 	}
+	return a.start(ctx, mgr, runnables)
+}
+
+// metricsServer serves the agent's metrics (and the swapper's, when it runs) on /metrics.
+func metricsServer(addr string, collector *metrics.Collector, swapper *swapper, log logr.Logger) manager.Runnable {
+	var more []prometheus.Collector
+	if swapper != nil {
+		more = swapper.metrics.Collectors()
+	}
+	h := promhttp.HandlerFor(metrics.NewRegistry(collector, more...), promhttp.HandlerOpts{})
+	return serve("metrics", addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), log)
+}
+
+// start adds the runnables and the health checks to mgr and runs it until ctx ends.
+func (a *Agent) start(ctx context.Context, mgr manager.Manager, runnables []manager.Runnable) error {
 	for _, r := range runnables {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("adding runnable: %w", err)

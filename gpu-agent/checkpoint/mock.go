@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -332,8 +333,8 @@ func (m *Mock) sleep(n int64) {
 }
 
 func isCode(err error, code int) bool {
-	e, ok := err.(*Error)
-	return ok && e.Code == code
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
 }
 
 // InjectedError is an error the driver could return from op, for FailNext: code is a CUresult

@@ -59,7 +59,7 @@ func Spec(gpus []GPU, control []string) *cdispec.Spec {
 			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: g.DeviceNode()}}},
 		})
 	}
-	v, err := cdi.MinimumRequiredVersion(spec)
+	v, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
 		v = cdispec.CurrentVersion
 	}

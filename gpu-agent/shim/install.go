@@ -161,13 +161,13 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename; cleanup on failure only
+	defer os.Remove(tmp.Name()) // gone after the rename; cleanup on failure only
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close() //nolint:errcheck // the write's error is the one to report
+		tmp.Close() // the write's error is the one to report
 		return err
 	}
 	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close() //nolint:errcheck // the chmod's error is the one to report
+		tmp.Close() // the chmod's error is the one to report
 		return err
 	}
 	if err := tmp.Close(); err != nil {
@@ -181,7 +181,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close() //nolint:errcheck // read-only
+	defer in.Close() // read-only
 	data, err := io.ReadAll(in)
 	if err != nil {
 		return err

@@ -56,7 +56,7 @@ func build(t *testing.T) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if built.dir != "" {
-		os.RemoveAll(built.dir) //nolint:errcheck // a temporary directory
+		os.RemoveAll(built.dir) // a temporary directory
 	}
 	os.Exit(code)
 }
@@ -173,7 +173,7 @@ func TestTheShareIsTheContainers(t *testing.T) {
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() }) //nolint:errcheck // cleanup of a process that may have exited
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() }) // cleanup of a process that may have exited
 	lines := bufio.NewScanner(stdout)
 	var seen []string
 	for lines.Scan() && lines.Text() != "holding" {
@@ -189,8 +189,8 @@ func TestTheShareIsTheContainers(t *testing.T) {
 	// nvidia-smi is a process of its own that allocates nothing: it sees the holder's use.
 	expect(t, s.run("dlsym", true, "nvml2"), "nvml2 total=4096 used=3000 free=1096 reserved=0 r=0")
 
-	stdin.Close()               //nolint:errcheck // the holder exits when its stdin closes
-	io.Copy(io.Discard, stdout) //nolint:errcheck // drain until exit
+	stdin.Close()               // the holder exits when its stdin closes
+	io.Copy(io.Discard, stdout) // drain until exit
 	if err := holder.Wait(); err != nil {
 		t.Fatalf("holder: %v", err)
 	}

@@ -81,7 +81,7 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5, "Secret": 1,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 4, "ValidatingAdmissionPolicyBinding": 4, "Secret": 1,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
@@ -252,7 +252,6 @@ func TestAdmissionPolicies(t *testing.T) {
 	r := render(t, Options{})
 	for name, user := range map[string]string{
 		"fairway-agent-own-node":            "system:serviceaccount:" + Namespace + ":fairway-agent",
-		"fairway-scheduler-own-configmaps":  "system:serviceaccount:" + Namespace + ":fairway-scheduler",
 		"fairway-webhook-own-configuration": "system:serviceaccount:" + Namespace + ":fairway-webhook",
 	} {
 		p := r.Find("ValidatingAdmissionPolicy", name)
@@ -277,7 +276,9 @@ func TestAdmissionPolicies(t *testing.T) {
 	// Who the policies that fence everyone else let through.
 	for name, users := range map[string][]string{
 		"fairway-owned-pod-keys": {"system:serviceaccount:" + Namespace + ":fairway-scheduler", "system:serviceaccount:" + Namespace + ":fairway-agent"},
-		"fairway-gpu-configmaps": {"system:serviceaccount:" + Namespace + ":fairway-scheduler"},
+		// The scheduler writes no ConfigMap since shares get their GPU from the device plugin;
+		// only the collectors may delete the GPU ConfigMaps of pods admitted before.
+		"fairway-gpu-configmaps": {"system:kube-controller-manager", "system:serviceaccount:kube-system:"},
 	} {
 		p := r.Find("ValidatingAdmissionPolicy", name)
 		if p == nil {
@@ -296,7 +297,7 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("no binding of %s", name)
 		}
 	}
-	for opts, want := range map[string]int{"agent.enabled=false": 4, "admissionPolicies.enabled=false": 0} {
+	for opts, want := range map[string]int{"agent.enabled=false": 3, "admissionPolicies.enabled=false": 0} {
 		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
 			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
 		}

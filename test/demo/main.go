@@ -97,18 +97,7 @@ func run() (err error) {
 	fmt.Printf("Component logs: %s (removed on exit, kept when the demo fails)\n", c.LogDir())
 	defer func() {
 		quiet.Store(false)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			if kept, kerr := keepLogs(c.LogDir()); kerr != nil {
-				fmt.Fprintln(os.Stderr, "demo: keeping the component logs:", kerr)
-			} else {
-				fmt.Fprintf(os.Stderr, "demo: the component logs are kept in %s\n", kept)
-			}
-		}
-		fmt.Println("\nStopping fairway, the operators and the cluster...")
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-		}
-		fmt.Println("Stopped; temporary files removed.")
+		stopCluster(c, err != nil && !errors.Is(err, context.Canceled))
 	}()
 
 	fd := int(os.Stdout.Fd())
@@ -170,6 +159,23 @@ func run() (err error) {
 	quiet.Store(live)
 	env.Watch(ctx)
 	return nil
+}
+
+// stopCluster stops the cluster and removes its files, keeping the component logs first when the
+// demo failed.
+func stopCluster(c *cluster.Cluster, failed bool) {
+	if failed {
+		if kept, kerr := keepLogs(c.LogDir()); kerr != nil {
+			fmt.Fprintln(os.Stderr, "demo: keeping the component logs:", kerr)
+		} else {
+			fmt.Fprintf(os.Stderr, "demo: the component logs are kept in %s\n", kept)
+		}
+	}
+	fmt.Println("\nStopping fairway, the operators and the cluster...")
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+	}
+	fmt.Println("Stopped; temporary files removed.")
 }
 
 // keepLogs copies the cluster's component logs out of its work directory, which Stop removes,

@@ -173,7 +173,7 @@ func TestTheShareIsTheContainers(t *testing.T) {
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() }) // cleanup of a process that may have exited
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() }) // cleanup of a process that may have exited
 	lines := bufio.NewScanner(stdout)
 	var seen []string
 	for lines.Scan() && lines.Text() != "holding" {
@@ -189,8 +189,8 @@ func TestTheShareIsTheContainers(t *testing.T) {
 	// nvidia-smi is a process of its own that allocates nothing: it sees the holder's use.
 	expect(t, s.run("dlsym", true, "nvml2"), "nvml2 total=4096 used=3000 free=1096 reserved=0 r=0")
 
-	stdin.Close()               // the holder exits when its stdin closes
-	io.Copy(io.Discard, stdout) // drain until exit
+	stdin.Close()                      // the holder exits when its stdin closes
+	_, _ = io.Copy(io.Discard, stdout) // drain until exit
 	if err := holder.Wait(); err != nil {
 		t.Fatalf("holder: %v", err)
 	}

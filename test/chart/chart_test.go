@@ -81,7 +81,7 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 4, "ValidatingAdmissionPolicyBinding": 4, "Secret": 1,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5, "Secret": 1,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
@@ -297,7 +297,7 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("no binding of %s", name)
 		}
 	}
-	for opts, want := range map[string]int{"agent.enabled=false": 3, "admissionPolicies.enabled=false": 0} {
+	for opts, want := range map[string]int{"agent.enabled=false": 4, "admissionPolicies.enabled=false": 0} {
 		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
 			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
 		}

@@ -142,6 +142,14 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 				metav1.CreateOptions{})
 			return err
 		}, "asks for fairway.dev/gpu-share, which fairway sets itself"},
+		{"take a share's slot straight on a node (ticket, fairway's name, spec.nodeName)", func() error {
+			one := corev1.ResourceList{fairwayv1.ResourceGPUShare: resource.MustParse("1")}
+			_, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "forged-slot"},
+				Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, NodeName: "h100-0",
+					Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: one}}}}},
+				metav1.CreateOptions{})
+			return err
+		}, "asks for fairway.dev/gpu-share, which fairway sets itself"},
 		{"write a PodGroup naming team-a's queue", func() error {
 			return aliceClient.Create(ctx, &fairwayv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns},
 				Spec: fairwayv1.PodGroupSpec{Queue: "team-a", MinMember: 1}})

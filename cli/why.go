@@ -351,7 +351,7 @@ func lastEviction(events []eventsv1.Event, pods []*corev1.Pod, now time.Time) *E
 			!slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.Name == ev.Regarding.Name && p.Namespace == ev.Regarding.Namespace }) {
 			continue
 		}
-		at := eventTime(ev)
+		at := EventTime(ev)
 		if last != nil && !at.After(last.Time.Time) {
 			continue
 		}
@@ -363,8 +363,9 @@ func lastEviction(events []eventsv1.Event, pods []*corev1.Pod, now time.Time) *E
 	return last
 }
 
-// eventTime is when an event last happened.
-func eventTime(ev *eventsv1.Event) time.Time {
+// EventTime is when an event last happened: its series' last observation, else its time,
+// else the deprecated timestamp, else its creation (the console reads events the same way).
+func EventTime(ev *eventsv1.Event) time.Time {
 	switch {
 	case ev.Series != nil && !ev.Series.LastObservedTime.IsZero():
 		return ev.Series.LastObservedTime.Time

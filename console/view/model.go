@@ -82,7 +82,7 @@ func evictions(events []eventsv1.Event) []Eviction {
 		if ev.Regarding.Kind != "Pod" || !fairwayv1.EvictionReason(ev.Reason).Known() {
 			continue
 		}
-		out = append(out, Eviction{Time: eventTime(ev), Namespace: ev.Regarding.Namespace, Pod: ev.Regarding.Name,
+		out = append(out, Eviction{Time: cli.EventTime(ev), Namespace: ev.Regarding.Namespace, Pod: ev.Regarding.Name,
 			Reason: ev.Reason, Note: ev.Note})
 	}
 	slices.SortStableFunc(out, func(a, b Eviction) int {
@@ -92,19 +92,6 @@ func evictions(events []eventsv1.Event) []Eviction {
 		return strings.Compare(a.Namespace+"/"+a.Pod, b.Namespace+"/"+b.Pod)
 	})
 	return out
-}
-
-// eventTime is when an event last happened (as `fairway why` reads it).
-func eventTime(ev *eventsv1.Event) time.Time {
-	switch {
-	case ev.Series != nil && !ev.Series.LastObservedTime.IsZero():
-		return ev.Series.LastObservedTime.Time
-	case !ev.EventTime.IsZero():
-		return ev.EventTime.Time
-	case !ev.DeprecatedLastTimestamp.IsZero():
-		return ev.DeprecatedLastTimestamp.Time
-	}
-	return ev.CreationTimestamp.Time
 }
 
 // visibleQueues is the set of queues a user sees: all with Scope.Queues, else those serving a

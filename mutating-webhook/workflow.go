@@ -19,6 +19,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/fairway-sched/fairway/adapters/argo/runprofile"
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
@@ -248,7 +249,7 @@ func (h *WorkflowHandler) Decide(ctx context.Context, wf *unstructured.Unstructu
 	for _, q := range chain {
 		if g := q.Spec.Resources.GPU; g != nil && g.Limit != nil && peak > g.Limit.MilliValue() {
 			d.State, d.Reason = fairwayv1.RunPerPod, string(fairwayv1.RunNeverFits)
-			d.Message = fmt.Sprintf("its peak of %s GPUs is above queue %s's limit of %s", milliString(peak), q.Name, g.Limit.String())
+			d.Message = fmt.Sprintf("its peak of %s is above queue %s's limit of %s", gpurequest.FormatGPUs(peak), q.Name, gpurequest.FormatGPUs(g.Limit.MilliValue()))
 			return d, nil
 		}
 	}
@@ -263,11 +264,11 @@ func (h *WorkflowHandler) Decide(ctx context.Context, wf *unstructured.Unstructu
 	}
 	if requested+peak <= guarantee {
 		d.State, d.Reason = fairwayv1.RunAdmitted, string(fairwayv1.RunPeakFits)
-		d.Message = fmt.Sprintf("its peak of %s GPUs fits queue %s's guarantee of %s beside the %s GPUs it already asks for", milliString(peak), queue, milliString(guarantee), milliString(requested))
+		d.Message = fmt.Sprintf("its peak of %s fits queue %s's guarantee of %s beside the %s it already asks for", gpurequest.FormatGPUs(peak), queue, gpurequest.FormatGPUs(guarantee), gpurequest.FormatGPUs(requested))
 		return d, nil
 	}
 	d.State, d.Reason = fairwayv1.RunHeld, string(fairwayv1.RunPeakAboveGuarantee)
-	d.Message = fmt.Sprintf("its peak of %s GPUs is above what queue %s surely has (a guarantee of %s, %s GPUs asked for already); the scheduler starts it when its peak fits, borrowing included", milliString(peak), queue, milliString(guarantee), milliString(requested))
+	d.Message = fmt.Sprintf("its peak of %s is above what queue %s surely has (a guarantee of %s, %s asked for already); the scheduler starts it when its peak fits, borrowing included", gpurequest.FormatGPUs(peak), queue, gpurequest.FormatGPUs(guarantee), gpurequest.FormatGPUs(requested))
 	return d, nil
 }
 
@@ -343,11 +344,4 @@ func runPatch(wf *unstructured.Unstructured, d *RunDecision, now time.Time) []js
 
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func milliString(v int64) string {
-	if v%1000 == 0 {
-		return fmt.Sprint(v / 1000)
-	}
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%d.%03d", v/1000, v%1000), "0"), ".")
 }

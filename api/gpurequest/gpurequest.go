@@ -95,6 +95,19 @@ func FormatMilli(milli int64) string {
 	return "0." + s
 }
 
+// FormatGPUs writes an amount of GPUs in thousandths as words for messages: "0.5 GPU",
+// "1 GPU", "2.5 GPUs", "8 GPUs".
+func FormatGPUs(milli int64) string {
+	n := strconv.FormatInt(milli/1000, 10)
+	if r := milli % 1000; r != 0 {
+		n = strings.TrimSuffix(strconv.FormatInt(milli/1000, 10)+FormatMilli(r)[1:], ".")
+	}
+	if milli <= 1000 {
+		return n + " GPU"
+	}
+	return n + " GPUs"
+}
+
 // Error is an annotation value that Parse refuses. Its message names the annotation, the value
 // and what is allowed; the webhook shows it to the user as the reason the pod was denied.
 type Error struct {

@@ -99,3 +99,11 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+func TestFormatGPUs(t *testing.T) {
+	for milli, want := range map[int64]string{500: "0.5 GPU", 1000: "1 GPU", 2500: "2.5 GPUs", 8000: "8 GPUs", 1250: "1.25 GPUs", 0: "0 GPU"} {
+		if got := gpurequest.FormatGPUs(milli); got != want {
+			t.Errorf("FormatGPUs(%d) = %q, want %q", milli, got, want)
+		}
+	}
+}

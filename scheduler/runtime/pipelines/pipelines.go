@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -53,6 +52,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/fairway-sched/fairway/api/gpurequest"
 	"github.com/fairway-sched/fairway/api/pipelinerun"
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
@@ -642,26 +642,19 @@ func gpusOf(snap *snapshot.Snapshot) *clusterGPUs {
 func neverFits(snap *snapshot.Snapshot, queue string, peak, maxPodGPU int64, c *clusterGPUs, cluster bool) string {
 	for q := snap.Queue(queue); q != nil; q = q.Parent {
 		if l := q.Limit.At(snapshot.DimGPU); l != snapshot.NoLimit && peak > l {
-			return fmt.Sprintf("its peak of %s GPUs is above queue %s's limit of %s", milli(peak), q.Name, milli(l))
+			return fmt.Sprintf("its peak of %s is above queue %s's limit of %s", gpurequest.FormatGPUs(peak), q.Name, gpurequest.FormatGPUs(l))
 		}
 	}
 	if !cluster {
 		return ""
 	}
 	if peak > c.total*1000 {
-		return fmt.Sprintf("its peak of %s GPUs is above the %d GPUs of the cluster's nodes", milli(peak), c.total)
+		return fmt.Sprintf("its peak of %s is above the %s of the cluster's nodes", gpurequest.FormatGPUs(peak), gpurequest.FormatGPUs(c.total*1000))
 	}
 	if maxPodGPU > c.largest {
-		return fmt.Sprintf("one of its steps asks for %d GPUs, and no node has more than %d", maxPodGPU, c.largest)
+		return fmt.Sprintf("one of its steps asks for %s, and no node has more than %d", gpurequest.FormatGPUs(maxPodGPU*1000), c.largest)
 	}
 	return ""
-}
-
-func milli(v int64) string {
-	if v%1000 == 0 {
-		return strconv.FormatInt(v/1000, 10)
-	}
-	return strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
 }
 
 // release takes the run's pods out of the snapshot and forgets it.

@@ -89,6 +89,16 @@ func (r Request) Memory() string {
 	return strconv.FormatInt(r.MemoryMiB, 10)
 }
 
+// MemoryOn is the GPU memory, in MiB, the share takes on a GPU of gpuMiB: what it asked for,
+// else its fraction of the GPU's memory. The MPS server's limit and the share library's both
+// come from it.
+func (r Request) MemoryOn(gpuMiB int64) int64 {
+	if r.MemoryMiB != 0 {
+		return r.MemoryMiB
+	}
+	return r.Milli * gpuMiB / 1000
+}
+
 // FormatMilli writes thousandths of a GPU (1 to 999) as the shortest decimal: 500 is "0.5".
 func FormatMilli(milli int64) string {
 	s := strings.TrimRight(fmt.Sprintf("%03d", milli), "0")

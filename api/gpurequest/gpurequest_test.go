@@ -107,3 +107,18 @@ func TestFormatGPUs(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryOn(t *testing.T) {
+	for _, c := range []struct {
+		r    gpurequest.Request
+		want int64
+	}{
+		{gpurequest.Request{Milli: 500}, 40960},
+		{gpurequest.Request{MemoryMiB: 10240}, 10240},
+		{gpurequest.Request{}, 0},
+	} {
+		if got := c.r.MemoryOn(81920); got != c.want {
+			t.Errorf("%+v.MemoryOn(81920) = %d, want %d", c.r, got, c.want)
+		}
+	}
+}

@@ -126,10 +126,7 @@ func (a *Agent) shareFiles(pod *corev1.Pod, g shareplugin.GPU) ([]*pluginapi.Mou
 	if err != nil {
 		return nil, err
 	}
-	mib := req.MemoryMiB
-	if mib == 0 {
-		mib = req.Milli * g.MemoryMiB / 1000
-	}
+	mib := req.MemoryOn(g.MemoryMiB)
 	if mib <= 0 {
 		return nil, fmt.Errorf("pod %s asks for no GPU share (%s, %s) of GPU %s (%d MiB)", klog.KObj(pod), req.Fraction(), req.Memory(), g.UUID, g.MemoryMiB)
 	}

@@ -283,8 +283,8 @@ func (d *Driver) startDaemon(pod *corev1.Pod, ps *podState, uuid string, share g
 		return ps.daemon
 	}
 	memMiB := share.MemoryMiB
-	if memMiB == 0 && d.opts.GPUMemoryMiB != nil {
-		memMiB = share.Milli * d.opts.GPUMemoryMiB(uuid) / 1000
+	if d.opts.GPUMemoryMiB != nil {
+		memMiB = share.MemoryOn(d.opts.GPUMemoryMiB(uuid))
 	}
 	threads := 0
 	if share.Milli > 0 {

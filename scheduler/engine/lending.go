@@ -105,7 +105,7 @@ func (st *lendState) reason(now time.Time) string {
 	case holdersGone:
 		return "the pods it was lent from have left"
 	case holderSwapFailed:
-		return fmt.Sprintf("pod %s's GPU memory could not be restored from host RAM (%s)", st.t.Key, st.t.Swap.Reason)
+		return fmt.Sprintf("pod %s's GPU memory could not be restored from host RAM (%s)", st.t.Key, st.t.Swap().Reason)
 	}
 	return ""
 }
@@ -131,7 +131,7 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 		if t.State == snapshot.TaskReleasing {
 			return lendState{code: holderLeaving, t: t}
 		}
-		if t.Swap.State == v1alpha1.GPUSwapRestoreFailed {
+		if t.Swap().State == v1alpha1.GPUSwapRestoreFailed {
 			// Its memory may still come back only onto this GPU: never lend it.
 			return lendState{code: holderSwapFailed, t: t}
 		}
@@ -155,12 +155,12 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 			return lendState{code: idleMemoryUnknown, t: t}
 		}
 		// A swapped-out holder keeps resident only what its GPU held beyond its own processes.
-		idleMem += max(t.IdleMemMiB-t.Swap.SwappedMiB(), 0)
-		switch t.Swap.State {
+		idleMem += max(t.IdleMemMiB-t.Swap().SwappedMiB(), 0)
+		switch t.Swap().State {
 		case v1alpha1.GPUSwapEligible:
-			st.swapMiB += min(t.Swap.Bytes>>20, t.IdleMemMiB)
+			st.swapMiB += min(t.Swap().Bytes>>20, t.IdleMemMiB)
 		case v1alpha1.GPUSwappedOut:
-			st.swapIn = max(st.swapIn, t.Swap.SwapIn())
+			st.swapIn = max(st.swapIn, t.Swap().SwapIn())
 		}
 		st.maxLoans = min(st.maxLoans, q.Lending.MaxLoansPerGPU)
 	}
@@ -218,8 +218,8 @@ func (c *cycle) loanGrace(t *snapshot.Task) time.Duration {
 	}
 	var swapIn time.Duration
 	for _, h := range t.Node.Tasks {
-		if h.GPUs.Shared == t.GPUs.Shared && !h.GPUs.Loan && h.Swap.State == v1alpha1.GPUSwappedOut {
-			swapIn = max(swapIn, h.Swap.SwapIn())
+		if h.GPUs.Shared == t.GPUs.Shared && !h.GPUs.Loan && h.Swap().State == v1alpha1.GPUSwappedOut {
+			swapIn = max(swapIn, h.Swap().SwapIn())
 		}
 	}
 	return max(grace-swapIn, 0)
@@ -435,7 +435,7 @@ func (c *cycle) askSwap(g *snapshot.Gang, t *snapshot.Task, gpus []lentGPU) stri
 	l := &gpus[best]
 	pos := int32(l.pos)
 	for _, h := range l.n.Tasks {
-		if h.GPUs.Shared == pos && !h.GPUs.Loan && !h.Req.Reservation && h.Swap.State == v1alpha1.GPUSwapEligible &&
+		if h.GPUs.Shared == pos && !h.GPUs.Loan && !h.Req.Reservation && h.Swap().State == v1alpha1.GPUSwapEligible &&
 			!slices.ContainsFunc(c.res.SwapRequests, func(r SwapRequest) bool { return r.Pod == h.Key }) {
 			c.res.SwapRequests = append(c.res.SwapRequests, SwapRequest{Pod: h.Key, IdleSince: h.IdleSince()})
 		}

@@ -97,6 +97,10 @@ type Gang struct {
 	// object is missing).
 	Queue     *Queue
 	MinMember int32
+	// runMin is the minimum the gang must keep while it runs (see Stale); syncGang keeps it.
+	// Beside MinMember, where it fills what would be padding: a Gang is made per pod, and 8
+	// bytes more pushed it past the 512-byte size class.
+	runMin    int32
 	SubGroups []SubGroup
 	Topology  Topology
 	// Priority is the PodGroup's resolved priority class (GangSpec.Priority), else the highest
@@ -142,10 +146,8 @@ type Gang struct {
 	// (kept in memory: a restarted scheduler starts the wait again).
 	BudgetWaitSince time.Time
 
-	spec  *GangSpec
-	hints podHints
-	// runMin is the minimum the gang must keep while it runs (see Stale); syncGang keeps it.
-	runMin   int32
+	spec     *GangSpec
+	hints    podHints
 	holds    []Hold
 	queuePos int
 	stalePos int
@@ -155,13 +157,13 @@ type Gang struct {
 // podHints are what a gang's pods say about it when no PodGroup does (taken from the first pod
 // that says anything).
 type podHints struct {
-	queue          string
-	minMember      int32
+	queue     string
+	minMember int32
+	// mixedWorkloads: the gang's pods were made by different objects (Gang.Workload).
+	mixedWorkloads bool
 	topology       Topology
 	preemptibility string
 	subGroups      []SubGroup
-	// mixedWorkloads: the gang's pods were made by different objects (Gang.Workload).
-	mixedWorkloads bool
 }
 
 // Holds returns the gang's holds. The slice is owned by the gang.

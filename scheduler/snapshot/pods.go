@@ -452,9 +452,9 @@ func (s *Snapshot) upsertPod(pod *corev1.Pod, r podReading) error {
 		if sameTask(old, t) {
 			s.releaseClass(t.Class)
 			old.Priority = t.Priority
-			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB || old.Swap != t.Swap {
+			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB || old.Swap() != t.Swap() {
 				// Whether the pod's GPU may be lent changed: nothing is accounted differently.
-				old.Idle, old.idleChanged, old.IdleMemMiB, old.Swap = t.Idle, t.idleChanged, t.IdleMemMiB, t.Swap
+				old.Idle, old.idleChanged, old.IdleMemMiB, old.swap = t.Idle, t.idleChanged, t.IdleMemMiB, t.swap
 				if old.Node != nil {
 					old.Node.Version++
 				}
@@ -497,8 +497,12 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Created: info.Created, NodeName: info.NodeName, Started: info.Started, Gated: info.Gated,
 		Problem: info.Problem, nodePos: -1, pendPos: -1, gangPos: -1,
 		GPUs: Assignment{Shared: -1}, resvSlot: -1, Recreatable: info.Recreatable, Grace: info.Grace,
-		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB, Swap: info.Swap,
+		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan, Kind: info.Kind,
+	}
+	if info.Swap != (v1alpha1.GPUSwap{}) {
+		sw := info.Swap
+		t.swap = &sw
 	}
 	if !info.IdleChanged.IsZero() {
 		t.idleChanged = info.IdleChanged.UnixNano()

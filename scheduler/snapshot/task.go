@@ -152,8 +152,10 @@ type Task struct {
 	IdleMemMiB int64
 	// Swap is the gpu-agent's swap state of the pod's GPU memory (fairway.dev/gpu-swap): what a
 	// swap would move (Eligible), what is on the host (SwappedOut), or why neither. Read only
-	// while Idle, except RestoreFailed, which keeps its GPU from being lent at all.
-	Swap v1alpha1.GPUSwap
+	// while Idle, except RestoreFailed, which keeps its GPU from being lent at all. Read with
+	// Swap(); nil for none, which is almost every pod: inline, the state made every Task 48
+	// bytes larger and pushed it past the 512-byte size class.
+	swap *v1alpha1.GPUSwap
 	// BorrowOptIn is the pod's fairway.dev/borrow-idle-gpu: "true".
 	BorrowOptIn bool
 	// loanHint is the pod's fairway.dev/loan: "true", which restores a loan found running.
@@ -253,4 +255,13 @@ func (t *Task) charge(s *Snapshot, f func(d int, v int64)) {
 	if typeDim >= 0 && gpu > 0 {
 		f(typeDim, gpu)
 	}
+}
+
+// Swap is the gpu-agent's swap state of the pod's GPU memory (fairway.dev/gpu-swap), the zero
+// value when the agent wrote none.
+func (t *Task) Swap() v1alpha1.GPUSwap {
+	if t.swap == nil {
+		return v1alpha1.GPUSwap{}
+	}
+	return *t.swap
 }

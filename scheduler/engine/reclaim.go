@@ -694,7 +694,10 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 		msg += fmt.Sprintf("; capacity held for over-quota gangs (%s) was released for its guarantee", strings.Join(from, ", "))
 	}
 	c.setReason(g, ReasonWaitingEvictions, msg)
-	c.e.opts.Logger.V(2).Info("nominated", "gang", g.Key.String(), "nodes", names, "evictions", len(evs), "reason", pol.reason)
+	if l := c.e.opts.Logger.V(2); l.Enabled() {
+		// Guarded: the arguments cost allocations on every nomination even when not logged.
+		l.Info("nominated", "gang", g.Key.String(), "nodes", names, "evictions", len(evs), "reason", pol.reason)
+	}
 }
 
 // policyFor builds the victim policy of a what-if, or says why there is none.
@@ -769,7 +772,7 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 				return refusal{kind: refuseOtherQueue}
 			case !facts.queueOK(vg.Queue) && !mode.moves:
 				return refusal{kind: refuseQueueNotOver, q: vg.Queue}
-			case vg.LastStart.UnixNano() > facts.cutoff[vg.Queue.Index]:
+			case vg.LastStart.UnixNano() > facts.q[vg.Queue.Index].cutoff:
 				return refusal{kind: refuseReclaimRuntime, q: vg.Queue}
 			}
 			return refusal{}
@@ -777,7 +780,7 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 		allow: func(unit []*snapshot.Task, acc *freedAcc) refusal { return facts.allow(unit, acc, mode.overQuota) },
 		key: func(v *snapshot.Task) victimKey {
 			k := evictabilityKey(v)
-			k.share = facts.share[v.Gang.Queue.Index] // set by queueOK, which the verdict asked first
+			k.share = facts.q[v.Gang.Queue.Index].share // set by queueOK, which the verdict asked first
 			return k
 		},
 		// "reclaimed for gang G of queue Q, which is below its LEVEL; queue V holds N GPU, above
@@ -845,20 +848,25 @@ type reclaimFacts struct {
 	bound     func(*snapshot.Queue, int) int64
 	contested func(*snapshot.Queue, int) bool
 	now       time.Time
-	ok        []int8
-	share     []float64
-	cutoff    []int64
+	// q holds the facts by queue index, in one slice: a reclaim builds facts for every gang it
+	// tries, and three slices were three allocations each time.
+	q []queueFacts
+}
+
+type queueFacts struct {
+	ok     int8
+	share  float64
+	cutoff int64
 }
 
 func newReclaimFacts(a *attempt, bound func(*snapshot.Queue, int) int64, contested func(*snapshot.Queue, int) bool, now time.Time, queues int) *reclaimFacts {
-	return &reclaimFacts{a: a, bound: bound, contested: contested, now: now,
-		ok: make([]int8, queues), share: make([]float64, queues), cutoff: make([]int64, queues)}
+	return &reclaimFacts{a: a, bound: bound, contested: contested, now: now, q: make([]queueFacts, queues)}
 }
 
 // queueOK reports whether v's pods may be reclaimed for the gang, and records v's facts.
 func (f *reclaimFacts) queueOK(v *snapshot.Queue) bool {
-	if f.ok[v.Index] != 0 {
-		return f.ok[v.Index] == 1
+	if f.q[v.Index].ok != 0 {
+		return f.q[v.Index].ok == 1
 	}
 	g, q := f.a.g, f.a.g.Queue
 	ok := v != q
@@ -879,12 +887,12 @@ func (f *reclaimFacts) queueOK(v *snapshot.Queue) bool {
 			over = true
 		}
 	}
-	f.ok[v.Index] = 2
+	f.q[v.Index].ok = 2
 	if ok && over {
-		f.ok[v.Index] = 1
+		f.q[v.Index].ok = 1
 	}
-	f.share[v.Index] = dominantShare(v)
-	f.cutoff[v.Index] = f.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
+	f.q[v.Index].share = dominantShare(v)
+	f.q[v.Index].cutoff = f.now.Add(-v.Spec.ReclaimMinRuntime).UnixNano()
 	return ok && over
 }
 
@@ -923,7 +931,7 @@ func (f *reclaimFacts) allow(unit []*snapshot.Task, acc *freedAcc, overQuota boo
 // reclaimVictimQueues are the queues whose nodes the what-if searches, furthest above their
 // share first. With moves, queues at their floor may still move pods.
 func reclaimVictimQueues(queues []*snapshot.Queue, q *snapshot.Queue, mode reclaimMode, f *reclaimFacts) []*snapshot.Queue {
-	var out []*snapshot.Queue
+	out := make([]*snapshot.Queue, 0, len(queues))
 	for _, v := range queues {
 		if mode.under != nil && !mode.under.IsAncestorOf(v) {
 			continue
@@ -932,7 +940,7 @@ func reclaimVictimQueues(queues []*snapshot.Queue, q *snapshot.Queue, mode recla
 			out = append(out, v)
 		}
 	}
-	slices.SortStableFunc(out, func(x, y *snapshot.Queue) int { return cmp.Compare(f.share[y.Index], f.share[x.Index]) })
+	slices.SortStableFunc(out, func(x, y *snapshot.Queue) int { return cmp.Compare(f.q[y.Index].share, f.q[x.Index].share) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
@@ -117,6 +118,7 @@ func (s *Statement) Rollback(cp int) {
 // the order they were made; grace gives each evicted pod its grace period. The snapshot
 // remembers each eviction's beneficiary (Snapshot.NoteEvictedFor).
 func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration) {
+	s.growResult(res)
 	for i := range s.ops {
 		o := &s.ops[i]
 		switch o.kind {
@@ -134,7 +136,7 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 			}
 			if b := o.evict.beneficiary; b != nil {
 				if g := s.snap.Gang(*b); g != nil && len(g.Tasks) == 1 {
-					ev.BeneficiaryPod = g.Tasks[0].Key
+					ev.BeneficiaryPod = &g.Tasks[0].Key
 				}
 			}
 			res.Evictions = append(res.Evictions, ev)
@@ -145,6 +147,23 @@ func (s *Statement) Commit(res *Result, grace func(*snapshot.Task) time.Duration
 		*o = op{}
 	}
 	s.ops = s.ops[:0]
+}
+
+// growResult makes room in res for the log's bindings and evictions at once: a large reclaim
+// commits thousands of evictions in one statement, and growing the slice by doubling as they
+// are appended allocated about twice their size (ReclaimLargeJobs_500Node/decision).
+func (s *Statement) growResult(res *Result) {
+	var binds, evicts int
+	for i := range s.ops {
+		switch s.ops[i].kind {
+		case opAllocate:
+			binds++
+		case opEvict:
+			evicts++
+		}
+	}
+	res.Bindings = slices.Grow(res.Bindings, binds)
+	res.Evictions = slices.Grow(res.Evictions, evicts)
 }
 
 func bindingOf(t *snapshot.Task) Binding {

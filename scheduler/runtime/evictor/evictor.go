@@ -418,7 +418,7 @@ func claimant(r *Request) string {
 	switch {
 	case r.Beneficiary == nil:
 		return "another queue"
-	case r.BeneficiaryPod.Name != "":
+	case r.BeneficiaryPod != nil:
 		return "pod " + r.BeneficiaryPod.String()
 	}
 	return gangName(*r.Beneficiary)
@@ -431,7 +431,7 @@ func claimantRef(r *Request) *corev1.ObjectReference {
 	switch {
 	case r.Beneficiary == nil:
 		return nil
-	case r.BeneficiaryPod.Name != "":
+	case r.BeneficiaryPod != nil:
 		return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: r.BeneficiaryPod.Namespace, Name: r.BeneficiaryPod.Name}
 	case r.Beneficiary.PodGroup:
 		return &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "PodGroup", Namespace: r.Beneficiary.Namespace, Name: r.Beneficiary.Name}

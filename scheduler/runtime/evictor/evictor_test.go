@@ -134,7 +134,10 @@ func TestEvictionEventsNameTheBeneficiaryOnce(t *testing.T) {
 		ev := &events{}
 		e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{Events: ev})
 		r := reclaim()
-		r.Reason, r.Beneficiary, r.BeneficiaryPod = engine.EvictPreempt, &tc.gang, tc.pod
+		r.Reason, r.Beneficiary = engine.EvictPreempt, &tc.gang
+		if tc.pod.Name != "" {
+			r.BeneficiaryPod = &tc.pod
+		}
 		r.Message = "preempted by pod team-a/serve-6cc45dbb8-q8fk7 (inference Deployment serve) of priority 100 in queue team-a (this pod has priority 50)"
 		if err := e.Evict(context.Background(), r); err != nil {
 			t.Fatal(err)

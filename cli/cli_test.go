@@ -23,9 +23,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
-func fakeClient(t *testing.T) client.Client {
+// fakeClient holds the scenario, and extra objects.
+func fakeClient(t *testing.T, extra ...client.Object) client.Client {
 	t.Helper()
-	objs := append(clitest.Nodes(), clitest.Objects()...)
+	objs := append(append(clitest.Nodes(), clitest.Objects()...), extra...)
 	return fake.NewClientBuilder().WithScheme(cli.Scheme()).
 		WithObjects(objs...).
 		WithStatusSubresource(&fairwayv1.Queue{}, &fairwayv1.PodGroup{}).

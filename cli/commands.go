@@ -36,8 +36,9 @@ what they borrow above the guarantee, and what waiting pods ask for.`,
 			Use:   "jobs",
 			Short: "List gangs (PodGroups) with queue, priority, state, GPUs or shares, and wait time",
 			Long: `List the gangs (PodGroups) and the fairway pods outside any gang of the namespace (-n, else the
-kubeconfig's), or of every namespace (-A). An empty namespace is answered with the namespaces
-that have jobs.`,
+kubeconfig's), or of every namespace (-A). The replicas of a Deployment or a StatefulSet, each a
+gang of its own, make one row named after it (deployment/NAME, statefulset/NAME). An empty
+namespace is answered with the namespaces that have jobs.`,
 			Example: "  fairway jobs -n team-a\n  fairway jobs -A -o json",
 			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {

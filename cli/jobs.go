@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,24 +25,26 @@ type JobList struct {
 	Items []JobView `json:"items"`
 }
 
-// JobView is one gang: a PodGroup, or a fairway pod outside any PodGroup (a gang of one).
+// JobView is one gang: a PodGroup, or a fairway pod outside any PodGroup (a gang of one); or
+// the replicas of a Deployment or a StatefulSet, each a gang of its own, as one workload.
 type JobView struct {
-	Kind      string `json:"kind"` // PodGroup or Pod
+	Kind      string `json:"kind"` // PodGroup, Pod, Deployment or StatefulSet
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Queue     string `json:"queue"`
 	// PriorityClass and Priority (its value; absent when the class is unknown).
 	PriorityClass string `json:"priorityClass,omitempty"`
 	Priority      *int32 `json:"priority,omitempty"`
-	// State is the PodGroup's phase (the pod's phase for a single pod).
+	// State is the PodGroup's phase (the pod's phase for a single pod; for replicas, Running
+	// while one runs, else Pending while one waits).
 	State string `json:"state"`
-	// Reason is the engine's reason code while the gang waits.
+	// Reason is the engine's reason code while the gang (or a replica) waits.
 	Reason string `json:"reason,omitempty"`
 	// GPUs is what the gang's pods hold or ask: "8", "3×0.25", "2+4×0.5", "-".
 	GPUs string `json:"gpus"`
 	// GPUAmount is the same in GPUs (shares by memory count 0).
 	GPUAmount float64 `json:"gpuAmount"`
-	// Running is the number of running pods; MinMember the gang's minimum.
+	// Running is the number of running pods; MinMember the gang's minimum (1 for replicas).
 	Running   int32 `json:"running"`
 	MinMember int32 `json:"minMember"`
 	// WaitSeconds is how long the gang has waited (pending) or waited before it started
@@ -121,39 +124,124 @@ func RunJobs(ctx context.Context, o *Options) error {
 	return PrintJobs(o.Out, view, o.AllNamespaces)
 }
 
-// BuildJobs makes one row per PodGroup and per fairway pod outside any PodGroup.
+// BuildJobs makes one row per PodGroup and per fairway pod outside any PodGroup, but the replicas
+// of a Deployment or a StatefulSet, which make one row named after it.
 func BuildJobs(s *JobsSnapshot, now time.Time) JobList {
 	prio := map[string]int32{}
 	for _, pc := range s.PriorityClasses {
 		prio[pc.Name] = pc.Value
 	}
 	members := map[[2]string][]*corev1.Pod{}
+	replicas := map[replicaSet][]*corev1.Pod{}
+	// replicaGroups are the PodGroups of replicas: the webhook names one per pod, which means
+	// nothing to the workload's user, and they are listed under the workload instead.
+	replicaGroups := map[[2]string]bool{}
 	var singles []*corev1.Pod
 	for i := range s.Pods {
 		p := &s.Pods[i]
 		if !isFairwayPod(p) {
 			continue
 		}
-		if g := p.Annotations[fairwayv1.PodGroupAnnotation]; g != "" {
+		g := p.Annotations[fairwayv1.PodGroupAnnotation]
+		switch w, ok := replicaOf(p); {
+		case ok:
+			k := replicaSet{p.Namespace, w}
+			replicas[k] = append(replicas[k], p)
+			if g != "" {
+				replicaGroups[[2]string{p.Namespace, g}] = true
+			}
+		case g != "":
 			k := [2]string{p.Namespace, g}
 			members[k] = append(members[k], p)
-		} else {
+		default:
 			singles = append(singles, p)
 		}
 	}
 	out := JobList{Kind: "JobList", Items: []JobView{}}
 	for i := range s.PodGroups {
 		pg := &s.PodGroups[i]
-		pods := members[[2]string{pg.Namespace, pg.Name}]
-		out.Items = append(out.Items, podGroupJob(pg, pods, prio, now))
+		k := [2]string{pg.Namespace, pg.Name}
+		if replicaGroups[k] && len(members[k]) == 0 {
+			continue
+		}
+		out.Items = append(out.Items, podGroupJob(pg, members[k], prio, now))
 	}
 	for _, p := range singles {
 		out.Items = append(out.Items, podJob(p, prio, now))
 	}
+	for k, pods := range replicas {
+		out.Items = append(out.Items, replicasJob(k, pods, prio, now))
+	}
 	slices.SortFunc(out.Items, func(a, b JobView) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return cmp.Or(strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name), strings.Compare(a.Kind, b.Kind))
 	})
 	return out
+}
+
+// replicaSet names a Deployment or a StatefulSet; not to be confused with the ReplicaSet kind.
+type replicaSet struct {
+	namespace string
+	workload  fairwayv1.Workload
+}
+
+// replicaOf returns the Deployment or StatefulSet whose replica the pod is, when the pod is a
+// gang of its own (a workload whose replicas form gangs of several pods lists its gangs).
+func replicaOf(p *corev1.Pod) (fairwayv1.Workload, bool) {
+	if n, _, err := fairwayv1.MinMemberOf(p.Annotations); err != nil || n > 1 {
+		return fairwayv1.Workload{}, false
+	}
+	w := fairwayv1.WorkloadOf(p)
+	return w, w.Kind == "Deployment" || w.Kind == "StatefulSet"
+}
+
+// replicasJob is the row of a Deployment's or a StatefulSet's replicas: Running while one runs,
+// else Pending while one waits, with the reason of the first that waits; what the live replicas
+// hold or ask; the wait of the oldest that waits, else the scheduling wait of the last started.
+func replicasJob(k replicaSet, pods []*corev1.Pod, prio map[string]int32, now time.Time) JobView {
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	live := slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return terminated(p) || p.DeletionTimestamp != nil })
+	if len(live) == 0 {
+		live = pods
+	}
+	first := live[0]
+	j := JobView{Kind: k.workload.Kind, Namespace: k.namespace, Name: k.workload.Name, Queue: queueOf(first),
+		PriorityClass: first.Spec.PriorityClassName, Priority: first.Spec.Priority, State: string(first.Status.Phase), MinMember: 1}
+	if v, ok := prio[j.PriorityClass]; ok {
+		j.Priority = &v
+	}
+	var lastStart time.Time
+	for _, p := range live {
+		if j.Framework == "" {
+			j.Framework = p.Labels[fairwayv1.FrameworkLabel]
+		}
+		if j.WorkloadKind == "" {
+			j.WorkloadKind = p.Annotations[fairwayv1.WorkloadKindAnnotation]
+		}
+		switch {
+		case p.Status.Phase == corev1.PodRunning:
+			j.Running++
+		case p.Spec.NodeName == "" && j.Reason == "":
+			j.Reason, _ = podReason(p)
+		}
+		if c := podCondition(p, corev1.PodScheduled); p.Spec.NodeName != "" && c != nil && c.Status == corev1.ConditionTrue &&
+			c.LastTransitionTime.After(lastStart) {
+			lastStart = c.LastTransitionTime.Time
+			j.WaitSeconds = seconds(lastStart.Sub(p.CreationTimestamp.Time))
+		}
+	}
+	switch since, waits := oldestWaiting(live); {
+	case j.Running > 0:
+		j.State = string(corev1.PodRunning)
+		if waits {
+			j.WaitSeconds = seconds(now.Sub(since))
+		}
+	case waits:
+		j.State = string(corev1.PodPending)
+		j.WaitSeconds = seconds(now.Sub(since))
+	}
+	j.GPUs, j.GPUAmount = gpuSummary(live)
+	j.OnLoan = onLoan(live)
+	return j
 }
 
 func podGroupJob(pg *fairwayv1.PodGroup, pods []*corev1.Pod, prio map[string]int32, now time.Time) JobView {
@@ -283,8 +371,8 @@ func PrintJobs(w io.Writer, v JobList, withNamespace bool) error {
 	t := newTable(w, headers...)
 	for _, j := range v.Items {
 		name := j.Name
-		if j.Kind == "Pod" {
-			name = "pod/" + j.Name
+		if j.Kind != "PodGroup" {
+			name = strings.ToLower(j.Kind) + "/" + j.Name // pod/debug, deployment/serve
 		}
 		prio := j.PriorityClass
 		if j.Priority != nil {

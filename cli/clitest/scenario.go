@@ -15,6 +15,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -276,6 +277,47 @@ func Pods() []client.Object {
 	for i := range 4 {
 		out = append(out, Pod(PodSpec{Namespace: "team-a", Name: fmt.Sprintf("train-big-%d", i), Group: "train-big", Queue: "team-a",
 			Class: fairwayv1.PriorityClassTraining, Framework: "ray", Kind: fairwayv1.KindRay, WholeGPUs: 2}))
+	}
+	return out
+}
+
+// Replicas are the pods of a Deployment (serve: two replicas running, one waiting, one evicted)
+// and of a StatefulSet (triton: two running) in team-a, each a gang of its own with the PodGroup
+// the webhook names for it. They are kept out of Objects: on the e2e test's cluster the garbage
+// collector deletes pods whose owner does not exist, so only the unit tests (fake client) use
+// them, with the golden cli/testdata/jobs-replicas.txt.
+func Replicas() []client.Object {
+	replica := func(s PodSpec, kind, owner, hash string) []client.Object {
+		s.Namespace, s.Queue, s.Class, s.Kind = "team-a", "team-a", fairwayv1.PriorityClassInteractive, fairwayv1.KindInference
+		s.Group = "pod-" + s.Name
+		p := Pod(s)
+		ref := metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: owner, UID: types.UID("uid-" + owner), Controller: ptr.To(true)}
+		if hash != "" {
+			p.Labels["pod-template-hash"] = hash
+		}
+		p.OwnerReferences = []metav1.OwnerReference{ref}
+		fairwayv1.SetMinMember(p.Annotations, 1)
+		pg := podGroup("team-a", s.Group, "team-a", fairwayv1.PriorityClassInteractive, 1, running(1, 7*time.Second))
+		if s.Node == "" {
+			pg.Status = fairwayv1.PodGroupStatus{Phase: fairwayv1.PodGroupPending}
+		}
+		return []client.Object{p, pg}
+	}
+	var out []client.Object
+	for i, name := range []string{"serve-6cc45dbb8-q8fk7", "serve-6cc45dbb8-x2z9m", "serve-6cc45dbb8-b7v4d"} {
+		s := PodSpec{Name: name, Framework: "vllm", Fraction: "0.5", Slot: i, Node: "a100-0", UUID: UUID("a100-0", i)}
+		if i == 2 {
+			s.Node, s.UUID = "", ""
+			s.Waiting = "NoNodeFits: 0/3 nodes fit pod team-a/serve-6cc45dbb8-b7v4d (0.5 GPU, 1 CPU): on 3 nodes: no GPU with enough free share or memory"
+		}
+		out = append(out, replica(s, "ReplicaSet", "serve-6cc45dbb8", "6cc45dbb8")...)
+	}
+	evicted := replica(PodSpec{Name: "serve-6cc45dbb8-old01", Framework: "vllm", Fraction: "0.5", Slot: 0, Node: "h100-1", UUID: UUID("h100-1", 0)},
+		"ReplicaSet", "serve-6cc45dbb8", "6cc45dbb8")
+	evicted[0].(*corev1.Pod).Status.Phase = corev1.PodFailed
+	out = append(out, evicted...)
+	for i := range 2 {
+		out = append(out, replica(PodSpec{Name: fmt.Sprintf("triton-%d", i), Framework: "triton", WholeGPUs: 1, Node: "a100-0"}, "StatefulSet", "triton", "")...)
 	}
 	return out
 }

@@ -22,37 +22,60 @@ import (
 // DefaultAdmissionWait is Options.AdmissionWait's default.
 const DefaultAdmissionWait = 30 * time.Second
 
-// admissionGate holds one lock per node for the share bindings there.
+// admissionGate holds one lock per node for the share bindings there. A node's entry lives only
+// while a binding holds or waits for its lock: nodes come and go (autoscaling), and a map of
+// every node ever seen would only grow.
 type admissionGate struct {
 	mu    sync.Mutex
-	nodes map[string]chan struct{}
+	nodes map[string]*nodeLock
+}
+
+// nodeLock is a node's lock: a one-slot channel, so that a waiter can give up when its context
+// ends; users counts the bindings that hold or wait for it.
+type nodeLock struct {
+	slot  chan struct{}
+	users int
 }
 
 // lock takes node's lock, or fails when ctx ends first.
 func (g *admissionGate) lock(ctx context.Context, node string) error {
 	g.mu.Lock()
 	if g.nodes == nil {
-		g.nodes = map[string]chan struct{}{}
+		g.nodes = map[string]*nodeLock{}
 	}
-	ch := g.nodes[node]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		g.nodes[node] = ch
+	l := g.nodes[node]
+	if l == nil {
+		l = &nodeLock{slot: make(chan struct{}, 1)}
+		g.nodes[node] = l
 	}
+	l.users++
 	g.mu.Unlock()
 	select {
-	case ch <- struct{}{}:
+	case l.slot <- struct{}{}:
 		return nil
 	case <-ctx.Done():
+		g.leave(node, l)
 		return ctx.Err()
 	}
 }
 
+// unlock gives node's lock back; the caller holds it.
 func (g *admissionGate) unlock(node string) {
 	g.mu.Lock()
-	ch := g.nodes[node]
+	l := g.nodes[node]
 	g.mu.Unlock()
-	<-ch
+	<-l.slot
+	g.leave(node, l)
+}
+
+// leave drops one user of l, and node's entry with its last.
+func (g *admissionGate) leave(node string, l *nodeLock) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l.users--
+	if l.users == 0 {
+		delete(g.nodes, node)
+	}
 }
 
 // admitted reports whether the kubelet has taken pod p (nil: gone) past admission.

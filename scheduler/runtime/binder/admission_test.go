@@ -2,6 +2,7 @@ package binder
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,5 +121,78 @@ func TestAdmitted(t *testing.T) {
 		if got := admitted(tc.pod); got != tc.want {
 			t.Errorf("%s: admitted = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// size is the number of nodes with an entry in the gate.
+func (g *admissionGate) size() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.nodes)
+}
+
+// The gate keeps no entry for a node whose shares are all admitted, however many nodes it saw
+// (nodes churn under autoscaling), while bindings on few nodes and many still exclude each other
+// per node; a binding that gave up waiting leaves nothing behind either.
+func TestAdmissionGateForgetsIdleNodes(t *testing.T) {
+	var g admissionGate
+	ctx := context.Background()
+	for i := range 1000 {
+		node := fmt.Sprintf("node-%d", i)
+		if err := g.lock(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		g.unlock(node)
+	}
+	if n := g.size(); n != 0 {
+		t.Fatalf("%d node entries after 1000 nodes each bound and admitted a share, want 0", n)
+	}
+
+	// Concurrent bindings: 8 workers, on 4 busy nodes and 1000 others.
+	var holders [4]atomic.Int32
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 250 {
+				busy := (w + i) % len(holders)
+				for _, node := range []string{fmt.Sprintf("busy-%d", busy), fmt.Sprintf("churn-%d", w*250+i)} {
+					if err := g.lock(ctx, node); err != nil {
+						t.Error(err)
+						return
+					}
+					if node[0] == 'b' && holders[busy].Add(1) != 1 {
+						t.Errorf("two bindings hold %s's lock", node)
+					}
+					time.Sleep(time.Microsecond)
+					if node[0] == 'b' {
+						holders[busy].Add(-1)
+					}
+					g.unlock(node)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := g.size(); n != 0 {
+		t.Fatalf("%d node entries after concurrent bindings on 1004 nodes ended, want 0", n)
+	}
+
+	// A binding that gives up waiting for a held lock.
+	if err := g.lock(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := g.lock(waitCtx, "n1"); err == nil {
+		t.Fatal("a second lock of n1 succeeded while the first was held")
+	}
+	if n := g.size(); n != 1 {
+		t.Errorf("%d node entries while n1 is held, want 1", n)
+	}
+	g.unlock("n1")
+	if n := g.size(); n != 0 {
+		t.Errorf("%d node entries after n1's waiter gave up and its holder unlocked, want 0", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -21,13 +22,15 @@ import (
 // left alone.
 type swapAsker struct {
 	api kubernetes.Interface
+	// asked counts the requests written (fairway_swap_requests_total); nil counts nothing.
+	asked prometheus.Counter
 
 	mu       sync.Mutex
 	inflight map[types.NamespacedName]string
 }
 
-func newSwapAsker(api kubernetes.Interface) *swapAsker {
-	return &swapAsker{api: api, inflight: map[types.NamespacedName]string{}}
+func newSwapAsker(api kubernetes.Interface, asked prometheus.Counter) *swapAsker {
+	return &swapAsker{api: api, asked: asked, inflight: map[types.NamespacedName]string{}}
 }
 
 // ask patches each request not on its pod yet; current returns the pod's annotation now ("" when
@@ -50,7 +53,10 @@ func (a *swapAsker) ask(ctx context.Context, reqs []engine.SwapRequest, current 
 			a.mu.Lock()
 			delete(a.inflight, r.Pod)
 			a.mu.Unlock()
-			if err != nil && onErr != nil {
+			switch {
+			case err == nil && a.asked != nil:
+				a.asked.Inc()
+			case err != nil && onErr != nil:
 				onErr(err)
 			}
 		}()

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,7 +21,8 @@ import (
 func TestSwapRequestsAnnotateTheIdlePod(t *testing.T) {
 	nb := testutil.MakePod("research", "nb").Obj()
 	cs := fake.NewClientset(nb)
-	a := newSwapAsker(cs)
+	asked := prometheus.NewCounter(prometheus.CounterOpts{Name: "asked"})
+	a := newSwapAsker(cs, asked)
 	idle := time.Date(2026, 3, 1, 7, 0, 0, 250000000, time.UTC)
 	key := types.NamespacedName{Namespace: "research", Name: "nb"}
 	current := func(k types.NamespacedName) (string, bool) {
@@ -52,5 +55,8 @@ func TestSwapRequestsAnnotateTheIdlePod(t *testing.T) {
 	}
 	if patches != 1 || after != 1 || len(errs) != 0 {
 		t.Errorf("patches %d then %d, errors %v: want one patch, none for a gone pod or a repeat", patches, after, errs)
+	}
+	if n := promtestutil.ToFloat64(asked); n != 1 {
+		t.Errorf("%v requests counted, want the one written", n)
 	}
 }

@@ -39,6 +39,9 @@ type NodeView struct {
 	Sharing map[fairwayv1.GPUSharingMode]int `json:"sharing,omitempty"`
 	// SharedGPUs lists the shared GPUs and the pods on each.
 	SharedGPUs []SharedGPUView `json:"sharedGPUs"`
+	// Swapped counts the shared GPUs with a pod whose GPU memory the gpu-agent moved to host
+	// RAM (docs/idle-lending.md#swap).
+	Swapped int `json:"swapped,omitempty"`
 	// WholeGPUPods are the pods that hold GPUs of the node whole. Which devices they got is the
 	// kubelet's choice, which the API does not show.
 	WholeGPUPods []WholeGPUPodView `json:"wholeGPUPods,omitempty"`
@@ -68,6 +71,8 @@ type SharedGPUView struct {
 	// work again.
 	Allocated float64        `json:"allocated"`
 	Pods      []SharePodView `json:"pods"`
+	// SwappedBytes is the GPU memory of its pods on host RAM (swapped out, or not brought back).
+	SwappedBytes int64 `json:"swappedBytes,omitempty"`
 }
 
 // SharePodView is a fractional pod on a shared GPU.
@@ -79,6 +84,34 @@ type SharePodView struct {
 	Share string `json:"share"`
 	// OnLoan is true for a pod on loan on the GPU while its notebooks are idle.
 	OnLoan bool `json:"onLoan,omitempty"`
+	// Swap is, for an idle notebook whose GPU memory is on host RAM, what the gpu-agent says
+	// of it (fairway.dev/gpu-swap); absent otherwise.
+	Swap *SwapView `json:"swap,omitempty"`
+}
+
+// SwapView is a pod's GPU memory on host RAM: SwappedOut while its GPU is lent in full,
+// RestoreFailed when it could not be brought back (its GPU is then lent to no one).
+type SwapView struct {
+	State  fairwayv1.GPUSwapState `json:"state"`
+	Bytes  int64                  `json:"bytes"`
+	Reason string                 `json:"reason,omitempty"`
+}
+
+// swapOf is the pod's swap when its memory is on the host, nil otherwise.
+func swapOf(p *corev1.Pod) *SwapView {
+	s, ok, err := fairwayv1.GPUSwapOf(p.Annotations)
+	if !ok || err != nil || (s.State != fairwayv1.GPUSwappedOut && s.State != fairwayv1.GPUSwapRestoreFailed) {
+		return nil
+	}
+	return &SwapView{State: s.State, Bytes: s.Bytes, Reason: s.Reason}
+}
+
+// swapNote is how the tables show a pod's swap: "swapped 30Gi", "restore of 30Gi failed".
+func (s *SwapView) note() string {
+	if s.State == fairwayv1.GPUSwapRestoreFailed {
+		return "restore of " + formatAmount("memory", Amount(s.Bytes)) + " failed"
+	}
+	return "swapped " + formatAmount("memory", Amount(s.Bytes))
 }
 
 // NodesSnapshot is what `fairway nodes` reads.
@@ -182,7 +215,14 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 				sg.Slot = &slot
 			}
 			loan := isLoan(p)
-			sg.Pods = append(sg.Pods, SharePodView{Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p), Share: g.share(), OnLoan: loan})
+			sp := SharePodView{Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p), Share: g.share(), OnLoan: loan}
+			if !loan {
+				sp.Swap = swapOf(p)
+			}
+			if sp.Swap != nil {
+				sg.SwappedBytes += sp.Swap.Bytes
+			}
+			sg.Pods = append(sg.Pods, sp)
 			switch {
 			case loan:
 			case g.Milli > 0:
@@ -211,6 +251,9 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 		})
 		v.SharedGPUs = append(v.SharedGPUs, *sg)
+		if sg.SwappedBytes > 0 {
+			v.Swapped++
+		}
 	}
 	slices.SortFunc(v.SharedGPUs, func(a, b SharedGPUView) int { return compareSlots(a, b) })
 	v.Shared = len(v.SharedGPUs)
@@ -294,7 +337,9 @@ func PrintNodes(w io.Writer, v NodeList) error {
 		return err
 	}
 	t = newTable(w, "NODE", "GPU", "UUID", "SLOT", "MODE", "ALLOCATED", "PODS")
+	swapped := false
 	for _, n := range v.Items {
+		swapped = swapped || n.Swapped > 0
 		for _, g := range n.SharedGPUs {
 			idx, slot := "", ""
 			if g.Index != nil {
@@ -309,6 +354,9 @@ func PrintNodes(w io.Writer, v NodeList) error {
 				if p.OnLoan {
 					s += "(on loan)"
 				}
+				if p.Swap != nil {
+					s += "(" + p.Swap.note() + ")"
+				}
 				pods = append(pods, s)
 			}
 			mode := string(g.Mode)
@@ -318,8 +366,20 @@ func PrintNodes(w io.Writer, v NodeList) error {
 			t.row(n.Name, idx, g.UUID, slot, mode, decimal(g.Allocated), strings.Join(pods, ","))
 		}
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if swapped {
+		if _, err := fmt.Fprintln(w, swapLegend); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// swapLegend explains "swapped", shown with the shared GPUs when a notebook's memory is on the
+// host.
+const swapLegend = "swapped: an idle notebook's GPU memory moved to host RAM while its GPU is lent in full; it comes back at the notebook's next cell"
 
 // sharingLegend explains the SHARING column, which a newcomer cannot read otherwise.
 const sharingLegend = "SHARING: how pods on one GPU are kept apart: soft (time-sliced, each pod keeps to its share), mps (an MPS server per pod enforces its memory), mig (MIG mode: no shares)"
@@ -351,6 +411,12 @@ func PrintNodesWide(w io.Writer, v NodeList) error {
 				holds := p.Share + " of the GPU"
 				if p.OnLoan {
 					holds += ", on loan"
+				}
+				if p.Swap != nil {
+					holds += ", " + p.Swap.note()
+					if p.Swap.State == fairwayv1.GPUSwappedOut {
+						holds += " to host RAM"
+					}
 				}
 				t.row(n.Name, gpu, string(g.Mode), p.Namespace+"/"+p.Name, p.Queue, holds)
 			}

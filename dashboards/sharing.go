@@ -1,8 +1,8 @@
 package dashboards
 
 // GPUSharing shows fractional GPUs: how much of each shared GPU the scheduler handed out, how
-// much memory and compute each pod on it really uses (from the gpu-agents), and which
-// interactive sessions sit idle on a GPU share.
+// much memory and compute each pod on it really uses (from the gpu-agents), which interactive
+// sessions sit idle on a GPU share, and which have their memory swapped to host RAM.
 func GPUSharing() *Board {
 	n := `node=~"$node"`
 	nq := `{node=~"$node", queue=~"$queue"}`
@@ -10,7 +10,7 @@ func GPUSharing() *Board {
 	return &Board{
 		UID:         "fairway-gpu-sharing",
 		Title:       "fairway / GPU sharing",
-		Description: "Shares allocated per GPU, per-pod GPU memory and utilization, idle interactive sessions.",
+		Description: "Shares allocated per GPU, per-pod GPU memory and utilization, idle interactive sessions, swap.",
 		Variables:   []Variable{nodeVariable(), queueVariable()},
 		Rows: []Row{
 			{Title: "Shares", Panels: []Panel{
@@ -59,6 +59,32 @@ func GPUSharing() *Board {
 				{Kind: TimeSeries, Title: "GPU memory held by idle sessions", Unit: "bytes",
 					Targets: []Target{{Expr: `sum by (namespace, pod) (fairway_gpu_pod_memory_used_bytes` + nq + ` and on(node, gpu_uuid, namespace, pod) (fairway_gpu_pod_idle == 1))`, Legend: "{{namespace}}/{{pod}}"}}},
 			}},
+			swapRow(n, nq),
 		},
 	}
+}
+
+// swapRow shows swap (docs/idle-lending.md#swap): the GPUs lent in full while their idle
+// sessions' memory is on host RAM (the scheduler's view), which sessions and how much (the
+// gpu-agents'), how long moving it takes each way, and how often the scheduler asks.
+func swapRow(n, nq string) Row {
+	latency := append(histogramQuantiles("fairway_gpu_swap_out_seconds", `{`+n+`}`, "", "out "),
+		histogramQuantiles("fairway_gpu_swap_in_seconds", `{`+n+`}`, "", "in ")...)
+	return Row{Title: "Swap", Panels: []Panel{
+		{Kind: Stat, Title: "Swapped GPUs", Description: "Shared GPUs lent in full while their idle sessions' GPU memory is on host RAM, as the scheduler sees them.",
+			Targets: []Target{{Expr: `count(fairway_gpu_swapped_pods{` + n + `})`}}},
+		{Kind: Stat, Title: "GPU memory on host RAM", Unit: "bytes", Description: "Idle sessions' GPU memory the gpu-agents moved to host RAM.",
+			Targets: []Target{{Expr: `sum(fairway_gpu_pod_swapped_bytes` + nq + `)`}}},
+		{Kind: Table, Title: "Swapped sessions now", Unit: "bytes", Description: "Each idle session whose GPU memory is on host RAM, with its bytes; it comes back at the session's next work.",
+			Targets: []Target{{Expr: `sum by (node, gpu_index, namespace, pod, queue) (fairway_gpu_pod_swapped_bytes` + nq + `)`, Legend: "swapped", Instant: true}}},
+		{Kind: TimeSeries, Title: "Swapped GPU memory per GPU", Unit: "bytes", Description: "What the scheduler lends beyond each GPU's free memory: its holders' bytes on host RAM (gpu_index is the scheduler's slot).",
+			Targets: []Target{{Expr: `sum by (node, gpu_index) (fairway_gpu_swapped_bytes{` + n + `})`, Legend: "{{node}} GPU {{gpu_index}}"}}},
+		{Kind: TimeSeries, Title: "Swap latency", Unit: "s", Description: "Swap-out: lock and checkpoint of an idle session's processes. Swap-in: from its first sign of work to its memory restored, loans' return included.",
+			Targets: latency},
+		{Kind: TimeSeries, Title: "Swap requests and failures", Description: "Swaps the scheduler asked of the gpu-agents, and swaps refused or failed by stage (check, lock, checkpoint, restore).",
+			Targets: []Target{
+				{Expr: `sum(increase(fairway_swap_requests_total[$__rate_interval]))`, Legend: "requests"},
+				{Expr: `sum by (stage) (increase(fairway_gpu_swap_failures_total{` + n + `}[$__rate_interval]))`, Legend: "failed: {{stage}}", Optional: true},
+			}},
+	}}
 }

@@ -44,11 +44,11 @@ func TestGPUSwapRoundTrip(t *testing.T) {
 	for _, s := range []GPUSwap{
 		{State: GPUSwapEligible, Bytes: 40 << 30},
 		{State: GPUSwapIneligible, Reason: "an MPS client"},
-		{State: GPUSwappedOut, Bytes: 3<<20 + 5, SwapInMillis: 1200},
-		{State: GPUSwapRestoreFailed, Bytes: 1 << 20, Reason: "CUDA_ERROR_OUT_OF_MEMORY"},
+		{State: GPUSwappedOut, Bytes: 3<<20 + 5, SwapInMillis: 1200, PIDs: []int{4242, 4243}},
+		{State: GPUSwapRestoreFailed, Bytes: 1 << 20, Reason: "CUDA_ERROR_OUT_OF_MEMORY", PIDs: []int{7}},
 	} {
 		got, ok, err := GPUSwapOf(map[string]string{GPUSwapAnnotation: FormatGPUSwap(s)})
-		if err != nil || !ok || got != s {
+		if err != nil || !ok || !got.Equal(s) {
 			t.Errorf("GPUSwapOf(FormatGPUSwap(%+v)) = %+v, %v, %v", s, got, ok, err)
 		}
 	}
@@ -62,7 +62,8 @@ func TestGPUSwapRoundTrip(t *testing.T) {
 		`{"state":"Gone"}`:                         `state "Gone" must be one of`,
 		`{"state":"SwappedOut","bytes":-1}`:        "bytes -1 must not be negative",
 		`{"state":"SwappedOut","swapInMillis":-2}`: "swapInMillis -2 must not be negative",
-		`swapped`: "annotation fairway.dev/gpu-swap",
+		`{"state":"SwappedOut","pids":[12,0]}`:     "pids: 0 is not a process ID",
+		`swapped`:                                  "annotation fairway.dev/gpu-swap",
 	} {
 		if _, ok, err := GPUSwapOf(map[string]string{GPUSwapAnnotation: v}); !ok || err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("GPUSwapOf(%s) = %v, %v; want an error with %q", v, ok, err, want)

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,16 @@ type GPUSwap struct {
 	SwapInMillis int64 `json:"swapInMillis,omitempty"`
 	// Reason says why, for Ineligible and RestoreFailed.
 	Reason string `json:"reason,omitempty"`
+	// PIDs are, when Eligible, SwappedOut or RestoreFailed, the pod's GPU processes (host PIDs)
+	// the swap covers: a checkpointed process holds nothing on its GPU, so NVML no longer lists
+	// it, and an agent that restarts finds what to bring back here. The scheduler ignores them.
+	PIDs []int `json:"pids,omitempty"`
+}
+
+// Equal reports whether s and o are the same state, PIDs included.
+func (s GPUSwap) Equal(o GPUSwap) bool {
+	return s.State == o.State && s.Bytes == o.Bytes && s.SwapInMillis == o.SwapInMillis && s.Reason == o.Reason &&
+		slices.Equal(s.PIDs, o.PIDs)
 }
 
 // Validate says which field of s is wrong.
@@ -54,6 +65,11 @@ func (s GPUSwap) Validate() error {
 	}
 	if s.SwapInMillis < 0 {
 		return fmt.Errorf("swapInMillis %d must not be negative", s.SwapInMillis)
+	}
+	for _, pid := range s.PIDs {
+		if pid <= 0 {
+			return fmt.Errorf("pids: %d is not a process ID", pid)
+		}
 	}
 	return nil
 }

@@ -259,7 +259,9 @@ func Pods() []client.Object {
 		Pod(PodSpec{Namespace: "team-a", Name: "train-llama-1", Group: "train-llama", Queue: "team-a", Class: fairwayv1.PriorityClassTraining, Framework: "pytorchjob", Kind: fairwayv1.KindTraining, Node: "h100-0", WholeGPUs: 4}),
 		Pod(PodSpec{Namespace: "team-a", Name: "nb-carol", Group: "nb-carol", Queue: "team-a", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", MemoryMiB: "20000", Slot: 1, UUID: UUID("h100-1", 5)}),
 		Pod(PodSpec{Namespace: "team-b", Name: "nb-alice", Group: "nb-alice", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", Fraction: "0.25", Slot: 0, UUID: UUID("h100-1", 3)}),
-		Pod(PodSpec{Namespace: "team-b", Name: "nb-bob", Group: "nb-bob", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", Fraction: "0.5", Slot: 0, UUID: UUID("h100-1", 3)}),
+		// nb-bob's 30 GiB are on the host while train-lora is on loan (swap).
+		Pod(PodSpec{Namespace: "team-b", Name: "nb-bob", Group: "nb-bob", Queue: "team-b", Class: fairwayv1.PriorityClassInteractive, Framework: "jupyterhub", Kind: fairwayv1.KindNotebook, Node: "h100-1", Fraction: "0.5", Slot: 0, UUID: UUID("h100-1", 3),
+			Annotations: map[string]string{fairwayv1.GPUSwapAnnotation: fairwayv1.FormatGPUSwap(fairwayv1.GPUSwap{State: fairwayv1.GPUSwappedOut, Bytes: 30 << 30, SwapInMillis: 1200, PIDs: []int{4242}})}}),
 		Pod(PodSpec{Namespace: "team-b", Name: "debug", Queue: "team-b", Kind: fairwayv1.KindPod, Class: fairwayv1.PriorityClassInteractive, Fraction: "0.75",
 			Waiting: "NonPreemptibleOverQuota: team-b would hold 1.5 non-preemptible GPUs, above its quota of 1"}),
 		// Idle GPU lending: a training pod on loan on nb-alice's and nb-bob's GPU, while they are

@@ -8,8 +8,8 @@ import (
 
 // scheduler is the scheduler runtime's metrics (metrics.Metrics, as `fairway scheduler`
 // registers them) after one cycle with a queue tree, a waiting gang, a shared GPU, a node, a
-// PodGroup, a bound pod, a loan, usage history, one binding, one failed binding, one eviction and one loan return, so every
-// family has a series.
+// PodGroup, a bound pod, a loan, a swapped GPU, usage history, one binding, one failed binding, one eviction, one loan
+// return and one swap request, so every family has a series.
 func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	m := schedmetrics.New()
 	reg := prometheus.NewRegistry()
@@ -26,6 +26,7 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 		QueueTree: []schedmetrics.QueueInfo{{Queue: "q", Parent: "dept"}},
 		NodeGPUs:  []schedmetrics.NodeGPUs{{Node: "node", GPUType: "H100", Whole: 1, Shared: 1, Free: 1, Unhealthy: 1}},
 		PodGroups: []schedmetrics.PodGroups{{Queue: "q", Framework: "ray", Kind: "ray", Phase: "Running", Count: 1}},
+		Swapped:   []schedmetrics.Swapped{{Node: "node", GPUIndex: 0, GPUUUID: "GPU-0", Holders: 1, Bytes: 1}},
 	})
 	m.SetPods(func() []schedmetrics.PodInfo {
 		return []schedmetrics.PodInfo{{Namespace: "ns", Pod: "pod", Queue: "q", Kind: "notebook", Node: "node"}}
@@ -36,6 +37,7 @@ func scheduler() (prometheus.Gatherer, []prometheus.Collector, error) {
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
 	m.Evictions.WithLabelValues("Reclaim", "q", "none", "pod").Inc()
 	m.LoanReturn.Observe(0.5)
+	m.SwapRequests.Inc()
 	m.Leader.Set(1)
 	return reg, nil, nil
 }

@@ -35,13 +35,28 @@ type swapper struct {
 	podGPU func(p *corev1.Pod) []int
 }
 
-// openCheckpoint is the checkpoint API for the agent's mode: the driver's, or a mock on a fake
-// node (whose processes exist in no driver: their pods are published Ineligible).
-func openCheckpoint(opts *Options) (checkpoint.API, error) {
-	if opts.MockSystem() != "" {
-		return checkpoint.NewMock(), nil
+// openCheckpoint is the checkpoint API for the agent's mode: the driver's, or on a fake node the
+// fake driver's over its fake processes (fakegpu.Node.Checkpoints), so that the e2e tests swap
+// as a real node does.
+func (a *Agent) openCheckpoint() (checkpoint.API, error) {
+	if a.lib.Fake != nil {
+		return a.lib.Fake.Checkpoints(), nil
 	}
 	return checkpoint.Open()
+}
+
+// swapProcesses are the swap controller's readers of processes for the agent's mode: CPU time,
+// pod memory room and the owning pod from /proc and the cgroup mount on a real node; on a fake
+// node, from its fake processes (which no /proc has, nor any cgroup).
+func (a *Agent) swapProcesses(o *swap.Options) {
+	resolver := a.lib.Resolver
+	o.Owner = func(pid int) (string, bool) { return resolver.PodUID(uint32(pid)) }
+	if a.lib.Fake != nil {
+		o.CPU = a.lib.Fake.ProcessCPU
+		return
+	}
+	o.CPU = swap.ProcCPU(a.opts.ProcRoot)
+	o.PodRoom = swap.CgroupRoom(a.opts.ProcRoot, a.opts.CgroupRoot)
 }
 
 // newSwapper wires the swap controller; nil, nil when --swap is off. The driver's API missing is
@@ -50,7 +65,7 @@ func (a *Agent) newSwapper(writer swap.Writer, pods func(ctx context.Context) ([
 	if !a.opts.Swap {
 		return nil, nil
 	}
-	api, err := openCheckpoint(&a.opts)
+	api, err := a.openCheckpoint()
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrNotAvailable) {
 			a.log.Error(err, "GPU memory swap is off: the driver's checkpoint API is missing (driver r550 or later)")
@@ -58,19 +73,19 @@ func (a *Agent) newSwapper(writer swap.Writer, pods func(ctx context.Context) ([
 		}
 		return nil, fmt.Errorf("opening the CUDA checkpoint API: %w", err)
 	}
-	ctl := swap.New(swap.Options{
+	o := swap.Options{
 		API:    api,
 		Writer: writer,
 		HostRoom: func(ctx context.Context) (int64, error) {
 			return a.hostRoom(ctx, pods)
 		},
 		Limit:       a.opts.SwapHostMemoryLimit,
-		PodRoom:     swap.CgroupRoom(a.opts.ProcRoot, a.opts.CgroupRoot),
-		CPU:         swap.ProcCPU(a.opts.ProcRoot),
 		WakeCPU:     a.opts.SwapWakeCPU,
 		LockTimeout: a.opts.SwapLockTimeout,
 		Log:         a.log.WithName("swap"),
-	})
+	}
+	a.swapProcesses(&o)
+	ctl := swap.New(o)
 	report := func(m map[string]int64) {
 		a.mu.Lock()
 		a.swapped = m

@@ -136,3 +136,27 @@ func (e *Error) Is(target error) bool {
 	}
 	return false
 }
+
+// driverCodes are the CUresult, and its name, the driver returns for each sentinel.
+var driverCodes = map[error]struct {
+	code int
+	name string
+}{
+	ErrNoProcess:    {cudaErrorNotFound, "CUDA_ERROR_NOT_FOUND"},
+	ErrIllegalState: {cudaErrorIllegalState, "CUDA_ERROR_ILLEGAL_STATE"},
+	ErrNotSupported: {cudaErrorNotSupported, "CUDA_ERROR_NOT_SUPPORTED"},
+	ErrOutOfMemory:  {cudaErrorOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"},
+	ErrTimeout:      {cudaErrorTimeout, "CUDA_ERROR_TIMEOUT"},
+	ErrPermission:   {cudaErrorNotPermitted, "CUDA_ERROR_NOT_PERMITTED"},
+	ErrNotAvailable: {cudaErrorNotInitialized, "CUDA_ERROR_NOT_INITIALIZED"},
+}
+
+// DriverError is the *Error the driver returns from op on pid for one of the sentinels, for
+// stand-ins of the driver (Mock, the fake GPU nodes); it panics on any other error.
+func DriverError(op Op, pid int, sentinel error) error {
+	c, ok := driverCodes[sentinel]
+	if !ok {
+		panic(fmt.Sprintf("checkpoint: no driver code for %v", sentinel))
+	}
+	return &Error{Op: string(op), PID: pid, Code: c.code, Name: c.name}
+}

@@ -113,3 +113,17 @@ func TestMockFailures(t *testing.T) {
 		t.Errorf("state of no process = %v, want ErrNoProcess", err)
 	}
 }
+
+// A stand-in's errors match the sentinels as the real driver's do.
+func TestDriverErrorMatchesItsSentinel(t *testing.T) {
+	for _, s := range []error{ErrNoProcess, ErrIllegalState, ErrNotSupported, ErrOutOfMemory, ErrTimeout, ErrPermission, ErrNotAvailable} {
+		err := DriverError(OpRestore, 7, s)
+		if !errors.Is(err, s) {
+			t.Errorf("DriverError(%v) = %v, which is not %v", s, err, s)
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Op != string(OpRestore) || e.PID != 7 || e.Name == "" {
+			t.Errorf("DriverError(%v) = %#v", s, err)
+		}
+	}
+}

@@ -21,6 +21,13 @@ type Process struct {
 	// SMPercent is the process's kernel time share, reported through per-process
 	// utilization samples.
 	SMPercent uint32 `json:"smPercent,omitempty"`
+	// CPUMillis is the CPU time the process has used so far, which the agent reads of a
+	// swapped-out process (as /proc/<pid>/stat on a real node): a test raises it to show the
+	// notebook's next cell.
+	CPUMillis uint64 `json:"cpuMillis,omitempty"`
+	// NotCheckpointable, when set, is why the fake driver refuses to checkpoint the process
+	// (as the real one refuses an MPS client, IPC memory or UVM).
+	NotCheckpointable string `json:"notCheckpointable,omitempty"`
 }
 
 // State is what a test sets on a fake GPU. Zero values mean an idle, healthy GPU.
@@ -41,6 +48,10 @@ type DeviceStatus struct {
 	State
 	// Failure is the injected NVML failure ("ERROR_GPU_IS_LOST", ...), empty when healthy.
 	Failure string `json:"failure,omitempty"`
+	// Checkpoint is the checkpoint state (locked, checkpointed, failed) of the processes the
+	// fake driver's checkpoint API does not leave running, by PID. A checkpointed process's
+	// memory is on the host: the GPU shows neither it nor its memory.
+	Checkpoint map[uint32]string `json:"checkpoint,omitempty"`
 }
 
 // DeviceUpdate changes some of a fake GPU's state; absent fields keep their value.

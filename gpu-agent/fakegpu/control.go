@@ -103,6 +103,16 @@ func (n *Node) status(i int) DeviceStatus {
 	if f := d.Failure(); f != nvml.SUCCESS {
 		s.Failure = returnNames[f]
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range s.Processes {
+		if st, ok := n.ckpt[p.PID]; ok {
+			if s.Checkpoint == nil {
+				s.Checkpoint = map[uint32]string{}
+			}
+			s.Checkpoint[p.PID] = st.String()
+		}
+	}
 	return s
 }
 

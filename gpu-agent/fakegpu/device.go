@@ -7,6 +7,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/fairway-sched/fairway/gpu-agent/checkpoint"
 )
 
 const mib = 1 << 20
@@ -24,11 +26,41 @@ type Device struct {
 
 var _ nvml.Device = (*Device)(nil)
 
-// SetState replaces the device's usage.
+// SetState replaces the device's usage. A process that leaves the node leaves its checkpoint
+// state with it.
 func (d *Device) SetState(s State) {
 	d.node.mu.Lock()
 	defer d.node.mu.Unlock()
 	d.state = s
+	for pid := range d.node.ckpt {
+		if _, _, ok := d.node.process(pid); !ok {
+			delete(d.node.ckpt, pid)
+		}
+	}
+}
+
+// resident are the device's processes that hold GPU memory and a context: all but those
+// checkpointed to the host. The caller holds the node's mu.
+func (d *Device) resident() []Process {
+	out := make([]Process, 0, len(d.state.Processes))
+	for _, p := range d.state.Processes {
+		if d.node.ckpt[p.PID] != checkpoint.Checkpointed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// usedLocked is the device's used memory as NVML reports it; the caller holds the node's mu.
+func (d *Device) usedLocked() uint64 {
+	if d.state.MemoryUsedMiB != nil {
+		return *d.state.MemoryUsedMiB * mib
+	}
+	used := uint64(0)
+	for _, p := range d.resident() {
+		used += p.UsedMiB * mib
+	}
+	return used
 }
 
 // State returns a copy of the device's usage.
@@ -142,15 +174,7 @@ func (d *Device) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 		return nvml.Memory{}, d.failure
 	}
 	total := d.Device.MemoryInfo.Total
-	used := uint64(0)
-	if d.state.MemoryUsedMiB != nil {
-		used = *d.state.MemoryUsedMiB * mib
-	} else {
-		for _, p := range d.state.Processes {
-			used += p.UsedMiB * mib
-		}
-	}
-	used = min(used, total)
+	used := min(d.usedLocked(), total)
 	return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
 }
 
@@ -167,7 +191,7 @@ func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	if d.state.UtilizationPercent != nil {
 		u = *d.state.UtilizationPercent
 	} else {
-		for _, p := range d.state.Processes {
+		for _, p := range d.resident() {
 			u += p.SMPercent
 		}
 	}
@@ -180,8 +204,9 @@ func (d *Device) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) 
 	if d.failure != nvml.SUCCESS {
 		return nil, d.failure
 	}
-	out := make([]nvml.ProcessInfo, 0, len(d.state.Processes))
-	for _, p := range d.state.Processes {
+	res := d.resident()
+	out := make([]nvml.ProcessInfo, 0, len(res))
+	for _, p := range res {
 		out = append(out, nvml.ProcessInfo{Pid: p.PID, UsedGpuMemory: p.UsedMiB * mib})
 	}
 	return out, nvml.SUCCESS
@@ -195,7 +220,7 @@ func (d *Device) GetProcessUtilization(since uint64) ([]nvml.ProcessUtilizationS
 	}
 	now := uint64(time.Now().UnixMicro())
 	var out []nvml.ProcessUtilizationSample
-	for _, p := range d.state.Processes {
+	for _, p := range d.resident() {
 		if p.SMPercent > 0 {
 			out = append(out, nvml.ProcessUtilizationSample{Pid: p.PID, SmUtil: p.SMPercent, TimeStamp: now})
 		}

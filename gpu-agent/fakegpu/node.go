@@ -15,6 +15,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/fairway-sched/fairway/gpu-agent/checkpoint"
 )
 
 // Systems are the mock servers a fake node can be, by the name --nvml=mock:<name> takes: go-nvml's
@@ -77,6 +79,9 @@ type Node struct {
 	// (NVSwitch), as on a DGX.
 	nvlinkGroups [][]int
 	fabric       *Fabric
+	// ckpt is the checkpoint state of the processes the fake driver's checkpoint API does not
+	// leave running (Checkpoints), by PID; absent means running.
+	ckpt map[uint32]checkpoint.State
 }
 
 var _ nvml.Interface = (*Node)(nil)
@@ -88,7 +93,7 @@ func New(system, nodeName string) (*Node, error) {
 		return nil, fmt.Errorf("unknown mock system %q (have %v)", system, SystemNames())
 	}
 	srv := mk()
-	n := &Node{Server: srv, name: nodeName, libErr: nvml.SUCCESS}
+	n := &Node{Server: srv, name: nodeName, libErr: nvml.SUCCESS, ckpt: map[uint32]checkpoint.State{}}
 	for i, d := range srv.Devices {
 		md := d.(*server.Device)
 		md.UUID = DeviceUUID(nodeName, i)

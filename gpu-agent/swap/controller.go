@@ -76,8 +76,12 @@ type Options struct {
 	// LockTimeout bounds cuCheckpointProcessLock (a process mid-kernel past it is not swapped);
 	// default 5s.
 	LockTimeout time.Duration
-	Clock       clock.PassiveClock
-	Log         logr.Logger
+	// Owner, if set, is the pod a process runs in (its cgroup), ok false for none: a restarted
+	// agent takes back only the swapped processes that still belong to their pod, since the PID
+	// of one that exited may have gone to another process.
+	Owner func(pid int) (uid string, ok bool)
+	Clock clock.PassiveClock
+	Log   logr.Logger
 }
 
 type phase int
@@ -114,6 +118,9 @@ type Controller struct {
 	mu sync.Mutex
 	// records are the swapped pods by UID.
 	records map[string]*swapRecord
+	// known are the pods this controller has looked at since it started (by UID): a pod's
+	// first sight is when what an earlier agent left of its swap is taken back (adopt).
+	known map[string]bool
 	// assessed is, per pod UID, the idle period (GPUIdleObserved) whose eligibility was
 	// published.
 	assessed map[string]string
@@ -145,8 +152,8 @@ func New(opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Controller{opts: opts, records: map[string]*swapRecord{}, assessed: map[string]string{}, refused: map[string]string{},
-		stats: Stats{Failed: map[string]int{}}}
+	return &Controller{opts: opts, records: map[string]*swapRecord{}, known: map[string]bool{}, assessed: map[string]string{},
+		refused: map[string]string{}, stats: Stats{Failed: map[string]int{}}}
 }
 
 // Work reports whether a pod counts as working because of its swap, and why: its memory is
@@ -195,10 +202,11 @@ func maps(m map[string]int) map[string]int {
 	return out
 }
 
-// Observe acts on one poll: it publishes the eligibility of pods that went idle, swaps out the
-// ones the scheduler asked for, watches swapped ones for work, and restores those that work once
-// their loans are gone. Swapping takes as long as the copy (seconds for tens of GiB), so the
-// agent calls it from a loop of its own, not the usage poll.
+// Observe acts on one poll: it takes back the swaps an earlier agent left (at a pod's first
+// sight), publishes the eligibility of pods that went idle, swaps out the ones the scheduler
+// asked for, watches swapped ones for work, and restores those that work once their loans are
+// gone. Swapping takes as long as the copy (seconds for tens of GiB), so the agent calls it from
+// a loop of its own, not the usage poll.
 func (c *Controller) Observe(ctx context.Context, v View) {
 	seen := map[string]bool{}
 	for i := range v.Pods {
@@ -206,8 +214,17 @@ func (c *Controller) Observe(ctx context.Context, v View) {
 		uid := string(p.Pod.UID)
 		seen[uid] = true
 		c.mu.Lock()
-		r := c.records[uid]
+		r, known := c.records[uid], c.known[uid]
 		c.mu.Unlock()
+		if !known {
+			var retry bool
+			if r, retry = c.adopt(v, p); retry {
+				continue // a driver operation is under way: the pod is left alone until it ends
+			}
+			c.mu.Lock()
+			c.known[uid] = true
+			c.mu.Unlock()
+		}
 		switch {
 		case r != nil:
 			c.observeSwapped(v, p, r)
@@ -227,6 +244,11 @@ func (c *Controller) Observe(ctx context.Context, v View) {
 		if !seen[uid] {
 			delete(c.assessed, uid)
 			delete(c.refused, uid)
+		}
+	}
+	for uid := range c.known {
+		if !seen[uid] {
+			delete(c.known, uid)
 		}
 	}
 }
@@ -253,7 +275,7 @@ func (c *Controller) observeIdle(ctx context.Context, p *Pod) {
 		return
 	}
 	why := c.ineligible(ctx, p)
-	state := fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwapEligible, Bytes: p.Bytes}
+	state := fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwapEligible, Bytes: p.Bytes, PIDs: slices.Clone(p.PIDs)}
 	if why != "" {
 		state = fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwapIneligible, Reason: why}
 	}
@@ -387,7 +409,7 @@ func (c *Controller) swapOut(ctx context.Context, p *Pod, period string) {
 	// the estimate the scheduler takes from the loans' grace period.
 	in := max(took.Milliseconds(), 1)
 	log.Info("GPU memory swapped out", "bytes", p.Bytes, "took", took.String(), "pids", p.PIDs)
-	c.opts.Writer.Write(p.Pod, &fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwappedOut, Bytes: p.Bytes, SwapInMillis: in},
+	c.opts.Writer.Write(p.Pod, &fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwappedOut, Bytes: p.Bytes, SwapInMillis: in, PIDs: slices.Clone(p.PIDs)},
 		&Condition{Swapped: true, Reason: "SwappedOut", At: c.opts.Clock.Now(),
 			Message: fmt.Sprintf("%s of GPU memory moved to host RAM in %s while the GPU is lent; it comes back at the pod's next GPU work", size(p.Bytes), took.Round(time.Millisecond))})
 	c.opts.Writer.Event(p.Pod, false, "GPUSwappedOut", fmt.Sprintf("%s of GPU memory moved to host RAM in %s", size(p.Bytes), took.Round(time.Millisecond)))
@@ -427,16 +449,21 @@ func (c *Controller) observeSwapped(v View, p *Pod, r *swapRecord) {
 	c.mu.Unlock()
 	switch ph {
 	case failed:
+		c.clearIfExited(r)
 		return
 	case swappedOut:
-		if why := c.woke(r); why != "" {
-			c.mu.Lock()
-			r.phase, r.wokeAt, r.wake = waking, v.At, why
-			c.mu.Unlock()
-			c.opts.Log.Info("Swapped-out pod works: returning its GPU", "pod", klog.KObj(p.Pod), "sign", why)
-		} else {
+		why, silent := c.woke(r)
+		switch {
+		case silent:
+			c.clearIfExited(r)
+			return
+		case why == "":
 			return
 		}
+		c.mu.Lock()
+		r.phase, r.wokeAt, r.wake = waking, v.At, why
+		c.mu.Unlock()
+		c.opts.Log.Info("Swapped-out pod works: returning its GPU", "pod", klog.KObj(p.Pod), "sign", why)
 	}
 	// waking: the loans go first (the scheduler evicts them once GPUIdle is False, which Work
 	// makes the monitor write); the restore needs their memory.
@@ -448,20 +475,53 @@ func (c *Controller) observeSwapped(v View, p *Pod, r *swapRecord) {
 	c.swapIn(v, r)
 }
 
-// woke says what sign of work a swapped pod showed since the last poll, or "".
-func (c *Controller) woke(r *swapRecord) string {
+// woke says what sign of work a swapped pod showed since the last poll, or "". silent is true
+// when no process of the pod could be read: they may all have exited (clearIfExited).
+func (c *Controller) woke(r *swapRecord) (why string, silent bool) {
+	silent = true
 	for _, pid := range r.pids {
 		t, err := c.opts.CPU(pid)
 		if err != nil {
-			continue // gone: the pod's end removes the record
+			continue // gone, or going with its pod
 		}
+		silent = false
 		prev, ok := r.cpu[pid]
 		r.cpu[pid] = t
 		if ok && t-prev > c.opts.WakeCPU {
-			return fmt.Sprintf("its swapped-out process %d used %s of CPU since the last poll (more than %s)", pid, (t - prev).Round(time.Millisecond), c.opts.WakeCPU)
+			return fmt.Sprintf("its swapped-out process %d used %s of CPU since the last poll (more than %s)", pid, (t - prev).Round(time.Millisecond), c.opts.WakeCPU), false
 		}
 	}
-	return ""
+	return "", silent
+}
+
+// clearIfExited ends the record of a swapped pod whose swapped processes have all exited (its
+// kernel was restarted, or killed): the driver freed their copy with them, nothing of the pod
+// is on the host any more, and its GPU is lent again as any idle pod's, its free memory only.
+func (c *Controller) clearIfExited(r *swapRecord) {
+	uid := string(r.pod.UID)
+	for _, pid := range r.pids {
+		if c.alive(uid, pid) {
+			return
+		}
+	}
+	c.mu.Lock()
+	delete(c.records, uid)
+	c.mu.Unlock()
+	msg := fmt.Sprintf("its swapped-out processes %v have exited: the %s they had on the host went with them", r.pids, size(r.bytes))
+	c.opts.Log.Info("Swapped-out processes exited", "pod", klog.KObj(r.pod), "pids", r.pids)
+	c.opts.Writer.Write(r.pod, nil, &Condition{Swapped: false, Reason: "ProcessesExited", Message: msg, At: c.opts.Clock.Now()})
+	c.opts.Writer.Event(r.pod, false, "GPUSwapCleared", msg)
+}
+
+// alive reports whether pid is still a process of the pod uid that the driver knows.
+func (c *Controller) alive(uid string, pid int) bool {
+	if c.opts.Owner != nil {
+		if owner, ok := c.opts.Owner(pid); !ok || owner != uid {
+			return false
+		}
+	}
+	_, err := c.opts.API.State(pid)
+	return !errors.Is(err, checkpoint.ErrNoProcess)
 }
 
 // swapIn restores every process, then unlocks them all, so that the pod's processes resume
@@ -516,7 +576,7 @@ func (c *Controller) fail(pod *corev1.Pod, p *Pod, why string) {
 	c.mu.Unlock()
 	c.opts.Log.Error(errors.New(why), "GPU memory could not be restored", "pod", klog.KObj(pod))
 	msg := "Its GPU memory could not be brought back from host RAM: " + why + ". Restart the notebook's kernel; its GPU is not lent meanwhile."
-	c.opts.Writer.Write(pod, &fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwapRestoreFailed, Bytes: r.bytes, Reason: why},
+	c.opts.Writer.Write(pod, &fairwayv1alpha1.GPUSwap{State: fairwayv1alpha1.GPUSwapRestoreFailed, Bytes: r.bytes, Reason: why, PIDs: slices.Clone(r.pids)},
 		&Condition{Swapped: true, Reason: "RestoreFailed", Message: msg, At: c.opts.Clock.Now()})
 	c.opts.Writer.Event(pod, true, "GPUSwapRestoreFailed", msg)
 }

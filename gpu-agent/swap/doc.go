@@ -12,4 +12,9 @@
 // The Controller is driven by the usage monitor's polls (Observe): it keeps its own state per
 // swapped pod, and reports a swapped pod that works as awake (Work), which sets
 // fairway.dev/GPUIdle False, which makes the scheduler return the loans. Then it restores.
+//
+// That state is only ever rebuilt, never stored: at its first sight of a pod, a controller takes
+// back what an earlier agent left of the pod's swap (adopt), from the state and PIDs published in
+// fairway.dev/gpu-swap and the driver's state of each process, so an agent restart loses no
+// swapped notebook.
 package swap

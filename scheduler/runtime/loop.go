@@ -89,7 +89,7 @@ const (
 )
 
 func newLoop(rt *Runtime, api kubernetes.Interface) *loop {
-	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api, clock: rt.opts.Clock, swaps: newSwapAsker(api)}
+	return &loop{rt: rt, opts: rt.opts, log: rt.opts.Log.WithName("loop"), api: api, clock: rt.opts.Clock, swaps: newSwapAsker(api, rt.metrics.SwapRequests)}
 }
 
 // NeedLeaderElection is true: only the leader schedules.

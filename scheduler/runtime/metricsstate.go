@@ -83,6 +83,7 @@ func (l *loop) metricsState(res *engine.Result) *metrics.State {
 		if !n.Unschedulable && (len(n.Slots) > 0 || n.InventoryGPUs > 0) {
 			st.NodeGPUs = append(st.NodeGPUs, nodeGPUs(n))
 		}
+		st.Swapped = append(st.Swapped, swappedGPUs(n, uuids)...)
 	}
 	st.PodGroups = l.podGroupCounts()
 	return st
@@ -130,6 +131,29 @@ func nodeGPUs(n *snapshot.Node) metrics.NodeGPUs {
 	if total := max(len(n.Slots), n.InventoryGPUs); len(n.Slots)+n.UnhealthyGPUs > total {
 		out.Free = max(0, out.Free-(len(n.Slots)+n.UnhealthyGPUs-total))
 	}
+	return out
+}
+
+// swappedGPUs lists the node's shared GPUs with holders whose memory their gpu-agent reports on
+// host RAM (fairway.dev/gpu-swap SwappedOut), in slot order.
+func swappedGPUs(n *snapshot.Node, uuids map[gpushare.SlotKey]string) []metrics.Swapped {
+	var out []metrics.Swapped
+	at := map[int32]int{}
+	for _, t := range n.Tasks {
+		if t.Swap().State != v1alpha1.GPUSwappedOut || t.GPUs.Loan || t.GPUs.Shared < 0 || int(t.GPUs.Shared) >= len(n.Slots) {
+			continue
+		}
+		i, ok := at[t.GPUs.Shared]
+		if !ok {
+			s := &n.Slots[t.GPUs.Shared]
+			i = len(out)
+			at[t.GPUs.Shared] = i
+			out = append(out, metrics.Swapped{Node: n.Name, GPUIndex: s.Index, GPUUUID: uuids[gpushare.SlotKey{Node: n.Name, Slot: s.Index}]})
+		}
+		out[i].Holders++
+		out[i].Bytes += t.Swap().Bytes
+	}
+	slices.SortFunc(out, func(a, b metrics.Swapped) int { return a.GPUIndex - b.GPUIndex })
 	return out
 }
 

@@ -110,3 +110,30 @@ func BenchmarkPodInfos(b *testing.B) {
 		}
 	}
 }
+
+// A shared GPU shows as swapped with the bytes its swapped-out holders have on the host; a loan
+// on it and a holder only eligible for a swap do not count.
+func TestSwappedGPUs(t *testing.T) {
+	s := snapshot.New()
+	if err := s.UpsertNode(testutil.MakeNode("n").GPUs(4, "H100").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	swap := func(st v1alpha1.GPUSwapState, bytes int64) string {
+		return v1alpha1.FormatGPUSwap(v1alpha1.GPUSwap{State: st, Bytes: bytes, PIDs: []int{4242}})
+	}
+	for _, p := range []*testutil.PodWrapper{
+		testutil.MakePod("a", "nb-0").Queue("q").Fraction("0.25").Node("n").GPUIndex(2).Annotation(v1alpha1.GPUSwapAnnotation, swap(v1alpha1.GPUSwappedOut, 30<<30)),
+		testutil.MakePod("a", "nb-1").Queue("q").Fraction("0.25").Node("n").GPUIndex(2).Annotation(v1alpha1.GPUSwapAnnotation, swap(v1alpha1.GPUSwappedOut, 10<<30)),
+		testutil.MakePod("a", "nb-2").Queue("q").Fraction("0.25").Node("n").GPUIndex(1).Annotation(v1alpha1.GPUSwapAnnotation, swap(v1alpha1.GPUSwapEligible, 10<<30)),
+		testutil.MakePod("b", "loan").Queue("t").Fraction("0.9").Node("n").GPUIndex(2).Annotation(v1alpha1.LoanAnnotation, "true"),
+	} {
+		if err := s.UpsertPod(p.Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := swappedGPUs(s.Node("n"), nil)
+	want := []metrics.Swapped{{Node: "n", GPUIndex: 2, Holders: 2, Bytes: 40 << 30}}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}

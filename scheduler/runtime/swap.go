@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -17,40 +18,57 @@ import (
 
 // swapAsker writes the engine's swap requests (engine.Result.SwapRequests) onto the idle pods,
 // as fairway.dev/gpu-swap-request, for the gpu-agent of their node. The engine repeats a request
-// every cycle its borrower waits: a pod that already carries it, or whose patch is in flight, is
-// left alone.
+// every cycle its borrower waits: a pod that already carries it, or whose patch is in flight or
+// written but not yet seen by the informer, is left alone, so each request is written once.
 type swapAsker struct {
 	api kubernetes.Interface
+	// asked counts the requests written (fairway_swap_requests_total); nil counts nothing.
+	asked prometheus.Counter
 
-	mu       sync.Mutex
-	inflight map[types.NamespacedName]string
+	mu sync.Mutex
+	// sent are the requests patched or being patched that the informer does not show yet.
+	sent map[types.NamespacedName]string
 }
 
-func newSwapAsker(api kubernetes.Interface) *swapAsker {
-	return &swapAsker{api: api, inflight: map[types.NamespacedName]string{}}
+func newSwapAsker(api kubernetes.Interface, asked prometheus.Counter) *swapAsker {
+	return &swapAsker{api: api, asked: asked, sent: map[types.NamespacedName]string{}}
 }
 
 // ask patches each request not on its pod yet; current returns the pod's annotation now ("" when
 // absent or the pod is gone). Patches run off the loop.
 func (a *swapAsker) ask(ctx context.Context, reqs []engine.SwapRequest, current func(types.NamespacedName) (string, bool), onErr func(error)) {
+	a.mu.Lock()
+	for k, v := range a.sent {
+		if have, ok := current(k); !ok || have == v {
+			delete(a.sent, k) // seen written, or the pod is gone
+		}
+	}
+	a.mu.Unlock()
 	for _, r := range reqs {
 		want := v1alpha1.FormatGPUSwapRequest(r.IdleSince)
 		if have, ok := current(r.Pod); !ok || have == want {
 			continue
 		}
 		a.mu.Lock()
-		if a.inflight[r.Pod] == want {
+		if a.sent[r.Pod] == want {
 			a.mu.Unlock()
 			continue
 		}
-		a.inflight[r.Pod] = want
+		a.sent[r.Pod] = want
 		a.mu.Unlock()
 		go func() {
 			err := a.patch(ctx, r.Pod, want)
-			a.mu.Lock()
-			delete(a.inflight, r.Pod)
-			a.mu.Unlock()
-			if err != nil && onErr != nil {
+			if err != nil {
+				a.mu.Lock()
+				if a.sent[r.Pod] == want {
+					delete(a.sent, r.Pod) // asked again next cycle
+				}
+				a.mu.Unlock()
+			}
+			switch {
+			case err == nil && a.asked != nil:
+				a.asked.Inc()
+			case err != nil && onErr != nil:
 				onErr(err)
 			}
 		}()

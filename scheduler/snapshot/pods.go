@@ -103,6 +103,7 @@ func readIdle(pod *corev1.Pod, info *PodInfo) {
 		}
 	}
 	if sw, ok, err := v1alpha1.GPUSwapOf(ann); ok && err == nil {
+		sw.PIDs = nil // the agent's, for its own restarts
 		info.Swap = sw
 	}
 	if c := v1alpha1.GPUIdleConditionOf(pod); c != nil {
@@ -452,7 +453,7 @@ func (s *Snapshot) upsertPod(pod *corev1.Pod, r podReading) error {
 		if sameTask(old, t) {
 			s.releaseClass(t.Class)
 			old.Priority = t.Priority
-			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB || old.Swap() != t.Swap() {
+			if old.Idle != t.Idle || old.idleChanged != t.idleChanged || old.IdleMemMiB != t.IdleMemMiB || !old.Swap().Equal(t.Swap()) {
 				// Whether the pod's GPU may be lent changed: nothing is accounted differently.
 				old.Idle, old.idleChanged, old.IdleMemMiB, old.swap = t.Idle, t.idleChanged, t.IdleMemMiB, t.swap
 				if old.Node != nil {
@@ -500,7 +501,7 @@ func (s *Snapshot) newTask(pod *corev1.Pod, info *PodInfo) *Task {
 		Interactive: info.Interactive, Idle: info.Idle, IdleMemMiB: info.IdleMemMiB,
 		BorrowOptIn: info.BorrowOptIn, loanHint: info.Loan, Kind: info.Kind,
 	}
-	if info.Swap != (v1alpha1.GPUSwap{}) {
+	if !info.Swap.Equal(v1alpha1.GPUSwap{}) {
 		sw := info.Swap
 		t.swap = &sw
 	}

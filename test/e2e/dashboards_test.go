@@ -39,8 +39,9 @@ const dashboardsStrictEnv = "FAIRWAY_DASHBOARDS_STRICT"
 // for the kubelets' resource metrics (pod CPU and memory use) and (when the fairway binary has
 // it) the scheduler, scraped every second by a real Prometheus built from
 // github.com/prometheus/prometheus, runs a workload that makes every panel's series exist
-// (queues that borrow and reclaim, notebooks on a shared GPU going idle, a training gang, a pod
-// that cannot fit). Then every query of every dashboard goes to Prometheus's HTTP API, which
+// (queues that borrow and reclaim, notebooks on a shared GPU going idle, a notebook swapped to
+// host RAM for a loan and back (the agents run with --swap), a training gang, a pod that cannot
+// fit). Then every query of every dashboard goes to Prometheus's HTTP API, which
 // refuses one it cannot parse, over the run's time range: a query that returns nothing fails
 // the test, listed with all the others, unless it waits for a metric requested from a component
 // or for a component this binary does not have (reported as WAITING / MISSING, failures unless
@@ -62,7 +63,7 @@ func TestDashboards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := gpuagents.Start(ctx, c, gpuagents.Options{Nodes: nodes, Binary: bin, IdleAfter: 2 * time.Second, Log: testr.New(t)})
+	fleet, err := gpuagents.Start(ctx, c, gpuagents.Options{Nodes: nodes, Binary: bin, IdleAfter: 2 * time.Second, Args: swapAgentArgs, Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

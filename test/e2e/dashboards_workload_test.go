@@ -29,7 +29,8 @@ import (
 // borrows all of h100-0 with a ReplicaSet of eight 1-GPU training pods; team-a then asks for its
 // 2 guaranteed GPUs, so the scheduler reclaims two of team-b's pods, which come back and wait.
 // Three notebooks of 0.25 GPU share one A100; one computes, two go idle. A team-a pod asking for
-// 16 GPUs never fits. Pods are shaped as fairway's webhook leaves them (queue, framework, kind of
+// 16 GPUs never fits. With the scheduler, a notebook of queue labs on h100-1 is swapped to host
+// RAM for a loan and brought back (dashboardSwap). Pods are shaped as fairway's webhook leaves them (queue, framework, kind of
 // work, gang and share annotations). Without a scheduler the pods are bound directly, so the
 // gpu-agents still see them. kwok's resource metrics (cluster.Config.KwokMetrics) give every
 // running pod a CPU and memory use of half its requests.
@@ -146,6 +147,31 @@ func runDashboardWorkload(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fle
 	if _, err := a100.SetGPU(ctx, idx, fakegpu.DeviceUpdate{Processes: &procs}); err != nil {
 		t.Fatal(err)
 	}
+	if scheduler {
+		dashboardSwap(t, c, fleet)
+	}
+}
+
+// dashboardSwap makes the swap panels' series: a notebook of queue labs (which lends) holds
+// swapOwnerMiB on a GPU of h100-1, whose other 7 GPUs labs holds whole; a sweep asking 0.9 of a
+// GPU is lent that GPU once the notebook's memory is on the host (the agents run with --swap),
+// long enough for several scrapes, and the notebook's next cell brings it back.
+func dashboardSwap(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fleet) {
+	t.Helper()
+	for _, ns := range []string{"labs", "sweeps"} {
+		newNamespace(t, c, ns)
+	}
+	dashCreate(t, c, lendingQueue("labs", "8", "labs"))
+	dashCreate(t, c, &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "sweeps"}, Spec: fairwayv1.QueueSpec{Namespaces: []string{"sweeps"}}})
+	nb := startSwapNotebook(t, c, fleet.Agent("h100-1"), schedPod("labs", "nb-swap", "labs").Fraction("0.5").
+		Priority(fairwayv1.PriorityClassInteractive).Annotate(fairwayv1.WorkloadKindAnnotation, "notebook").OnNodes("h100-1").Obj())
+	hold := schedPod("labs", "hold", "labs").GPUs(7).Priority(fairwayv1.PriorityClassTraining).OnNodes("h100-1").Obj()
+	dashCreate(t, c, hold)
+	waitBound(t, c, "labs", 2)
+	train := nb.swapOutForLoan(t, schedPod("sweeps", "sweep-swap", "sweeps").Fraction("0.9").Priority(fairwayv1.PriorityClassTraining).
+		Annotate(fairwayv1.BorrowIdleGPUAnnotation, "true").OnNodes("h100-1").Obj())
+	time.Sleep(3 * time.Second) // swapped: a few scrapes of the bytes on the host
+	nb.swapInOnWork(t, train)
 }
 
 func waitBound(t *testing.T, c *cluster.Cluster, namespace string, n int) {

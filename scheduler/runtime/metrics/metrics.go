@@ -81,6 +81,18 @@ type Share struct {
 	Ratio   float64
 }
 
+// Swapped is one GPU whose idle holders' memory the gpu-agent moved to host RAM (swap), as the
+// snapshot has it (their fairway.dev/gpu-swap SwappedOut): what the scheduler lends beyond the
+// GPU's free memory.
+type Swapped struct {
+	Node     string
+	GPUIndex int
+	GPUUUID  string
+	// Holders counts the swapped-out pods on the GPU; Bytes their memory on the host.
+	Holders int
+	Bytes   int64
+}
+
 // QueueInfo is one Queue of the tree.
 type QueueInfo struct {
 	Queue string
@@ -119,6 +131,7 @@ type State struct {
 	QueueTree []QueueInfo
 	NodeGPUs  []NodeGPUs
 	PodGroups []PodGroups
+	Swapped   []Swapped
 }
 
 // Metrics holds every scheduler metric.
@@ -132,6 +145,9 @@ type Metrics struct {
 	// LoanReturn is the activity-to-return latency of idle GPU lending: from the gpu-agent's
 	// observation that a lender works again to the eviction of the loan being done.
 	LoanReturn prometheus.Histogram
+	// SwapRequests counts the swap requests written onto idle pods for their gpu-agent
+	// (fairway.dev/gpu-swap-request).
+	SwapRequests prometheus.Counter
 
 	state atomic.Pointer[State]
 	// pods lists the pods of fairway_pod_info at scrape time (SetPods).
@@ -163,8 +179,10 @@ var (
 	descNodeGPUs   = prometheus.NewDesc("fairway_node_gpus", "GPUs of a schedulable node by state (whole, shared, free, unhealthy); the states sum to the node's GPUs.", []string{LabelNode, LabelGPUType, LabelState}, nil)
 	// descPodInfo is what turns usage measured per pod by others (the kubelet's CPU and memory,
 	// the gpu-agents' GPU) into usage per queue and kind of work: a join on namespace and pod.
-	descPodInfo   = prometheus.NewDesc("fairway_pod_info", "Always 1, one series per bound pod fairway schedules, with its queue and kind of work (fairway.dev/workload-kind): join per-pod usage (the kubelet's pod_cpu_usage_seconds_total and pod_memory_working_set_bytes, the gpu-agents' fairway_gpu_pod_*) on namespace and pod to sum it per queue and kind.", []string{LabelNamespace, LabelPod, LabelQueue, LabelKind, LabelNode}, nil)
-	descPodGroups = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled), kind of work (their fairway.dev/workload-kind, pod when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelKind, LabelPhase}, nil)
+	descPodInfo        = prometheus.NewDesc("fairway_pod_info", "Always 1, one series per bound pod fairway schedules, with its queue and kind of work (fairway.dev/workload-kind): join per-pod usage (the kubelet's pod_cpu_usage_seconds_total and pod_memory_working_set_bytes, the gpu-agents' fairway_gpu_pod_*) on namespace and pod to sum it per queue and kind.", []string{LabelNamespace, LabelPod, LabelQueue, LabelKind, LabelNode}, nil)
+	descSwappedBytes   = prometheus.NewDesc("fairway_gpu_swapped_bytes", "GPU memory of a shared GPU's idle holders that their gpu-agent moved to host RAM (swap), as the scheduler sees it (fairway.dev/gpu-swap SwappedOut): lent beyond the GPU's free memory; gpu_index is the engine's slot, gpu_uuid the physical GPU. Only GPUs with swapped holders.", []string{LabelNode, LabelGPUIndex, LabelGPUUUID}, nil)
+	descSwappedHolders = prometheus.NewDesc("fairway_gpu_swapped_pods", "Idle holders of a shared GPU whose memory is on host RAM (swap), as the scheduler sees them. Only GPUs with swapped holders.", []string{LabelNode, LabelGPUIndex, LabelGPUUUID}, nil)
+	descPodGroups      = prometheus.NewDesc("fairway_podgroups", "PodGroups by queue, framework (their pods' fairway.dev/framework, none when unlabelled), kind of work (their fairway.dev/workload-kind, pod when unlabelled) and status.phase.", []string{LabelQueue, LabelFramework, LabelKind, LabelPhase}, nil)
 )
 
 // New makes the metrics (not registered).
@@ -191,12 +209,16 @@ func New() *Metrics {
 			Help:    "Idle GPU lending: time from the gpu-agent observing that a lender does GPU work again to the eviction of the loans on its GPU being issued (their grace period follows).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 		}),
+		SwapRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fairway_swap_requests_total",
+			Help: "Idle GPU lending: requests written onto idle interactive pods (fairway.dev/gpu-swap-request) for their gpu-agent to move their GPU memory to host RAM, so that a waiting borrower gets the whole GPU.",
+		}),
 	}
 }
 
 // Register registers every metric with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.CycleDuration, m.SchedulingLatency, m.Bindings, m.BindingErrors, m.Evictions, m.Leader, m.LoanReturn, stateCollector{m}} {
+	for _, c := range []prometheus.Collector{m.CycleDuration, m.SchedulingLatency, m.Bindings, m.BindingErrors, m.Evictions, m.Leader, m.LoanReturn, m.SwapRequests, stateCollector{m}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -211,7 +233,7 @@ type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descGuaranteed, descFairShare, descAllocated, descAllocNP, descRequested, descBorrowed, descLoaned, descUsage, descUsageShare, descLoans, descPendPods, descPendGangs, descShare,
-		descQueueInfo, descNodeGPUs, descPodGroups, descPodInfo} {
+		descQueueInfo, descNodeGPUs, descPodGroups, descPodInfo, descSwappedBytes, descSwappedHolders} {
 		ch <- d
 	}
 }
@@ -258,6 +280,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{GPUStateWhole, n.Whole}, {GPUStateShared, n.Shared}, {GPUStateFree, n.Free}, {GPUStateUnhealthy, n.Unhealthy}} {
 			ch <- prometheus.MustNewConstMetric(descNodeGPUs, prometheus.GaugeValue, float64(x.v), n.Node, n.GPUType, x.state)
 		}
+	}
+	for _, sw := range s.Swapped {
+		labels := []string{sw.Node, strconv.Itoa(sw.GPUIndex), sw.GPUUUID}
+		ch <- prometheus.MustNewConstMetric(descSwappedBytes, prometheus.GaugeValue, float64(sw.Bytes), labels...)
+		ch <- prometheus.MustNewConstMetric(descSwappedHolders, prometheus.GaugeValue, float64(sw.Holders), labels...)
 	}
 	for _, pg := range s.PodGroups {
 		ch <- prometheus.MustNewConstMetric(descPodGroups, prometheus.GaugeValue, float64(pg.Count), pg.Queue, pg.Framework, pg.Kind, pg.Phase)

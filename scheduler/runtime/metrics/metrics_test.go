@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -74,5 +75,45 @@ fairway_pod_info{namespace="team-a",node="n1",pod="nb-0",queue="team-a",workload
 	m.BindingErrors.WithLabelValues("Conflict").Inc()
 	if n, err := testutil.GatherAndCount(reg); err != nil || n < 3 {
 		t.Errorf("gathered %d series (%v)", n, err)
+	}
+}
+
+// Swapped GPUs show their bytes on the host and their swapped holders, labelled as the shares
+// are; swap requests count up.
+func TestSwapMetrics(t *testing.T) {
+	m := New()
+	reg := prometheus.NewPedanticRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	m.SetState(&State{Swapped: []Swapped{{Node: "n1", GPUIndex: 3, GPUUUID: "GPU-3", Holders: 2, Bytes: 40 << 30}}})
+	m.SwapRequests.Add(2)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			labels := []string{}
+			for _, l := range mt.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
+			got[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+	}
+	for k, want := range map[string]string{
+		"fairway_gpu_swapped_bytes{gpu_index=3,gpu_uuid=GPU-3,node=n1}": "4.294967296e+10",
+		"fairway_gpu_swapped_pods{gpu_index=3,gpu_uuid=GPU-3,node=n1}":  "2",
+		"fairway_swap_requests_total{}":                                 "2",
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %s", k, got[k], want)
+		}
+	}
+	m.SetState(&State{})
+	if n := testutil.CollectAndCount(stateCollector{m}, "fairway_gpu_swapped_bytes", "fairway_gpu_swapped_pods"); n != 0 {
+		t.Errorf("%d swap series after the swaps ended", n)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,7 +150,7 @@ func BuildJobs(s *JobsSnapshot, now time.Time) JobList {
 		out.Items = append(out.Items, podJob(p, prio, now))
 	}
 	slices.SortFunc(out.Items, func(a, b JobView) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	return out
 }

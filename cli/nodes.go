@@ -198,7 +198,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 		}
 	}
 	slices.SortFunc(v.WholeGPUPods, func(a, b WholeGPUPodView) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	for _, key := range order {
 		sg := groups[key]
@@ -208,7 +208,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 			sg.Mode = inv.SharingMode(d)
 		}
 		slices.SortFunc(sg.Pods, func(a, b SharePodView) int {
-			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+			return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 		})
 		v.SharedGPUs = append(v.SharedGPUs, *sg)
 	}

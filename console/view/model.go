@@ -5,9 +5,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/cli"
@@ -32,7 +30,6 @@ type Model struct {
 	// queueNamespaces lists the namespaces each queue serves (spec.namespaces).
 	queueNamespaces map[string][]string
 	queues          map[string]*fairwayv1.Queue
-	pods            map[types.NamespacedName]*corev1.Pod
 	namespaces      []string
 	namespaceSet    map[string]struct{}
 }
@@ -50,17 +47,13 @@ type Eviction struct {
 
 // Build digests a snapshot.
 func Build(s *Snapshot) *Model {
-	m := &Model{Now: s.Now, snap: s, queueNamespaces: map[string][]string{}, queues: map[string]*fairwayv1.Queue{},
-		pods: make(map[types.NamespacedName]*corev1.Pod, len(s.Pods))}
+	m := &Model{Now: s.Now, snap: s, queueNamespaces: make(map[string][]string, len(s.Queues)),
+		queues: make(map[string]*fairwayv1.Queue, len(s.Queues))}
 	m.Queues = cli.BuildQueues(s.Queues, Resources)
 	for i := range s.Queues {
 		q := &s.Queues[i]
 		m.queues[q.Name] = q
 		m.queueNamespaces[q.Name] = q.Spec.Namespaces
-	}
-	for i := range s.Pods {
-		p := &s.Pods[i]
-		m.pods[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
 	}
 	m.Nodes = buildGrids(s)
 	m.Workloads = buildWorkloads(s)

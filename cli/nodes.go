@@ -120,7 +120,7 @@ func BuildNodes(s *NodesSnapshot) NodeList {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
-	out := NodeList{Kind: "NodeList", Items: []NodeView{}}
+	out := NodeList{Kind: "NodeList", Items: make([]NodeView, 0, len(s.Nodes))}
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
 		inv := inventoryOf(n)
@@ -194,6 +194,9 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 			}
 		case g.Whole > 0:
 			v.Whole += g.Whole
+			if v.WholeGPUPods == nil {
+				v.WholeGPUPods = make([]WholeGPUPodView, 0, len(pods))
+			}
 			v.WholeGPUPods = append(v.WholeGPUPods, WholeGPUPodView{Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p), GPUs: g.Whole})
 		}
 	}

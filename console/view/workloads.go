@@ -176,48 +176,72 @@ type podGroup struct {
 }
 
 // groupPods groups fairway's pods (not its reservations, not other schedulers' pods) by the
-// workload keyOf says they belong to, in the order the workloads are first seen, and counts
-// them per role. The groups' pods are windows on one array, so that grouping 20,000 pods
-// allocates once rather than once per group and per growth.
-func groupPods(pods []corev1.Pod) []podGroup {
-	var groups []podGroup
+// workload keyOf says they belong to, sorted by key, and counts them per role. It allocates
+// little for 20,000 pods, as what a rebuild allocates makes the collector scan the whole cache
+// that much more often: the groups come out of blocks rather than a slice grown (and copied)
+// to thousands, and their pods are windows on one array.
+func groupPods(pods []corev1.Pod) []*podGroup {
 	// A guess: workloads of a few pods each. The map grows past it if need be.
-	index := make(map[groupKey]int32, len(pods)/4)
-	of := make([]int32, len(pods)) // each pod's group, -1 for none
+	index := make(map[groupKey]*podGroup, len(pods)/4)
+	of := make([]*podGroup, len(pods)) // each pod's group, nil for none
+	// The groups of a namespace share one copy of its name: sorting them compares namespaces
+	// most, and equal strings at one address compare without reading them.
+	namespaces := map[string]string{}
+	var block []podGroup
+	total := 0
 	for i := range pods {
 		p := &pods[i]
-		of[i] = -1
 		if !cli.IsFairwayPod(p) {
 			continue
 		}
 		k, role := keyOf(p)
-		j, ok := index[k]
-		if !ok {
-			j = int32(len(groups))
-			index[k] = j
-			groups = append(groups, podGroup{key: k})
+		g := index[k]
+		if g == nil {
+			if len(block) == 0 {
+				block = make([]podGroup, groupBlock)
+			}
+			g, block = &block[0], block[1:]
+			g.key = k
+			g.key.namespace = intern(namespaces, k.namespace)
+			index[k] = g
 		}
-		of[i] = j
-		g := &groups[j]
+		of[i] = g
 		g.n++
+		total++
 		if role != "" {
 			g.roles = countRole(g.roles, role, p)
 		}
 	}
-	all := make([]*corev1.Pod, 0, len(pods))
-	for j := range groups {
-		g := &groups[j]
+	sorted := make([]*podGroup, 0, len(index))
+	for _, g := range index {
+		sorted = append(sorted, g)
+	}
+	slices.SortFunc(sorted, func(a, b *podGroup) int { return compareKeys(&a.key, &b.key) })
+	all := make([]*corev1.Pod, 0, total)
+	for _, g := range sorted {
 		n := len(all)
 		all = all[:n+g.n]
 		g.pods = all[n:n:len(all)]
 	}
-	for i, j := range of {
-		if j >= 0 {
-			groups[j].pods = append(groups[j].pods, &pods[i])
+	for i, g := range of {
+		if g != nil {
+			g.pods = append(g.pods, &pods[i])
 		}
 	}
-	return groups
+	return sorted
 }
+
+// intern returns the copy of s in seen, adding s when there is none.
+func intern(seen map[string]string, s string) string {
+	if v, ok := seen[s]; ok {
+		return v
+	}
+	seen[s] = s
+	return s
+}
+
+// groupBlock is how many groups groupPods allocates at a time.
+const groupBlock = 256
 
 // countRole counts p in its role: a workload has few roles, searched in a slice.
 func countRole(roles []Role, role string, p *corev1.Pod) []Role {
@@ -255,16 +279,9 @@ func compareKeys(a, b *groupKey) int {
 // buildWorkloads groups fairway's pods into workloads, by namespace, kind and name.
 func buildWorkloads(s *Snapshot) []Workload {
 	groups := groupPods(s.Pods)
-	// Sorted as indexes, not as the groups: moving those is slower than comparing them.
-	order := make([]int32, len(groups))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return compareKeys(&groups[a].key, &groups[b].key) })
 	b := workloadBuilder{pgs: podGroupIndex(s.PodGroups), now: s.Now, gangs: make([]string, 0, len(s.PodGroups))}
 	out := make([]Workload, len(groups))
-	for i, j := range order {
-		g := &groups[j]
+	for i, g := range groups {
 		b.build(&out[i], g.key, g.pods, g.roles)
 	}
 	return out

@@ -3,6 +3,7 @@ package view
 import (
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -45,17 +46,19 @@ type Eviction struct {
 	Note string
 }
 
-// Build digests a snapshot.
+// Build digests a snapshot. The node grids are drawn while the workloads are built, on another
+// CPU when the process has one: the first request after a change waits for the whole rebuild.
 func Build(s *Snapshot) *Model {
 	m := &Model{Now: s.Now, snap: s, queueNamespaces: make(map[string][]string, len(s.Queues)),
 		queues: make(map[string]*fairwayv1.Queue, len(s.Queues))}
+	var grids sync.WaitGroup
+	grids.Go(func() { m.Nodes = buildGrids(s) })
 	m.Queues = cli.BuildQueues(s.Queues, Resources)
 	for i := range s.Queues {
 		q := &s.Queues[i]
 		m.queues[q.Name] = q
 		m.queueNamespaces[q.Name] = q.Spec.Namespaces
 	}
-	m.Nodes = buildGrids(s)
 	m.Workloads = buildWorkloads(s)
 	m.Evictions = evictions(s.Events)
 	m.namespaces = nil
@@ -64,6 +67,7 @@ func Build(s *Snapshot) *Model {
 	for _, ns := range m.namespaces {
 		m.namespaceSet[ns] = struct{}{}
 	}
+	grids.Wait()
 	return m
 }
 

@@ -86,7 +86,8 @@ func gpuSummary(pods []*corev1.Pod) (string, float64) {
 		n     int
 	}
 	var whole int64
-	var shares []count
+	var room [4]count
+	shares := room[:0]
 	var total float64
 	for _, p := range pods {
 		g := gpuOf(p)
@@ -100,7 +101,11 @@ func gpuSummary(pods []*corev1.Pod) (string, float64) {
 			}
 		}
 	}
-	if whole <= 0 && len(shares) == 0 {
+	switch {
+	case len(shares) > 0:
+	case whole > 0:
+		return strconv.FormatInt(whole, 10), total // small numbers are not allocated
+	default:
 		return "-", 0
 	}
 	var b strings.Builder

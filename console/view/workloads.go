@@ -169,8 +169,8 @@ func podGroupIndex(pgs []fairwayv1.PodGroup) map[nsName]*fairwayv1.PodGroup {
 	return out
 }
 
-// podGroup is the pods of one workload: its key, its pods and its pods per role.
-type podGroup struct {
+// workloadPods are the pods of one workload: its key, its pods and its pods per role.
+type workloadPods struct {
 	key   groupKey
 	pods  []*corev1.Pod
 	roles []Role
@@ -182,14 +182,14 @@ type podGroup struct {
 // little for 20,000 pods, as what a rebuild allocates makes the collector scan the whole cache
 // that much more often: the groups come out of blocks rather than a slice grown (and copied)
 // to thousands, and their pods are windows on one array.
-func groupPods(pods []corev1.Pod) []*podGroup {
+func groupPods(pods []corev1.Pod) []*workloadPods {
 	// A guess: workloads of a few pods each. The map grows past it if need be.
-	index := make(map[groupKey]*podGroup, len(pods)/4)
-	of := make([]*podGroup, len(pods)) // each pod's group, nil for none
+	index := make(map[groupKey]*workloadPods, len(pods)/4)
+	of := make([]*workloadPods, len(pods)) // each pod's group, nil for none
 	// The groups of a namespace share one copy of its name: sorting them compares namespaces
 	// most, and equal strings at one address compare without reading them.
 	namespaces := map[string]string{}
-	var block []podGroup
+	var block []workloadPods
 	total := 0
 	for i := range pods {
 		p := &pods[i]
@@ -200,7 +200,7 @@ func groupPods(pods []corev1.Pod) []*podGroup {
 		g := index[k]
 		if g == nil {
 			if len(block) == 0 {
-				block = make([]podGroup, groupBlock)
+				block = make([]workloadPods, groupBlock)
 			}
 			g, block = &block[0], block[1:]
 			g.key = k
@@ -214,11 +214,11 @@ func groupPods(pods []corev1.Pod) []*podGroup {
 			g.roles = countRole(g.roles, role, p)
 		}
 	}
-	sorted := make([]*podGroup, 0, len(index))
+	sorted := make([]*workloadPods, 0, len(index))
 	for _, g := range index {
 		sorted = append(sorted, g)
 	}
-	slices.SortFunc(sorted, func(a, b *podGroup) int { return compareKeys(&a.key, &b.key) })
+	slices.SortFunc(sorted, func(a, b *workloadPods) int { return compareKeys(&a.key, &b.key) })
 	all := make([]*corev1.Pod, 0, total)
 	for _, g := range sorted {
 		n := len(all)

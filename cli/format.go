@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -75,4 +76,26 @@ func decimal(v float64) string {
 	s := strconv.FormatFloat(math.Round(v*1000)/1000, 'f', 3, 64)
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
+}
+
+// compareNamespaced compares ns1+"/"+name1 with ns2+"/"+name2, the order the CLI lists
+// namespaced names in, without building the strings: sorting a node's pods or a cluster's
+// jobs built two strings per comparison.
+func compareNamespaced(ns1, name1, ns2, name2 string) int {
+	if ns1 == ns2 {
+		return strings.Compare(name1, name2)
+	}
+	n := min(len(ns1), len(ns2))
+	if c := strings.Compare(ns1[:n], ns2[:n]); c != 0 {
+		return c
+	}
+	// One namespace begins the other: the shorter one's "/" meets the longer one's next byte.
+	// Namespaces hold no "/"; were one to, the joined strings decide.
+	switch {
+	case len(ns1) < len(ns2) && ns2[n] != '/':
+		return cmp.Compare(byte('/'), ns2[n])
+	case len(ns2) < len(ns1) && ns1[n] != '/':
+		return cmp.Compare(ns1[n], byte('/'))
+	}
+	return strings.Compare(ns1+"/"+name1, ns2+"/"+name2)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,5 +150,23 @@ func TestQueuesRecentUse(t *testing.T) {
 	}
 	if got := v.Items[0].UsageHalfLife; got != "24h0m0s" {
 		t.Errorf("usageHalfLife %q", got)
+	}
+}
+
+// TestCompareNamespaced checks the allocation-free comparison against the joined strings it
+// stands for, on namespaces that begin one another ("a" and "a-b": "-" sorts before "/").
+func TestCompareNamespaced(t *testing.T) {
+	parts := []string{"", "a", "a-b", "ab", "a0", "b", "a/b", "team-a", "team-a-x", "team"}
+	for _, ns1 := range parts {
+		for _, n1 := range parts {
+			for _, ns2 := range parts {
+				for _, n2 := range parts {
+					want := strings.Compare(ns1+"/"+n1, ns2+"/"+n2)
+					if got := compareNamespaced(ns1, n1, ns2, n2); got != want {
+						t.Errorf("compareNamespaced(%q, %q, %q, %q) = %d, want %d", ns1, n1, ns2, n2, got, want)
+					}
+				}
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,7 +43,8 @@ func isLoan(p *corev1.Pod) bool { return p.Annotations[fairwayv1.LoanAnnotation]
 // gpuOf reads a pod's GPUs.
 func gpuOf(p *corev1.Pod) podGPU {
 	g := podGPU{Slot: -1}
-	for _, c := range p.Spec.Containers {
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
 		q, ok := c.Resources.Limits[fairwayv1.ResourceGPU]
 		if !ok {
 			q = c.Resources.Requests[fairwayv1.ResourceGPU]
@@ -77,32 +79,48 @@ func (g podGPU) share() string {
 // gpuSummary prints what a set of pods holds: "8" whole GPUs, "3×0.25" shares, or both joined
 // with "+" ("2+4×0.5"); "-" for none.
 func gpuSummary(pods []*corev1.Pod) (string, float64) {
+	// The console sums every workload's pods at every change: a few shares, counted in a
+	// slice in the order first seen, and no formatting beyond the result.
+	type count struct {
+		share string
+		n     int
+	}
 	var whole int64
-	shares := map[string]int{}
-	var order []string
+	var room [4]count
+	shares := room[:0]
 	var total float64
 	for _, p := range pods {
 		g := gpuOf(p)
 		whole += g.Whole
 		total += float64(g.Whole) + float64(g.Milli)/1000
 		if s := g.share(); s != "" {
-			if shares[s] == 0 {
-				order = append(order, s)
+			if i := slices.IndexFunc(shares, func(c count) bool { return c.share == s }); i >= 0 {
+				shares[i].n++
+			} else {
+				shares = append(shares, count{s, 1})
 			}
-			shares[s]++
 		}
 	}
-	var parts []string
-	if whole > 0 {
-		parts = append(parts, strconv.FormatInt(whole, 10))
-	}
-	for _, s := range order {
-		parts = append(parts, fmt.Sprintf("%d×%s", shares[s], s))
-	}
-	if len(parts) == 0 {
+	switch {
+	case len(shares) > 0:
+	case whole > 0:
+		return strconv.FormatInt(whole, 10), total // small numbers are not allocated
+	default:
 		return "-", 0
 	}
-	return strings.Join(parts, "+"), total
+	var b strings.Builder
+	if whole > 0 {
+		b.WriteString(strconv.FormatInt(whole, 10))
+	}
+	for _, c := range shares {
+		if b.Len() > 0 {
+			b.WriteByte('+')
+		}
+		b.WriteString(strconv.Itoa(c.n))
+		b.WriteString("×")
+		b.WriteString(c.share)
+	}
+	return b.String(), total
 }
 
 // isReservation reports whether the pod holds a shared GPU for the kubelet.

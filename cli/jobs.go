@@ -173,7 +173,7 @@ func BuildJobs(s *JobsSnapshot, now time.Time) JobList {
 		out.Items = append(out.Items, replicasJob(k, pods, prio, now))
 	}
 	slices.SortFunc(out.Items, func(a, b JobView) int {
-		return cmp.Or(strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name), strings.Compare(a.Kind, b.Kind))
+		return cmp.Or(compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name), strings.Compare(a.Kind, b.Kind))
 	})
 	return out
 }

@@ -153,7 +153,7 @@ func BuildNodes(s *NodesSnapshot) NodeList {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
-	out := NodeList{Kind: "NodeList", Items: []NodeView{}}
+	out := NodeList{Kind: "NodeList", Items: make([]NodeView, 0, len(s.Nodes))}
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
 		inv := inventoryOf(n)
@@ -234,11 +234,14 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 			}
 		case g.Whole > 0:
 			v.Whole += g.Whole
+			if v.WholeGPUPods == nil {
+				v.WholeGPUPods = make([]WholeGPUPodView, 0, len(pods))
+			}
 			v.WholeGPUPods = append(v.WholeGPUPods, WholeGPUPodView{Namespace: p.Namespace, Name: p.Name, Queue: queueOf(p), GPUs: g.Whole})
 		}
 	}
 	slices.SortFunc(v.WholeGPUPods, func(a, b WholeGPUPodView) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	for _, key := range order {
 		sg := groups[key]
@@ -248,7 +251,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 			sg.Mode = inv.SharingMode(d)
 		}
 		slices.SortFunc(sg.Pods, func(a, b SharePodView) int {
-			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+			return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 		})
 		v.SharedGPUs = append(v.SharedGPUs, *sg)
 		if sg.SwappedBytes > 0 {

@@ -3,11 +3,10 @@ package view
 import (
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/cli"
@@ -32,7 +31,6 @@ type Model struct {
 	// queueNamespaces lists the namespaces each queue serves (spec.namespaces).
 	queueNamespaces map[string][]string
 	queues          map[string]*fairwayv1.Queue
-	pods            map[types.NamespacedName]*corev1.Pod
 	namespaces      []string
 	namespaceSet    map[string]struct{}
 }
@@ -48,21 +46,19 @@ type Eviction struct {
 	Note string
 }
 
-// Build digests a snapshot.
+// Build digests a snapshot. The node grids are drawn while the workloads are built, on another
+// CPU when the process has one: the first request after a change waits for the whole rebuild.
 func Build(s *Snapshot) *Model {
-	m := &Model{Now: s.Now, snap: s, queueNamespaces: map[string][]string{}, queues: map[string]*fairwayv1.Queue{},
-		pods: make(map[types.NamespacedName]*corev1.Pod, len(s.Pods))}
+	m := &Model{Now: s.Now, snap: s, queueNamespaces: make(map[string][]string, len(s.Queues)),
+		queues: make(map[string]*fairwayv1.Queue, len(s.Queues))}
+	var grids sync.WaitGroup
+	grids.Go(func() { m.Nodes = buildGrids(s) })
 	m.Queues = cli.BuildQueues(s.Queues, Resources)
 	for i := range s.Queues {
 		q := &s.Queues[i]
 		m.queues[q.Name] = q
 		m.queueNamespaces[q.Name] = q.Spec.Namespaces
 	}
-	for i := range s.Pods {
-		p := &s.Pods[i]
-		m.pods[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
-	}
-	m.Nodes = buildGrids(s)
 	m.Workloads = buildWorkloads(s)
 	m.Evictions = evictions(s.Events)
 	m.namespaces = nil
@@ -71,6 +67,7 @@ func Build(s *Snapshot) *Model {
 	for _, ns := range m.namespaces {
 		m.namespaceSet[ns] = struct{}{}
 	}
+	grids.Wait()
 	return m
 }
 

@@ -122,12 +122,14 @@ func buildGrids(s *Snapshot) []NodeGrid {
 		}
 		for _, p := range n.WholeGPUPods {
 			h := Holder{Namespace: p.Namespace, Name: p.Name, Queue: p.Queue, Idle: isIdle(p.Namespace, p.Name)}
+			// The pod's cells share their holder: the model is read only (CutGrids copies).
+			hs := []Holder{h}
 			for range p.GPUs {
 				i := next()
 				if i < 0 {
 					break
 				}
-				cells[i] = GPUCell{Index: i, State: CellWhole, Holders: []Holder{h}, Idle: h.Idle}
+				cells[i] = GPUCell{Index: i, State: CellWhole, Holders: hs, Idle: h.Idle}
 			}
 		}
 		// Unhealthy GPUs are those the inventory marks; they are drawn last, over free cells.

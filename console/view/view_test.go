@@ -1,13 +1,17 @@
 package view_test
 
 import (
+	gocmp "cmp"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fairway-sched/fairway/adapters/argo"
@@ -225,5 +229,42 @@ func TestGridKeepsRealIndexes(t *testing.T) {
 	}
 	if c := n.GPUs[5]; c.State != view.CellShared || len(c.Holders) != 1 || c.Holders[0].Name != "nb-carol" {
 		t.Errorf("GPU 5 of h100-1 = %+v; want nb-carol's shared GPU", c)
+	}
+}
+
+// TestBuildIsTheSameOnAnyCPUsInAnyOrder builds a model on one CPU and on four, from the same
+// objects listed in another order (the cache lists them in no order): Build spreads the work
+// over the CPUs, and the pages must not tell.
+func TestBuildIsTheSameOnAnyCPUsInAnyOrder(t *testing.T) {
+	s := consoletest.Large(40, 800)
+	shuffled := *s
+	shuffled.Pods = slices.Clone(s.Pods)
+	shuffled.PodGroups = slices.Clone(s.PodGroups)
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(shuffled.Pods), func(i, j int) { shuffled.Pods[i], shuffled.Pods[j] = shuffled.Pods[j], shuffled.Pods[i] })
+	r.Shuffle(len(shuffled.PodGroups), func(i, j int) {
+		shuffled.PodGroups[i], shuffled.PodGroups[j] = shuffled.PodGroups[j], shuffled.PodGroups[i]
+	})
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	one := view.Build(s)
+	runtime.GOMAXPROCS(4)
+	four := view.Build(&shuffled)
+	ignore := cmpopts.IgnoreUnexported(view.Workload{})
+	if diff := cmp.Diff(one.Workloads, four.Workloads, ignore); diff != "" {
+		t.Fatalf("workloads on 1 CPU (-) and on 4 CPUs, shuffled (+):\n%s", diff)
+	}
+	for i := range one.Workloads {
+		a, b := &one.Workloads[i], &four.Workloads[i]
+		if diff := cmp.Diff(a.Members(), b.Members()); diff != "" {
+			t.Errorf("members of %s/%s (-1 CPU +4 CPUs):\n%s", a.Namespace, a.Name, diff)
+		}
+	}
+	if diff := cmp.Diff(one.Nodes, four.Nodes); diff != "" {
+		t.Errorf("nodes on 1 CPU (-) and on 4 CPUs, shuffled (+):\n%s", diff)
+	}
+	if !slices.IsSortedFunc(one.Workloads, func(a, b view.Workload) int {
+		return gocmp.Compare(a.Namespace+"\x00"+a.Kind+"\x00"+a.Name, b.Namespace+"\x00"+b.Kind+"\x00"+b.Name)
+	}) {
+		t.Errorf("workloads are not by namespace, kind and name")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/cli"
@@ -118,7 +117,7 @@ func (m *Model) Why(sc Scope, query string) Why {
 			if len(w.Gangs) == 0 {
 				mbs := w.Members()
 				for _, mb := range mbs[:min(len(mbs), maxExplained)] {
-					if p := m.pod(w.Namespace, mb.Name); p != nil {
+					if p := w.pod(mb.Name); p != nil {
 						out.Explanations = append(out.Explanations, m.explain(sc, p, nil))
 					}
 				}
@@ -148,8 +147,12 @@ func (m *Model) podGroup(ns, name string) *fairwayv1.PodGroup {
 	return nil
 }
 
-func (m *Model) pod(ns, name string) *corev1.Pod {
-	return m.pods[types.NamespacedName{Namespace: ns, Name: name}]
+// pod is the workload's pod of that name, or nil.
+func (w *Workload) pod(name string) *corev1.Pod {
+	if i, ok := slices.BinarySearchFunc(w.pods, name, func(p *corev1.Pod, name string) int { return strings.Compare(p.Name, name) }); ok {
+		return w.pods[i]
+	}
+	return nil
 }
 
 // explain builds `fairway why`'s snapshot from the model's, as RunWhy builds it from the API

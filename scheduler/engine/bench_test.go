@@ -55,6 +55,10 @@ func undo(tb testing.TB, snap *snapshot.Snapshot, res engine.Result) {
 	for _, n := range res.Nominations {
 		snap.ClearHolds(snap.Gang(n.Gang))
 	}
+	// The eviction memory forgets cancelled evictions at its next use (snapshot/evicted.go),
+	// which would be the next, timed cycle: use it here, untimed. A real cycle settles only the
+	// evictions the API server refused, not a whole reclaim's.
+	snap.EvictedForAny(snapshot.GangKey{})
 }
 
 // runBench times Schedule. Besides wall time it reports cpu-ns/op, the CPU the process spent

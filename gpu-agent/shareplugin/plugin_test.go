@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,13 +462,57 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeRegistersOnce: once registered, the plugin keeps its socket and registration until the
+// kubelet restarts. (It used to serve and register again every checkEvery: a real kubelet
+// refused the second registration as "device plugin already connected", dropped the plugin, and
+// failed admissions with "dial unix .../fairway-gpu-share.sock: no such file or directory".)
+func TestServeRegistersOnce(t *testing.T) {
+	dir, err := os.MkdirTemp("", "dp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	kubelet := &registration{got: make(chan *pluginapi.RegisterRequest, 1)}
+	srv, err := kubelet.serve(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	p := New(Options{NodeName: node, SlotsPerGPU: 1, GPUs: func() []GPU { return gpus[:1] }, Pods: (&cache{}).list})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, dir) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-kubelet.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plugin did not register")
+	}
+	sock, err := os.Stat(filepath.Join(dir, fairwayv1alpha1.ShareDevicePluginSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(checkEvery * 5 / 2)
+	if n := kubelet.count.Load(); n != 1 {
+		t.Errorf("%d registrations in %s, want 1", n, checkEvery*5/2)
+	}
+	if now, err := os.Stat(filepath.Join(dir, fairwayv1alpha1.ShareDevicePluginSocket)); err != nil || !os.SameFile(sock, now) {
+		t.Errorf("the plugin's socket was replaced (%v) while the kubelet was connected", err)
+	}
+}
+
 // registration plays the kubelet's registration service.
 type registration struct {
 	pluginapi.UnimplementedRegistrationServer
-	got chan *pluginapi.RegisterRequest
+	got   chan *pluginapi.RegisterRequest
+	count atomic.Int32
 }
 
 func (r *registration) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	r.count.Add(1)
 	select {
 	case r.got <- req:
 	default:

@@ -29,15 +29,21 @@ const checkEvery = 2 * time.Second
 // registers it with the kubelet there, again whenever the kubelet restarts, until ctx ends.
 func (p *Plugin) Serve(ctx context.Context, dir string) error {
 	for {
+		// Served: again once the kubelet restarted. Failed: again after checkEvery. Never both:
+		// serving again while served replaces the socket under the kubelet's connection and
+		// registers a second time, which the kubelet refuses ("device plugin already
+		// connected") while its Allocate calls find no socket.
 		stopped, err := p.serveOnce(ctx, dir)
+		var retry <-chan time.Time
 		if err != nil {
 			p.opts.Log.Error(err, "Serving the GPU share device plugin; retrying")
+			retry = time.After(checkEvery)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-stopped:
-		case <-time.After(checkEvery):
+		case <-retry:
 		}
 	}
 }

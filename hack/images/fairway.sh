@@ -25,7 +25,13 @@ mkdir -p "${ctx}"
 # No -trimpath: it would change every compile cache key and rebuild all of the dependencies.
 (cd "${ROOT}" && CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--O2 -Wno-deprecated-declarations}" \
   "${GO}" build -ldflags="-s -w -X main.version=${VERSION}" -o "${ctx}/fairway" ./cmd/fairway)
-log "built the fairway binary ${VERSION} in $(fmt_secs $((SECONDS - start)))"
+# The share library (gpu-agent/shim) the agent installs on the node and the share device plugin
+# mounts into GPU shares' containers; built as the top-level Dockerfile builds it, with the host's
+# gcc against the host's glibc (the base's, checked above). Without it the agent refuses to start
+# with the chart's default agent.shares.libraryDirectory.
+gcc -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -o "${ctx}/libfairway-share.so" \
+  "${ROOT}/gpu-agent/shim/lib/share.c" -ldl -lpthread
+log "built the fairway binary ${VERSION} and the share library in $(fmt_secs $((SECONDS - start)))"
 start=${SECONDS}
 quiet docker build -q --build-arg "BASE=${BASE_IMAGE}" --label "org.opencontainers.image.version=${VERSION}" \
   -f "${ROOT}/hack/images/fairway/Dockerfile" -t "${FAIRWAY_IMAGE}" "${ctx}" >/dev/null

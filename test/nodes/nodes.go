@@ -42,8 +42,9 @@ const WorkloadImage = "fairway.local/busybox:1"
 type Config struct {
 	// Count is the number of nodes; 2 when zero.
 	Count int
-	// GPUs is the number of fake nvidia.com/gpu devices per node; 8 (a DGX, as go-nvml's mock
-	// systems have) when zero, none when negative.
+	// GPUs is the number of fake nvidia.com/gpu devices per node, each with a fake device node
+	// (GPUDeviceNode) beside the driver's control nodes; 8 (a DGX, as go-nvml's mock systems
+	// have) when zero, none when negative.
 	GPUs int
 	// Labels are set on every Node once it registered (by the admin, so any key is allowed).
 	Labels map[string]string
@@ -376,6 +377,9 @@ func (ns *Nodes) waitReady(ctx context.Context, n *Node, cfg Config) error {
 	}
 	ns.log.Info("node Ready", "node", n.Name, "after", time.Since(begin).Round(time.Millisecond))
 	if cfg.GPUs > 0 {
+		if err := makeDeviceNodes(ctx, n, cfg.GPUs); err != nil {
+			return err
+		}
 		n.Plugin = newDevicePlugin(n.Name, filepath.Join(n.Dir, "device-plugins"), cfg.GPUs)
 		if err := n.Plugin.start(ctx); err != nil {
 			return err

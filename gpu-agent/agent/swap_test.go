@@ -85,7 +85,7 @@ func TestSwapOnAFakeNode(t *testing.T) {
 		t.Fatalf("the fake GPU still has %d bytes in use", m.Used)
 	}
 	observe(nil, 0) // the CPU baseline of the swapped process
-	owner(1300)  // the next cell
+	owner(1300)     // the next cell
 	observe(nil, 0)
 	if s.ctl.Swapped("nb") {
 		t.Fatal("not swapped in at the notebook's CPU work")

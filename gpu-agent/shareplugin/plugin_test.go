@@ -484,7 +484,9 @@ func TestServeRegistersOnce(t *testing.T) {
 	go func() { done <- p.Serve(ctx, dir) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve: %v", err)
+		}
 	}()
 	select {
 	case <-kubelet.got:

@@ -215,13 +215,13 @@ func (nb *swapNotebook) swapOutForLoan(t *testing.T, train *corev1.Pod) *corev1.
 	t.Helper()
 	eventually(t, 30*time.Second, "the idle notebook published Eligible with its memory", func(ctx context.Context) (bool, error) {
 		s, _, err := nb.swap(ctx)
-		return err == nil && s.State == fairwayv1.GPUSwapEligible && s.Bytes == swapOwnerMiB<<20, fmt.Errorf("swap %+v, %v", s, err)
+		return err == nil && s.State == fairwayv1.GPUSwapEligible && s.Bytes == swapOwnerMiB<<20, fmt.Errorf("swap %+v: %w", s, err)
 	})
 	mustCreate(t, nb.c, train)
 	eventually(t, 30*time.Second, "the notebook swapped out", func(ctx context.Context) (bool, error) {
 		s, cond, err := nb.swap(ctx)
 		return err == nil && s.State == fairwayv1.GPUSwappedOut && s.Bytes == swapOwnerMiB<<20 && slices.Equal(s.PIDs, []int{4242}) &&
-			cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == "SwappedOut", fmt.Errorf("swap %+v, condition %v, %v", s, cond, err)
+			cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == "SwappedOut", fmt.Errorf("swap %+v, condition %v: %w", s, cond, err)
 	})
 	if st, err := nb.checkpointState(t.Context()); err != nil || st != "checkpointed" {
 		t.Fatalf("the fake driver has the notebook's process %q (%v), want checkpointed", st, err)
@@ -266,7 +266,7 @@ func (nb *swapNotebook) swapInOnWork(t *testing.T, train *corev1.Pod) time.Durat
 	eventually(t, 20*time.Second, "the notebook's memory restored", func(ctx context.Context) (bool, error) {
 		s, cond, err := nb.swap(ctx)
 		return err == nil && s.State != fairwayv1.GPUSwappedOut && cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == "Restored",
-			fmt.Errorf("swap %+v, condition %v, %v", s, cond, err)
+			fmt.Errorf("swap %+v, condition %v: %w", s, cond, err)
 	})
 	took := time.Since(start)
 	if st, err := nb.checkpointState(ctx); err != nil || st != "" {

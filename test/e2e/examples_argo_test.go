@@ -94,7 +94,14 @@ func TestExampleArgo(t *testing.T) {
 		return len(bound(podsIn(t, c, ctx, "prod", nil))) == 1, nil
 	})
 	t.Logf("prod's pod bound %v after asking", time.Since(begin).Round(time.Millisecond))
-	if notes := eventsFor(t, c, ctx, "ml-team", "Reclaim"); len(notes) != 1 {
+	// Events are written asynchronously (client-go's broadcaster): the claimant can bind before
+	// the victim's event is stored, so wait for it a while rather than read once.
+	var notes []string
+	waitUntil := time.Now().Add(10 * time.Second)
+	for notes = eventsFor(t, c, ctx, "ml-team", "Reclaim"); len(notes) == 0 && time.Now().Before(waitUntil); notes = eventsFor(t, c, ctx, "ml-team", "Reclaim") {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(notes) != 1 {
 		t.Errorf("want one Reclaim event on the train pod, got %v", notes)
 	} else {
 		t.Logf("victim event: %s", notes[0])

@@ -58,26 +58,7 @@ func TestIdleLendingSwap(t *testing.T) {
 	bin := buildFairway(t)
 	c := cluster.StartT(t, cluster.Config{NodePools: []cluster.NodePool{cluster.H100Pool(1)}})
 	ensureSchedFixtures(t, c)
-	nodes, err := gpuagents.GPUNodes(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleet, err := gpuagents.Start(ctx, c, gpuagents.Options{Nodes: nodes, Binary: bin, UsageInterval: 100 * time.Millisecond,
-		IdleAfter: time.Second, RefreshInterval: 30 * time.Second, Args: swapAgentArgs, Log: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fleet.Stop)
-	sched := startSched(t, c, bin, "fairway-scheduler", true, "--loan-return-grace-period=1s")
-	node := nodes[0].Name
-	agent := fleet.Agent(node)
-
-	for _, ns := range []string{"research", "training", "busy"} {
-		newNamespace(t, c, ns)
-	}
-	schedQueue(t, c, "training", "", "training")
-	schedQueue(t, c, "busy", "7", "busy")
-	mustCreate(t, c, lendingQueue("research", "1", "research"))
+	agent, sched := startLendingStage(t, c, bin, swapAgentArgs...)
 
 	nb := startSwapNotebook(t, c, agent, schedPod("research", "notebook", "research").Fraction("0.5").
 		Priority(fairwayv1.PriorityClassInteractive).Annotate(fairwayv1.WorkloadKindAnnotation, "notebook").Obj())
@@ -125,6 +106,32 @@ func TestIdleLendingSwap(t *testing.T) {
 }
 
 // lendingQueue is a queue whose idle interactive pods lend their GPUs.
+// startLendingStage sets up the idle-lending tests' stage on the cluster's one GPU node: a
+// gpu-agent (extra flags agentArgs) whose 100 ms usage poll and 1 s --idle-after keep rounds
+// short, the scheduler with a 1 s loan-return grace, and the queues training (no quota), busy
+// (7 GPUs) and research (1 GPU, lends its idle GPUs), each serving its namespace.
+func startLendingStage(t *testing.T, c *cluster.Cluster, bin string, agentArgs ...string) (*gpuagents.Agent, *schedProc) {
+	t.Helper()
+	nodes, err := gpuagents.GPUNodes(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := gpuagents.Start(t.Context(), c, gpuagents.Options{Nodes: nodes, Binary: bin, UsageInterval: 100 * time.Millisecond,
+		IdleAfter: time.Second, RefreshInterval: 30 * time.Second, Args: agentArgs, Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fleet.Stop)
+	sched := startSched(t, c, bin, "fairway-scheduler", true, "--loan-return-grace-period=1s")
+	for _, ns := range []string{"research", "training", "busy"} {
+		newNamespace(t, c, ns)
+	}
+	schedQueue(t, c, "training", "", "training")
+	schedQueue(t, c, "busy", "7", "busy")
+	mustCreate(t, c, lendingQueue("research", "1", "research"))
+	return fleet.Agent(nodes[0].Name), sched
+}
+
 func lendingQueue(name, gpuQuota string, namespaces ...string) *fairwayv1.Queue {
 	q := &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fairwayv1.QueueSpec{
 		Namespaces: namespaces, IdleLending: &fairwayv1.IdleLending{Lend: ptr.To(true)}}}

@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -29,7 +27,6 @@ import (
 	"github.com/fairway-sched/fairway/gpu-agent/fakegpu"
 	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/test/cluster"
-	"github.com/fairway-sched/fairway/test/gpuagents"
 )
 
 // lendingRounds is how many idle -> lent -> active -> returned rounds TestIdleLending plays.
@@ -66,32 +63,8 @@ func TestIdleLending(t *testing.T) {
 		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
 	})
 	ensureSchedFixtures(t, c)
-	nodes, err := gpuagents.GPUNodes(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A usage poll of 100ms and --idle-after of 1s keep the rounds short; activity is seen
-	// within a poll.
-	fleet, err := gpuagents.Start(ctx, c, gpuagents.Options{Nodes: nodes, Binary: bin, UsageInterval: 100 * time.Millisecond,
-		IdleAfter: time.Second, RefreshInterval: 30 * time.Second, Log: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fleet.Stop)
-	sched := startSched(t, c, bin, "fairway-scheduler", true, "--loan-return-grace-period=1s")
-	node := nodes[0].Name
-	agent := fleet.Agent(node)
-
-	for _, ns := range []string{"research", "training", "busy"} {
-		newNamespace(t, c, ns)
-	}
-	schedQueue(t, c, "training", "", "training")
-	schedQueue(t, c, "busy", "7", "busy")
-	research := &fairwayv1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "research"}, Spec: fairwayv1.QueueSpec{
-		Namespaces: []string{"research"}, IdleLending: &fairwayv1.IdleLending{Lend: ptr.To(true)}}}
-	q := resource.MustParse("1")
-	research.Spec.Resources.GPU = &fairwayv1.ResourceQuota{Quota: &q}
-	mustCreate(t, c, research)
+	agent, sched := startLendingStage(t, c, bin)
+	node := agent.Node
 
 	// The notebook. The gpu-agent writes fairway.dev/idle-gpu-memory-used (what its process
 	// keeps on the GPU while idle) when it goes idle; without it the GPU is never lent.

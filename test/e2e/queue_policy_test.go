@@ -113,7 +113,7 @@ func TestQueuePolicy(t *testing.T) {
 	}
 	submitJob("nlp", "bert-finetune", 20)
 	submitJob("vision", "bert-finetune", 12)
-	eventually(t, 60*time.Second, "32 training pods bound", func(ctx context.Context) (bool, error) {
+	eventually(t, 3*time.Minute, "32 training pods bound", func(ctx context.Context) (bool, error) {
 		n, v := len(bound(podsIn(t, c, ctx, "nlp", nil))), len(bound(podsIn(t, c, ctx, "vision", nil)))
 		return n == 20 && v == 12, fmt.Errorf("nlp %d, vision %d bound", n, v)
 	})
@@ -230,7 +230,7 @@ func TestQueuePolicy(t *testing.T) {
 		mustCreate(t, c, nb)
 		defaulted = append(defaulted, nb.Name)
 	}
-	eventually(t, 60*time.Second, "8 notebooks bound, the two that asked for nothing on a 0.25 share", func(ctx context.Context) (bool, error) {
+	eventually(t, 3*time.Minute, "8 notebooks bound, the two that asked for nothing on a 0.25 share", func(ctx context.Context) (bool, error) {
 		pods := podsIn(t, c, ctx, "notebooks", nil)
 		if b := len(bound(pods)); b != 8 {
 			return false, fmt.Errorf("%d of %d bound", b, len(pods))

@@ -208,8 +208,13 @@ func replicaSet(p *podB, n int32) client.Object {
 func podsIn(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace string, labels map[string]string) []corev1.Pod {
 	t.Helper()
 	pods, err := listPods(ctx, c, namespace, labels)
+	if err != nil && ctx.Err() != nil && t.Context().Err() == nil {
+		// The context of an eventually's attempt ran out while listing: its condition did not
+		// hold within the wait, which is what the message must say, not the list's error.
+		t.Fatalf("listing pods of %q: the wait ran out while listing (%v); the condition being waited for did not hold in time", namespace, err)
+	}
 	if err != nil {
-		t.Fatalf("listing pods: %v", err)
+		t.Fatalf("listing pods of %q: %v", namespace, err)
 	}
 	return pods
 }

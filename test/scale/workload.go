@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -216,10 +218,14 @@ func (e *env) deleteGang(ctx context.Context, g gang) error {
 func (e *env) cleanup(ctx context.Context, queues ...string) error {
 	for _, ns := range queues {
 		bg := metav1.DeletePropagationBackground
-		if err := e.cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
+		if err := retryTransient(ctx, func() error {
+			return e.cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{})
+		}); err != nil {
 			return fmt.Errorf("deleting the Jobs of %s: %w", ns, err)
 		}
-		if err := e.cl.DeleteAllOf(ctx, &fairwayv1.PodGroup{}, client.InNamespace(ns)); err != nil {
+		if err := retryTransient(ctx, func() error {
+			return e.cl.DeleteAllOf(ctx, &fairwayv1.PodGroup{}, client.InNamespace(ns))
+		}); err != nil {
 			return fmt.Errorf("deleting the PodGroups of %s: %w", ns, err)
 		}
 		pods := e.watch.pods(ns)
@@ -280,6 +286,22 @@ func parallel(n, workers int, f func(i int) error) error {
 	close(work)
 	wg.Wait()
 	return first
+}
+
+// retryTransient calls f until it succeeds, for at most five tries over about a minute, while
+// the failure is one a loaded API server gives and a retry can cure: a collection delete of
+// hundreds of Jobs can outlast the server's request timeout ("may still be processing the
+// request") or lose its HTTP/2 stream (CI, 2 cores shared by four clusters, once failed
+// TestScaleOutcomes so). A refusal (invalid, forbidden) is returned at once.
+func retryTransient(ctx context.Context, f func() error) error {
+	backoff := wait.Backoff{Duration: 2 * time.Second, Factor: 2, Steps: 5, Cap: 30 * time.Second}
+	return retry.OnError(backoff, func(err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		return !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) &&
+			!apierrors.IsUnauthorized(err) && !apierrors.IsMethodNotSupported(err)
+	}, f)
 }
 
 func ignoreNotFound(err error) error {

@@ -131,7 +131,8 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 		if t.State == snapshot.TaskReleasing {
 			return lendState{code: holderLeaving, t: t}
 		}
-		if t.Swap().State == v1alpha1.GPUSwapRestoreFailed {
+		swap := t.Swap()
+		if swap.State == v1alpha1.GPUSwapRestoreFailed {
 			// Its memory may still come back only onto this GPU: never lend it.
 			return lendState{code: holderSwapFailed, t: t}
 		}
@@ -155,12 +156,12 @@ func (c *cycle) lendable(n *snapshot.Node, pos int) lendState {
 			return lendState{code: idleMemoryUnknown, t: t}
 		}
 		// A swapped-out holder keeps resident only what its GPU held beyond its own processes.
-		idleMem += max(t.IdleMemMiB-t.Swap().SwappedMiB(), 0)
-		switch t.Swap().State {
+		idleMem += max(t.IdleMemMiB-swap.SwappedMiB(), 0)
+		switch swap.State {
 		case v1alpha1.GPUSwapEligible:
-			st.swapMiB += min(t.Swap().Bytes>>20, t.IdleMemMiB)
+			st.swapMiB += min(swap.Bytes>>20, t.IdleMemMiB)
 		case v1alpha1.GPUSwappedOut:
-			st.swapIn = max(st.swapIn, t.Swap().SwapIn())
+			st.swapIn = max(st.swapIn, swap.SwapIn())
 		}
 		st.maxLoans = min(st.maxLoans, q.Lending.MaxLoansPerGPU)
 	}
@@ -218,8 +219,8 @@ func (c *cycle) loanGrace(t *snapshot.Task) time.Duration {
 	}
 	var swapIn time.Duration
 	for _, h := range t.Node.Tasks {
-		if h.GPUs.Shared == t.GPUs.Shared && !h.GPUs.Loan && h.Swap().State == v1alpha1.GPUSwappedOut {
-			swapIn = max(swapIn, h.Swap().SwapIn())
+		if sw := h.Swap(); h.GPUs.Shared == t.GPUs.Shared && !h.GPUs.Loan && sw.State == v1alpha1.GPUSwappedOut {
+			swapIn = max(swapIn, sw.SwapIn())
 		}
 	}
 	return max(grace-swapIn, 0)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -122,7 +123,14 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 	if err != nil {
 		return fmt.Errorf("creating the client of framework objects: %w", err)
 	}
-	r.runs = pipelines.New(dyn, mgr.GetRESTMapper(), r.queue, pipelines.Options{
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the discovery client: %w", err)
+	}
+	// The optional kinds' watchers look up kinds that may never be served; the probe keeps each
+	// look-up from reloading the whole discovery (cache.ProbeServed).
+	mapper := cache.ProbeServed(mgr.GetRESTMapper(), dc)
+	r.runs = pipelines.New(dyn, mapper, r.queue, pipelines.Options{
 		Events: r.recorder, Log: r.opts.Log.WithName("pipelines"), StageLead: r.opts.PipelineStageLead, Engine: r.opts.Pipelines,
 		Priority: func(class string) *int32 {
 			if pc := r.inf.PriorityClass(class); pc != nil {
@@ -135,7 +143,7 @@ func (r *Runtime) SetupWithManager(mgr manager.Manager, reg prometheus.Registere
 	r.ext = r.runs
 	runs := []manager.Runnable{r.inf, r.loop, r.binder, r.volumes, r.evictor, r.holdTaint, r.gpu, r.pgs, r.status, manager.RunnableFunc(r.runEvents), r.runs}
 	if len(r.opts.GangShapers) > 0 {
-		f, err := podgroups.NewFollower(r.pgs.Client(), dyn, mgr.GetRESTMapper(), r.inf, r.opts.GangShapers,
+		f, err := podgroups.NewFollower(r.pgs.Client(), dyn, mapper, r.inf, r.opts.GangShapers,
 			podgroups.FollowerOptions{Log: r.opts.Log.WithName("podgroup-owners")})
 		if err != nil {
 			return err

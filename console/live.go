@@ -51,7 +51,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			// Rebuild before telling the page, so that its fetch gets the change.
-			_, gen, err := s.current(ctx)
+			_, gen, err := s.fresh(ctx)
 			if err != nil || gen == sent {
 				continue
 			}

@@ -267,3 +267,64 @@ func TestLiveEvents(t *testing.T) {
 	}
 	t.Fatalf("the stream ended without a change: %v", lines.Err())
 }
+
+// blockingStore is a staticStore whose reads after the first wait until release is closed: a
+// rebuild that takes as long as the test wants.
+type blockingStore struct {
+	staticStore
+	reads   atomic.Int32
+	release chan struct{}
+}
+
+func (s *blockingStore) Snapshot(ctx context.Context) (*view.Snapshot, error) {
+	if s.reads.Add(1) > 1 {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.snap, nil
+}
+
+// TestPagesDoNotWaitForARebuild: once a model exists, a page after a change is served at once
+// from the last model while one rebuild runs in the background; the next page after it shows
+// the change. Fails if a page request rebuilds on its own path (it would block here).
+func TestPagesDoNotWaitForARebuild(t *testing.T) {
+	st := &blockingStore{staticStore: staticStore{snap: consoletest.CLIScenario()}, release: make(chan struct{})}
+	s := newServer(t, console.Options{Store: st, MinRebuild: time.Millisecond})
+	if w := get(t, s, "/"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `data-generation="0"`) {
+		t.Fatalf("first page: %d, want 200 built from generation 0", w.Code)
+	}
+	st.gen.Add(1)
+	for range 5 {
+		done := make(chan *httptest.ResponseRecorder, 1)
+		go func() { done <- get(t, s, "/queues") }()
+		select {
+		case w := <-done:
+			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `data-generation="0"`) {
+				t.Fatalf("page during the rebuild: %d, want 200 from the last model (generation 0)", w.Code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a page waited for the rebuild")
+		}
+	}
+	for wait := time.Now().Add(10 * time.Second); st.reads.Load() < 2 && time.Now().Before(wait); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := st.reads.Load(); n != 2 {
+		t.Fatalf("%d cache reads, want 2: the first model and one background rebuild for five pages", n)
+	}
+	close(st.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w := get(t, s, "/queues")
+		if strings.Contains(w.Body.String(), `data-generation="1"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background rebuild never reached the pages")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -140,7 +140,8 @@ func swappedGPUs(n *snapshot.Node, uuids map[gpushare.SlotKey]string) []metrics.
 	var out []metrics.Swapped
 	at := map[int32]int{}
 	for _, t := range n.Tasks {
-		if t.Swap().State != v1alpha1.GPUSwappedOut || t.GPUs.Loan || t.GPUs.Shared < 0 || int(t.GPUs.Shared) >= len(n.Slots) {
+		// The slot tests first: Swap copies the task's swap state, and most tasks share no GPU.
+		if t.GPUs.Shared < 0 || t.GPUs.Loan || int(t.GPUs.Shared) >= len(n.Slots) || t.Swap().State != v1alpha1.GPUSwappedOut {
 			continue
 		}
 		i, ok := at[t.GPUs.Shared]

@@ -137,6 +137,11 @@ func nodeGPUs(n *snapshot.Node) metrics.NodeGPUs {
 // swappedGPUs lists the node's shared GPUs with holders whose memory their gpu-agent reports on
 // host RAM (fairway.dev/gpu-swap SwappedOut), in slot order.
 func swappedGPUs(n *snapshot.Node, uuids map[gpushare.SlotKey]string) []metrics.Swapped {
+	// Only the tasks on a shared (or reserved) slot can hold swapped memory; most nodes have no
+	// such slot, and their slots are one short array where their tasks are pointers apart.
+	if !slices.ContainsFunc(n.Slots, func(s snapshot.GPUSlot) bool { return s.Sharers > 0 || s.Reserved > 0 }) {
+		return nil
+	}
 	var out []metrics.Swapped
 	at := map[int32]int{}
 	for _, t := range n.Tasks {

@@ -329,7 +329,7 @@ type result struct {
 // runOnce starts one scheduler, runs one burst through it, stops it and deletes the pods.
 func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, error) {
 	name := fmt.Sprintf("%s-%d", sched, run)
-	proc, pprofAddr, err := b.startScheduler(sched, name)
+	proc, addrs, err := b.startScheduler(sched, name)
 	if err != nil {
 		return result{}, err
 	}
@@ -350,9 +350,15 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	if cerr != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
 	}
+	var ownBefore apiCalls
+	if addrs.metrics != "" {
+		if ownBefore, cerr = readClientCalls(ctx, addrs.metrics); cerr != nil {
+			fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
+		}
+	}
 	var prof *burstProfiler
-	if pprofAddr != "" {
-		if prof, err = startProfile(ctx, pprofAddr, b.o.profile, fmt.Sprintf("%s-run%d", sched, run+1)); err != nil {
+	if addrs.pprof != "" {
+		if prof, err = startProfile(ctx, addrs.pprof, b.o.profile, fmt.Sprintf("%s-run%d", sched, run+1)); err != nil {
 			return result{}, err
 		}
 	}
@@ -383,22 +389,30 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
 		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
 	}
+	if ownBefore != nil {
+		if after, err := readClientCalls(ctx, addrs.metrics); err == nil {
+			fmt.Printf("bench-e2e: %s: its own requests during the burst, by method and code: %s\n", sched, after.since(ownBefore, 10))
+		}
+	}
 	cancel()
 	_ = proc.Stop()
 	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)
 	return r, b.cleanup(ctx)
 }
 
+// schedAddrs are where a fairway process serves its metrics and, started with -profile, its
+// profiles; empty for the other schedulers.
+type schedAddrs struct{ metrics, pprof string }
+
 // startScheduler starts scheduler sched (fairway, the baseline, the no-op binder or
-// kube-scheduler) as process name, with the bench's client limits. pprofAddr is where a fairway
-// started with -profile serves its profiles.
-func (b *bench) startScheduler(sched, name string) (proc *cluster.Process, pprofAddr string, err error) {
+// kube-scheduler) as process name, with the bench's client limits.
+func (b *bench) startScheduler(sched, name string) (proc *cluster.Process, addrs schedAddrs, err error) {
 	qps, burst := strconv.FormatFloat(b.o.qps, 'f', -1, 64), strconv.Itoa(b.o.burst)
 	switch sched {
 	case "fairway", baselineName:
 		ports, err := cluster.FreePorts(3)
 		if err != nil {
-			return nil, "", err
+			return nil, addrs, err
 		}
 		port, mport := ports[0], ports[1]
 		bin := b.bin
@@ -409,24 +423,25 @@ func (b *bench) startScheduler(sched, name string) (proc *cluster.Process, pprof
 			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
 			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", "--write-timeout=2s"}
+		addrs.metrics = "127.0.0.1:" + strconv.Itoa(mport)
 		if b.o.profile != "" {
-			pprofAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
-			args = append(args, "--pprof-bind-address="+pprofAddr)
+			addrs.pprof = "127.0.0.1:" + strconv.Itoa(ports[2])
+			args = append(args, "--pprof-bind-address="+addrs.pprof)
 		}
 		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: bin, Args: args})
-		return proc, pprofAddr, err
+		return proc, addrs, err
 	case noopName:
 		self, err := os.Executable()
 		if err != nil {
-			return nil, "", err
+			return nil, addrs, err
 		}
 		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: self, Args: []string{
 			"-noop-binder", "-kubeconfig=" + b.c.Kubeconfig(), "-qps=" + qps, "-burst=" + burst}})
-		return proc, "", err
+		return proc, addrs, err
 	}
 	// StartKubeScheduler names its process kube-scheduler; one per cluster at a time.
 	proc, err = b.startKubeScheduler(name, qps, burst)
-	return proc, "", err
+	return proc, addrs, err
 }
 
 // waitReady waits until the scheduler binds a probe pod, then deletes the probe.

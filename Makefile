@@ -146,13 +146,16 @@ BENCH_PODS  ?= 5000
 BENCH_QPS   ?= 100
 BENCH_BURST ?= 200
 BENCH_RUNS  ?= 3
+# BENCH_E2E_ARGS: more flags of test/bench/e2e, e.g. "-schedulers fairway,noop -profile /tmp/prof
+# -baseline /tmp/fairway-main" (a fairway built elsewhere, run in the same rotation).
+BENCH_E2E_ARGS ?=
 BENCH_SIM_SEEDS ?= 42-51
 
 .PHONY: bench-e2e bench-e2e-gang
 bench-e2e: tools build ## Pods/s creation to bound on kwok nodes: fairway, kube-scheduler and a no-op binder (the ceiling), same API server and client QPS/burst (docs/performance.md).
-	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS)
+	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS) $(BENCH_E2E_ARGS)
 bench-e2e-gang: tools build ## The same burst in gangs of 8, fairway only.
-	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS) -gang 8
+	$(GO) run ./test/bench/e2e -nodes $(BENCH_NODES) -pods $(BENCH_PODS) -qps $(BENCH_QPS) -burst $(BENCH_BURST) -runs $(BENCH_RUNS) -gang 8 $(BENCH_E2E_ARGS)
 
 # bench-scale: KAI-Scheduler's public scale suite on kwok nodes (test/scale); BENCH_SCALE_NODES
 # scales it down for a quick run, BENCH_SCALE_RUNS > 1 prints medians.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,11 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -117,19 +114,6 @@ func (byteQuantity) Type() string { return "quantity" }
 
 func addNVMLFlag(cmd *cobra.Command, opts *agent.Options) {
 	cmd.Flags().StringVar(&opts.NVML, "nvml", opts.NVML, "GPU library: real (libnvidia-ml.so.1), or mock:dgxh100|dgxh200|dgxa100|dgxb200|l4|t4 for a fake node.")
-}
-
-func bindZap(cmd *cobra.Command, o *zap.Options) {
-	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
-	o.BindFlags(gfs)
-	cmd.Flags().AddGoFlagSet(gfs)
-}
-
-func setupLogging(o *zap.Options) logr.Logger {
-	log := zap.New(zap.UseFlagOptions(o))
-	ctrl.SetLogger(log)
-	klog.SetLogger(log)
-	return log
 }
 
 func newAgentDiscoverCommand() *cobra.Command {

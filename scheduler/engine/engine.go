@@ -71,7 +71,6 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 		limited:   make(map[*snapshot.Gang]bool),
 	}
 	e.told.reset()
-	log := e.opts.Logger.WithValues("now", now)
 
 	// 0. Lent GPUs whose holders woke (or left) go back to them before anything else.
 	c.returnLoans()
@@ -100,8 +99,10 @@ func (e *Engine) Schedule(snap *snapshot.Snapshot, now time.Time) Result {
 	// 10. Reasons for every waiting gang, status of every queue.
 	c.report()
 
-	log.V(2).Info("cycle done", "bindings", len(c.res.Bindings), "nominations", len(c.res.Nominations),
-		"evictions", len(c.res.Evictions), "unschedulable", len(c.res.Unschedulable))
+	if v := e.opts.Logger.V(2); v.Enabled() {
+		v.Info("cycle done", "now", now, "bindings", len(c.res.Bindings), "nominations", len(c.res.Nominations),
+			"evictions", len(c.res.Evictions), "unschedulable", len(c.res.Unschedulable))
+	}
 	return *c.res
 }
 

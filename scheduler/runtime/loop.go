@@ -72,8 +72,13 @@ type loop struct {
 	// budgetBackoff spaces the engine's attempts on a PodDisruptionBudget that refused an
 	// eviction, per budget.
 	budgetBackoff *flowcontrol.Backoff
-	lastState     time.Time
-	built         atomic.Bool
+	// lastState is when the state metrics were last taken; pendingState the result of a later
+	// cycle that decided something, whose state stateTimer takes when the gap since lastState
+	// ends (see takeState).
+	lastState    time.Time
+	pendingState *engine.Result
+	stateTimer   clock.Timer
+	built        atomic.Bool
 	// cycles counts the cycles run, for tests that step a fake clock.
 	cycles atomic.Int64
 	// swaps writes the engine's swap requests for the gpu-agents.
@@ -112,24 +117,41 @@ func (l *loop) Start(ctx context.Context) error {
 	defer period.Stop()
 	debounce := l.clock.NewTimer(time.Hour)
 	debounce.Stop()
+	l.stateTimer = l.clock.NewTimer(time.Hour)
+	l.stateTimer.Stop()
+	defer l.stateTimer.Stop()
 	for {
 		l.cycle(ctx)
-		last := l.clock.Now()
+		if !l.waitForCycle(ctx, period, debounce) {
+			return nil
+		}
+	}
+}
+
+// waitForCycle waits until the next cycle is due (false: ctx ended), taking the state metrics
+// meanwhile when their timer says so.
+func (l *loop) waitForCycle(ctx context.Context, period clock.Ticker, debounce clock.Timer) bool {
+	last := l.clock.Now()
+	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
 		case <-period.C():
+			return true
+		case <-l.stateTimer.C():
+			l.takePendingState()
 		case <-l.rt.queue.Wake():
 			// A change after a quiet spell is acted on at once; during a burst (the last cycle
 			// ended moments ago) the cycle waits the debounce to take more of it.
 			if l.clock.Since(last) >= 4*l.opts.Debounce {
-				continue
+				return true
 			}
 			debounce.Reset(l.opts.Debounce)
 			select {
 			case <-ctx.Done():
-				return nil
+				return false
 			case <-debounce.C():
+				return true
 			}
 		}
 	}
@@ -223,10 +245,7 @@ func (l *loop) cycle(ctx context.Context) {
 	report := status.NewReport(&res, l.snap)
 	report.Usage = l.usageStatus
 	l.rt.status.Publish(report)
-	if now.Sub(l.lastState) >= time.Second || len(res.Bindings)+len(res.Evictions) > 0 {
-		l.lastState = now
-		l.rt.metrics.SetState(l.metricsState(&res))
-	}
+	l.takeState(&res, now)
 	took := l.clock.Since(begin)
 	l.rt.metrics.CycleDuration.Observe(took.Seconds())
 	if v := l.log.V(2); v.Enabled() && (len(l.keys) > 0 || len(res.Bindings)+len(res.Evictions) > 0) {
@@ -234,6 +253,46 @@ func (l *loop) cycle(ctx context.Context) {
 			"nominations", len(res.Nominations), "evictions", len(res.Evictions), "waiting", len(res.Unschedulable),
 			"apply", applied.Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	}
+}
+
+// stateGap is the shortest time between two takings of the state metrics after cycles that
+// decided something. Taking them walks every queue, node and pod of the snapshot; during a burst
+// a cycle binds a few pods every few tens of milliseconds, and taking them after each such cycle
+// was a third of the loop's CPU (issue 41). A Prometheus scrape every 15 s or more sees no
+// difference.
+const stateGap = 250 * time.Millisecond
+
+// takeState takes the state metrics after the cycle at now when a second has passed since they
+// were last taken, or when the cycle decided something and stateGap has passed. A cycle that
+// decided something within the gap leaves its result to the state timer, which takes it when
+// the gap ends unless a later cycle took the state first: the state after the last decisions is
+// always published, at most stateGap late.
+func (l *loop) takeState(res *engine.Result, now time.Time) {
+	since := now.Sub(l.lastState)
+	decided := len(res.Bindings)+len(res.Evictions) > 0
+	switch {
+	case since >= time.Second || ((decided || l.pendingState != nil) && since >= stateGap):
+		l.pendingState = nil
+		l.lastState = now
+		l.rt.metrics.SetState(l.metricsState(res))
+	case decided || l.pendingState != nil:
+		if l.pendingState == nil && l.stateTimer != nil {
+			l.stateTimer.Reset(stateGap - since)
+		}
+		l.pendingState = res
+	}
+}
+
+// takePendingState takes the state metrics of the last cycle when the state timer fires. The
+// snapshot is as that cycle left it: only cycles change it, on this goroutine.
+func (l *loop) takePendingState() {
+	if l.pendingState == nil {
+		return // a cycle took the state since the timer was set
+	}
+	res := l.pendingState
+	l.pendingState = nil
+	l.lastState = l.clock.Now()
+	l.rt.metrics.SetState(l.metricsState(res))
 }
 
 // restoreUsage starts the usage history from what the Queues' status kept (a restarted

@@ -137,10 +137,16 @@ func nodeGPUs(n *snapshot.Node) metrics.NodeGPUs {
 // swappedGPUs lists the node's shared GPUs with holders whose memory their gpu-agent reports on
 // host RAM (fairway.dev/gpu-swap SwappedOut), in slot order.
 func swappedGPUs(n *snapshot.Node, uuids map[gpushare.SlotKey]string) []metrics.Swapped {
+	// Only the tasks on a shared (or reserved) slot can hold swapped memory; most nodes have no
+	// such slot, and their slots are one short array where their tasks are pointers apart.
+	if !slices.ContainsFunc(n.Slots, func(s snapshot.GPUSlot) bool { return s.Sharers > 0 || s.Reserved > 0 }) {
+		return nil
+	}
 	var out []metrics.Swapped
 	at := map[int32]int{}
 	for _, t := range n.Tasks {
-		if t.Swap().State != v1alpha1.GPUSwappedOut || t.GPUs.Loan || t.GPUs.Shared < 0 || int(t.GPUs.Shared) >= len(n.Slots) {
+		// The slot tests first: Swap copies the task's swap state, and most tasks share no GPU.
+		if t.GPUs.Shared < 0 || t.GPUs.Loan || int(t.GPUs.Shared) >= len(n.Slots) || t.Swap().State != v1alpha1.GPUSwappedOut {
 			continue
 		}
 		i, ok := at[t.GPUs.Shared]

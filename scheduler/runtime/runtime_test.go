@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
@@ -34,11 +36,16 @@ func startRuntime(t *testing.T, cs *fake.Clientset, objs ...apiruntime.Object) *
 // startRuntimeWithClock starts a runtime whose loop runs on clk (nil: the wall clock).
 func startRuntimeWithClock(t *testing.T, cs *fake.Clientset, clk clock.WithTicker, objs ...apiruntime.Object) *Runtime {
 	t.Helper()
-	crd := crfake.NewClientBuilder().WithScheme(scheme()).WithRuntimeObjects(objs...).Build()
-	rt, err := New(Clients{Scheduling: cs, Status: cs, Events: cs, CRD: crd}, Options{
+	return startRuntimeWithOptions(t, cs, Options{
 		CyclePeriod: 50 * time.Millisecond, Debounce: time.Millisecond, StatusInterval: time.Hour,
 		Engine: engine.Options{EvictionGracePeriod: time.Second}, Clock: clk,
-	})
+	}, objs...)
+}
+
+func startRuntimeWithOptions(t *testing.T, cs *fake.Clientset, opts Options, objs ...apiruntime.Object) *Runtime {
+	t.Helper()
+	crd := crfake.NewClientBuilder().WithScheme(scheme()).WithRuntimeObjects(objs...).Build()
+	rt, err := New(Clients{Scheduling: cs, Status: cs, Events: cs, CRD: crd}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +200,74 @@ func TestPodsLeftOnADeletedNodeAreDeletedAfterTheGrace(t *testing.T) {
 		_, err := cs.CoreV1().Pods("a").Get(context.Background(), "p", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// The state metrics are taken at most every stateGap after cycles that bind, and the state
+// after the last such cycle is published when the gap ends, with no cycle after it: the loop's
+// period is an hour here, so only the state timer can take it.
+func TestStateMetricsFollowTheLastCycleWithinTheGap(t *testing.T) {
+	newPod := func(name string) *corev1.Pod {
+		p := testutil.MakePod("a", name).Queue("a").GPU(1).Obj()
+		p.Spec.SchedulerName, p.UID = "fairway", types.UID(name+"-uid")
+		return p
+	}
+	cs := fake.NewClientset(testutil.MakeNode("n1").GPUs(8, "H100").Obj(), newPod("p1"))
+	var bound sync.Map
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+		if a.GetSubresource() == "binding" {
+			bound.Store(a.(k8stesting.CreateAction).GetObject().(*corev1.Binding).Name, true)
+			return true, nil, nil
+		}
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	rt := startRuntimeWithOptions(t, cs, Options{CyclePeriod: time.Hour, Debounce: time.Millisecond, StatusInterval: time.Hour, Clock: clk},
+		testutil.MakeQueue("a").Obj())
+	whole := func() int {
+		if st := rt.metrics.State(); st != nil {
+			for _, n := range st.NodeGPUs {
+				if n.Node == "n1" {
+					return n.Whole
+				}
+			}
+		}
+		return -1
+	}
+	isBound := func(name string) func() bool {
+		return func() bool { _, ok := bound.Load(name); return ok }
+	}
+	eventually(t, "p1 bound", isBound("p1"))
+	eventually(t, "the state after p1's binding", func() bool { return whole() == 1 })
+
+	// p2 binds within the gap: the state waits for it to end.
+	if _, err := cs.CoreV1().Pods("a").Create(context.Background(), newPod("p2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !isBound("p2")(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("p2 not bound within 10s")
+		}
+		clk.Step(time.Millisecond) // the debounce
+	}
+	// Cycles that p2's binding wakes (its event, its informer update) run too, still within the
+	// gap; then the loop is idle.
+	for quiet, cycles := 0, rt.loop.cycles.Load(); quiet < 20; time.Sleep(2 * time.Millisecond) {
+		clk.Step(time.Millisecond)
+		if n := rt.loop.cycles.Load(); n != cycles {
+			quiet, cycles = 0, n
+		} else {
+			quiet++
+		}
+	}
+	if got := whole(); got != 1 {
+		t.Fatalf("state taken again within %v of the last: %d whole GPUs, want still 1", stateGap, got)
+	}
+	cycles := rt.loop.cycles.Load()
+	clk.Step(stateGap)
+	eventually(t, "the state after p2's binding, when the gap ended", func() bool { return whole() == 2 })
+	if n := rt.loop.cycles.Load(); n != cycles {
+		t.Errorf("%d cycles ran after the gap; the state timer alone should have taken the state", n-cycles)
+	}
 }
 
 func TestMain(m *testing.M) {

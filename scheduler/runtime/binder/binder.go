@@ -218,14 +218,18 @@ func (f *failure) Unwrap() error { return f.err }
 
 func (b *Binder) finish(r *Request, err error) {
 	b.queue.Done(r)
-	log := b.opts.Log.WithValues("pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
 	if err == nil {
-		log.V(3).Info("Bound")
+		// No logger with the pod's values unless the line is written: building one encodes
+		// them, once per bound pod.
+		if v := b.opts.Log.V(3); v.Enabled() {
+			v.Info("Bound", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
+		}
 		if b.opts.Observer != nil {
 			b.opts.Observer.Bound(r, time.Now())
 		}
 		return
 	}
+	log := b.opts.Log.WithValues("pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "node", r.Node)
 	reason := ReasonError
 	var f *failure
 	if errors.As(err, &f) {

@@ -229,6 +229,9 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // SetState publishes the state metrics; s must not change afterwards.
 func (m *Metrics) SetState(s *State) { m.state.Store(s) }
 
+// State is the state metrics last published, nil before the first.
+func (m *Metrics) State() *State { return m.state.Load() }
+
 type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {

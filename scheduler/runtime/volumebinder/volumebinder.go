@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +124,16 @@ func NeedsVolumes(pod *corev1.Pod, vl cache.VolumeLookup) bool {
 // Submit takes one cycle's bindings; it never blocks. The bindings of gangs without unbound
 // claims go to the pod binder at once; every other gang waits for its volumes as a whole.
 func (b *Binder) Submit(reqs ...binder.Request) {
+	// Most cycles bind no pod with an unbound claim: their bindings go on as they came, without
+	// being grouped by gang (a map and a slice per gang, every cycle).
+	if !slices.ContainsFunc(reqs, func(r binder.Request) bool {
+		return NeedsVolumes(b.lookup.Pod(r.Pod.Namespace, r.Pod.Name), b.lookup)
+	}) {
+		if len(reqs) > 0 {
+			b.next(reqs...)
+		}
+		return
+	}
 	var direct []binder.Request
 	groups := map[snapshot.GangKey][]binder.Request{}
 	var order []snapshot.GangKey
@@ -199,14 +210,15 @@ func (b *Binder) run(reqs []binder.Request) {
 	var picked []string
 	err := b.bindGroup(ctx, reqs, &picked)
 	b.done(reqs, picked)
-	log := b.opts.Log.WithValues("gang", reqs[0].Gang.String(), "pods", len(reqs))
 	if err == nil {
-		log.V(2).Info("Volumes ready; binding the pods", "took", time.Since(begin).Round(time.Millisecond))
+		if v := b.opts.Log.V(2); v.Enabled() {
+			v.Info("Volumes ready; binding the pods", "gang", reqs[0].Gang.String(), "pods", len(reqs), "took", time.Since(begin).Round(time.Millisecond))
+		}
 		b.next(reqs...)
 		return
 	}
 	if ctx.Err() == nil {
-		log.Info("Volume binding failed; the pods go back to pending", "err", err.Error())
+		b.opts.Log.Info("Volume binding failed; the pods go back to pending", "gang", reqs[0].Gang.String(), "pods", len(reqs), "err", err.Error())
 	}
 	for i := range reqs {
 		r := &reqs[i]

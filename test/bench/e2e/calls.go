@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,47 @@ func readAPICalls(ctx context.Context, cs kubernetes.Interface) (apiCalls, error
 			key += "/" + sub
 		}
 		out[key] += v
+	}
+	return out, sc.Err()
+}
+
+// readClientCalls counts the requests one fairway process made, by method and response code,
+// from the client-go metric rest_client_requests_total on its metrics endpoint (addr). Unlike
+// apiserver_request_total it holds that process's calls alone, so it tells fairway's writes
+// from kwok's and the controllers' (client-go labels them by method, not by resource).
+func readClientCalls(ctx context.Context, addr string) (apiCalls, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading fairway's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := apiCalls{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(line[len("rest_client_requests_total{"):end], ",") {
+			if k, val, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(val, `"`)
+			}
+		}
+		out[labels["method"]+" "+labels["code"]] += v
 	}
 	return out, sc.Err()
 }

@@ -23,6 +23,13 @@
 // fairway runs (kube-scheduler has no gangs):
 //
 //	bench-e2e: nodes=N pods=M gang=G fairway=X pods/s
+//
+// -schedulers runs only some of the schedulers. -baseline BIN runs another build of fairway
+// (say, of main) as one more scheduler of the rotation, reported as its own row "baseline": on a
+// shared 2-vCPU machine the CPU that one build spends per 1,000 pods moved by a quarter between
+// invocations, so two builds are compared within one invocation, not across two. -profile DIR
+// saves, for every burst of fairway (and of the baseline), a CPU profile of the burst and the
+// allocations it made, from the scheduler's --pprof-bind-address.
 package main
 
 import (
@@ -68,6 +75,11 @@ type options struct {
 	// noop and kubeconfig: run as the no-op binder (the benchmark starts itself so).
 	noop       bool
 	kubeconfig string
+	// schedulers are the schedulers to run, in the rotation's order; baseline another fairway
+	// binary to run as the scheduler "baseline"; profile where to save fairway's profiles.
+	schedulers []string
+	baseline   string
+	profile    string
 }
 
 func main() {
@@ -83,7 +95,25 @@ func main() {
 	flag.StringVar(&o.keep, "keep-logs", "", "copy the components' logs to this directory at the end")
 	flag.BoolVar(&o.noop, "noop-binder", false, "internal: run as the no-op binder (the ceiling) on -kubeconfig, with -qps and -burst")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "internal: the no-op binder's kubeconfig")
+	scheds := flag.String("schedulers", "fairway,kube-scheduler,noop-binder", "comma-separated schedulers to run: fairway, kube-scheduler, noop-binder (or noop)")
+	flag.StringVar(&o.baseline, "baseline", "", "another fairway binary (e.g. built from main) to run in the same rotation, reported as the row \"baseline\"")
+	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an allocation profile of each fairway burst into this directory")
 	flag.Parse()
+	var err error
+	if o.baseline != "" {
+		// The cluster resolves a bare name in its bin directory; the baseline is the caller's file.
+		if o.baseline, err = filepath.Abs(o.baseline); err == nil {
+			_, err = os.Stat(o.baseline)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-e2e: -baseline:", err)
+			os.Exit(2)
+		}
+	}
+	if o.schedulers, err = parseSchedulers(*scheds, o.baseline, o.gang); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.noop {
@@ -155,13 +185,9 @@ func run(ctx context.Context, o options) error {
 
 	rates, cpuPer1000, planeCPU := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for i := range o.runs {
-		order := []string{"fairway", "kube-scheduler", noopName}
-		if o.gang > 0 {
-			order = order[:1]
-		} else {
-			// Each scheduler goes first, second and last in turn.
-			order = slices.Concat(order[i%3:], order[:i%3])
-		}
+		// Each scheduler goes first, second and last in turn.
+		n := len(o.schedulers)
+		order := slices.Concat(o.schedulers[i%n:], o.schedulers[:i%n])
 		for _, s := range order {
 			r, err := b.runOnce(ctx, s, i)
 			if err != nil {
@@ -176,24 +202,83 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("bench-e2e: %d runs in %v (cluster start included)\n", o.runs, time.Since(begin).Round(time.Second))
 	if o.gang > 0 {
-		fmt.Printf("bench-e2e: nodes=%d pods=%d gang=%d fairway=%.1f pods/s\n", o.nodes, o.pods, o.gang, median(rates["fairway"]))
+		line := fmt.Sprintf("bench-e2e: nodes=%d pods=%d gang=%d fairway=%.1f pods/s", o.nodes, o.pods, o.gang, median(rates["fairway"]))
+		if o.baseline != "" {
+			line += fmt.Sprintf(" baseline=%.1f pods/s", median(rates[baselineName]))
+		}
+		fmt.Println(line)
 		return nil
 	}
-	x, y, z := median(rates["fairway"]), median(rates["kube-scheduler"]), median(rates[noopName])
-	fmt.Printf("bench-e2e: %-16s %8s  %16s  %22s  %s\n", "scheduler", "pods/s", "share of ceiling", "CPU s per 1,000 pods", "control plane CPU s")
-	for _, row := range []struct {
-		name, key string
-		rate      float64
-	}{{"fairway", "fairway", x}, {"kube-scheduler", "kube-scheduler", y}, {"ceiling", noopName, z}} {
-		fmt.Printf("bench-e2e: %-16s %8.1f  %15.1f%%  %22.2f  %.1f\n", row.name, row.rate, 100*row.rate/z, median(cpuPer1000[row.key]), median(planeCPU[row.key]))
-	}
-	fmt.Printf("bench-e2e: nodes=%d pods=%d fairway=%.1f pods/s kube-scheduler=%.1f pods/s ceiling=%.1f pods/s ratio=%.2f fairway/ceiling=%.1f%%\n",
-		o.nodes, o.pods, x, y, z, x/y, 100*x/z)
+	printSummary(o, rates, cpuPer1000, planeCPU)
 	return nil
 }
 
-// noopName names the no-op binder's runs.
-const noopName = "noop-binder"
+// printSummary prints the medians of the schedulers that ran, each beside the ceiling's where
+// the no-op binder ran.
+func printSummary(o options, rates, cpuPer1000, planeCPU map[string][]float64) {
+	z, zCPU := median(rates[noopName]), median(cpuPer1000[noopName])
+	_, ceiling := rates[noopName]
+	fmt.Printf("bench-e2e: %-16s %8s  %16s  %22s  %14s  %s\n", "scheduler", "pods/s", "share of ceiling", "CPU s per 1,000 pods", "× no-op's CPU", "control plane CPU s")
+	line := fmt.Sprintf("bench-e2e: nodes=%d pods=%d", o.nodes, o.pods)
+	for _, s := range o.schedulers {
+		name := s
+		if s == noopName {
+			name = "ceiling"
+		}
+		rate, cpu := median(rates[s]), median(cpuPer1000[s])
+		share, times := "-", "-"
+		if ceiling {
+			share, times = fmt.Sprintf("%.1f%%", 100*rate/z), fmt.Sprintf("%.2f", cpu/zCPU)
+		}
+		fmt.Printf("bench-e2e: %-16s %8.1f  %16s  %22.2f  %14s  %.1f\n", name, rate, share, cpu, times, median(planeCPU[s]))
+		line += fmt.Sprintf(" %s=%.1f pods/s", name, rate)
+	}
+	x, y := median(rates["fairway"]), median(rates["kube-scheduler"])
+	if x > 0 && y > 0 {
+		line += fmt.Sprintf(" ratio=%.2f", x/y)
+	}
+	if x > 0 && ceiling {
+		line += fmt.Sprintf(" fairway/ceiling=%.1f%%", 100*x/z)
+	}
+	fmt.Println(line)
+}
+
+// noopName names the no-op binder's runs; baselineName those of the -baseline binary.
+const (
+	noopName     = "noop-binder"
+	baselineName = "baseline"
+)
+
+// parseSchedulers turns -schedulers into the rotation's order, with the baseline after fairway
+// when there is one. Gangs are fairway's alone.
+func parseSchedulers(list, baseline string, gang int) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "":
+			continue
+		case "noop":
+			s = noopName
+		case "fairway", "kube-scheduler", noopName:
+		default:
+			return nil, fmt.Errorf("-schedulers: unknown scheduler %q (fairway, kube-scheduler, noop-binder)", s)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if gang > 0 {
+		out = slices.DeleteFunc(out, func(s string) bool { return s != "fairway" })
+	}
+	if baseline != "" {
+		i := slices.Index(out, "fairway") + 1
+		out = slices.Insert(out, i, baselineName)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-schedulers: no scheduler to run")
+	}
+	return out, nil
+}
 
 type bench struct {
 	o   options
@@ -244,7 +329,7 @@ type result struct {
 // runOnce starts one scheduler, runs one burst through it, stops it and deletes the pods.
 func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, error) {
 	name := fmt.Sprintf("%s-%d", sched, run)
-	proc, err := b.startScheduler(sched, name)
+	proc, addrs, err := b.startScheduler(sched, name)
 	if err != nil {
 		return result{}, err
 	}
@@ -265,6 +350,18 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	if cerr != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
 	}
+	var ownBefore apiCalls
+	if addrs.metrics != "" {
+		if ownBefore, cerr = readClientCalls(ctx, addrs.metrics); cerr != nil {
+			fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
+		}
+	}
+	var prof *burstProfiler
+	if addrs.pprof != "" {
+		if prof, err = startProfile(ctx, addrs.pprof, b.o.profile, fmt.Sprintf("%s-run%d", sched, run+1)); err != nil {
+			return result{}, err
+		}
+	}
 	prefix := fmt.Sprintf("%s-%d-", sched, run)
 	begin := time.Now()
 	created, err := b.createBurst(ctx, sched, prefix)
@@ -279,6 +376,12 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	last, lat := w.latencies(prefix, created)
 	span := last.Sub(begin)
 	used, cpuText := cpu.since(cpuBefore)
+	if prof != nil {
+		// After the CPU reading: the profile's last chunk runs on past the burst.
+		if err := prof.finish(ctx); err != nil {
+			return result{}, err
+		}
+	}
 	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid()),
 		cpuPer1000: used[0] * 1000 / float64(b.o.pods), controlPlaneCPU: sum(used[1 : len(used)-1])}
@@ -286,37 +389,59 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
 		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
 	}
+	if ownBefore != nil {
+		if after, err := readClientCalls(ctx, addrs.metrics); err == nil {
+			fmt.Printf("bench-e2e: %s: its own requests during the burst, by method and code: %s\n", sched, after.since(ownBefore, 10))
+		}
+	}
 	cancel()
 	_ = proc.Stop()
 	fmt.Printf("bench-e2e: %s bound the burst at %.1f pods/s; deleting its pods\n", sched, r.rate)
 	return r, b.cleanup(ctx)
 }
 
-// startScheduler starts scheduler sched (fairway, the no-op binder or kube-scheduler) as process
-// name, with the bench's client limits.
-func (b *bench) startScheduler(sched, name string) (*cluster.Process, error) {
+// schedAddrs are where a fairway process serves its metrics and, started with -profile, its
+// profiles; empty for the other schedulers.
+type schedAddrs struct{ metrics, pprof string }
+
+// startScheduler starts scheduler sched (fairway, the baseline, the no-op binder or
+// kube-scheduler) as process name, with the bench's client limits.
+func (b *bench) startScheduler(sched, name string) (proc *cluster.Process, addrs schedAddrs, err error) {
 	qps, burst := strconv.FormatFloat(b.o.qps, 'f', -1, 64), strconv.Itoa(b.o.burst)
 	switch sched {
-	case "fairway":
-		ports, err := cluster.FreePorts(2)
+	case "fairway", baselineName:
+		ports, err := cluster.FreePorts(3)
 		if err != nil {
-			return nil, err
+			return nil, addrs, err
 		}
 		port, mport := ports[0], ports[1]
-		return b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: b.bin, Args: []string{"scheduler",
+		bin := b.bin
+		if sched == baselineName {
+			bin = b.o.baseline
+		}
+		args := []string{"scheduler",
 			"--kubeconfig=" + b.c.Kubeconfig(), "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(mport),
-			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", "--write-timeout=2s"}})
+			"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", "--write-timeout=2s"}
+		addrs.metrics = "127.0.0.1:" + strconv.Itoa(mport)
+		if b.o.profile != "" {
+			addrs.pprof = "127.0.0.1:" + strconv.Itoa(ports[2])
+			args = append(args, "--pprof-bind-address="+addrs.pprof)
+		}
+		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: bin, Args: args})
+		return proc, addrs, err
 	case noopName:
 		self, err := os.Executable()
 		if err != nil {
-			return nil, err
+			return nil, addrs, err
 		}
-		return b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: self, Args: []string{
+		proc, err = b.c.StartProcess(cluster.ProcessSpec{Name: name, Path: self, Args: []string{
 			"-noop-binder", "-kubeconfig=" + b.c.Kubeconfig(), "-qps=" + qps, "-burst=" + burst}})
+		return proc, addrs, err
 	}
 	// StartKubeScheduler names its process kube-scheduler; one per cluster at a time.
-	return b.startKubeScheduler(name, qps, burst)
+	proc, err = b.startKubeScheduler(name, qps, burst)
+	return proc, addrs, err
 }
 
 // waitReady waits until the scheduler binds a probe pod, then deletes the probe.
@@ -462,7 +587,7 @@ func (b *bench) pod(sched, name, group string) *corev1.Pod {
 	if sched == noopName {
 		p.Spec.SchedulerName = noopSchedulerName
 	}
-	if sched == "fairway" {
+	if sched == "fairway" || sched == baselineName {
 		p.Spec.SchedulerName = fairwayv1.SchedulerName
 		p.Labels[fairwayv1.QueueLabel] = benchNS
 		if group != "" {

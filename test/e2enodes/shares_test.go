@@ -419,7 +419,7 @@ func testGPUShares(t *testing.T, sn *shareNode, d shareDelivery) {
 			t.Fatalf("%s/share: the scheduler recorded GPU %q, not a GPU of node %s", n, uuid, node.Name)
 		}
 		checkShareSpec(t, pod)
-		logs := waitLog(t, c, n, "share", "share-mounts:", 30*time.Second)
+		logs := waitLog(t, c, n, "share", "shm: ", 30*time.Second) // the last line before it waits
 		t.Logf("%s/share (%s=%s) on GPU %d %s:\n%s", n, a.key, a.value, minor, uuid, logs)
 		checkShareProbeOf(t, n+"/share", logs, uuid, minor, a.limitMiB, d)
 		checkOpenProbe(t, n+"/share", logs)

@@ -89,7 +89,7 @@ stamp_of() { # module pkg ldflags tags environment
     echo "$2" "$3" "${BASE_LDFLAGS}"
     [[ -z "$4" ]] || echo "tags $4" # only when set: the stamps of tools without tags stay as they were
     # shellcheck disable=SC2086 # the environment is VAR=value words
-    env ${5} "${GO}" env GOVERSION GOOS GOARCH CGO_ENABLED
+    env ${5:-} "${GO}" env GOVERSION GOOS GOARCH CGO_ENABLED
   } | sha256sum | cut -d' ' -f1
 }
 

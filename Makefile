@@ -67,7 +67,7 @@ image: ## Build the container image (needs a Docker engine; not used by tests or
 
 .PHONY: images
 images: ## Build the real-node tier's images and the fairway image with Docker from Debian's packages (no registry; needs root, debootstrap, gcc). See docs/real-nodes.md.
-	hack/build-tools.sh kubelet
+	hack/build-tools.sh kubelet containerd containerd-shim-runc-v2 ctr
 	hack/images/build.sh
 
 .PHONY: generate

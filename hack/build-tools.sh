@@ -24,8 +24,11 @@ if [[ ! "${KUBE_VERSION}" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+ ]]; then
   exit 1
 fi
 KUBE_MAJOR="${BASH_REMATCH[1]}" KUBE_MINOR="${BASH_REMATCH[2]}"
+# containerd reports the version its release builds stamp in (the module's otherwise: "+unknown").
+CONTAINERD_VERSION="$(awk '$1 == "require" && $2 == "github.com/containerd/containerd/v2" {print $3}' "${ROOT}/hack/tools/containerd/go.mod")"
+CONTAINERD_LDFLAGS=" -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}"
 
-# name|tools module (under hack/tools)|main package|extra -ldflags|build tags
+# name|tools module (under hack/tools)|main package|extra -ldflags|build tags|environment
 KUBE_VERSION_LDFLAGS=""
 for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   # Without these the binaries report v0.0.0-master, which breaks kubectl's skew check and
@@ -51,11 +54,16 @@ TOOLS=(
   "controller-gen|dev|sigs.k8s.io/controller-tools/cmd/controller-gen|"
   "local-path-provisioner|local-path-provisioner|github.com/rancher/local-path-provisioner|"
   "golangci-lint|lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|"
+  # containerd 2.x for the real-node tier's CDI node image (hack/images/node.sh, NODE_CDI_IMAGE),
+  # static like containerd's own release builds, without the snapshotters that need C headers.
+  "containerd|containerd|github.com/containerd/containerd/v2/cmd/containerd|${CONTAINERD_LDFLAGS}|no_btrfs no_devmapper no_zfs|CGO_ENABLED=0"
+  "containerd-shim-runc-v2|containerd|github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2|${CONTAINERD_LDFLAGS}|no_btrfs no_devmapper no_zfs|CGO_ENABLED=0"
+  "ctr|containerd|github.com/containerd/containerd/v2/cmd/ctr|${CONTAINERD_LDFLAGS}|no_btrfs no_devmapper no_zfs|CGO_ENABLED=0"
 )
 
-# Built only when named (`make images` names the kubelet): only the real-node tier runs them, so
-# `make tools`, and with it `make test`, does not pay their cold build.
-ON_REQUEST=(kubelet)
+# Built only when named (`make images` names the kubelet and containerd): only the real-node tier
+# runs them, so `make tools`, and with it `make test`, does not pay their cold build.
+ON_REQUEST=(kubelet containerd containerd-shim-runc-v2 ctr)
 
 # -s -w drops the symbol tables: the binaries are a third smaller and link faster. -trimpath is
 # left out on purpose: it changes every compile cache key, so it would not share the build cache
@@ -74,13 +82,14 @@ lookup() {
   return 1
 }
 
-stamp_of() { # module pkg ldflags tags
+stamp_of() { # module pkg ldflags tags environment
   local moddir="${ROOT}/hack/tools/$1"
   {
     cat "${moddir}/go.mod" "${moddir}/go.sum"
     echo "$2" "$3" "${BASE_LDFLAGS}"
     [[ -z "$4" ]] || echo "tags $4" # only when set: the stamps of tools without tags stay as they were
-    "${GO}" env GOVERSION GOOS GOARCH CGO_ENABLED
+    # shellcheck disable=SC2086 # the environment is VAR=value words
+    env ${5:-} "${GO}" env GOVERSION GOOS GOARCH CGO_ENABLED
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -92,13 +101,13 @@ is_fresh() { # name stamp
 # one action graph compiles what they share once and links them side by side, where one build
 # after another left a core idle through each link (kube-apiserver, -controller-manager,
 # -scheduler and kubectl). Each tool's stamp is its own, as if built alone.
-build_group() { # module ldflags tags name...
-  local module="$1" ldflags="$2" tags="$3"
-  shift 3
+build_group() { # module ldflags tags environment name...
+  local module="$1" ldflags="$2" tags="$3" environment="$4"
+  shift 4
   local name pkg stamp names=() pkgs=() stamps=()
   for name in "$@"; do
-    IFS='|' read -r _ _ pkg _ _ <<<"$(lookup "${name}")"
-    stamp="$(stamp_of "${module}" "${pkg}" "${ldflags}" "${tags}")"
+    IFS='|' read -r _ _ pkg _ _ _ <<<"$(lookup "${name}")"
+    stamp="$(stamp_of "${module}" "${pkg}" "${ldflags}" "${tags}" "${environment}")"
     if is_fresh "${name}" "${stamp}"; then
       echo "build-tools: ${name} is up to date"
       continue
@@ -115,12 +124,13 @@ build_group() { # module ldflags tags name...
   rm -rf "${tmp}" && mkdir -p "${tmp}"
   # GOWORK=off: each module builds from its own go.mod, which hack/tools/tools.work keeps in step
   # with the others (see the header of that file).
+  # shellcheck disable=SC2086 # the environment is VAR=value words
   if ((${#names[@]} == 1)); then
     (cd "${ROOT}/hack/tools/${module}" &&
-      GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}/${names[0]}" "${pkgs[0]}")
+      env GOWORK=off ${environment} "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}/${names[0]}" "${pkgs[0]}")
   else
     (cd "${ROOT}/hack/tools/${module}" &&
-      GOWORK=off "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}/" "${pkgs[@]}")
+      env GOWORK=off ${environment} "${GO}" build -tags="${tags}" -ldflags="${BASE_LDFLAGS}${ldflags}" -o "${tmp}/" "${pkgs[@]}")
   fi
   local i
   for i in "${!names[@]}"; do
@@ -150,11 +160,11 @@ main() {
 
   # Group the requested tools by module, flags and tags, in the order they were asked for. A
   # tool whose binary name is not its package's last element builds on its own.
-  local start=${SECONDS} module pkg ldflags tags key keys=() members=() i found
+  local start=${SECONDS} module pkg ldflags tags environment key keys=() members=() i found
   for n in "${names[@]}"; do
     t="$(lookup "$n")"
-    IFS='|' read -r _ module pkg ldflags tags <<<"$t"
-    key="${module}|${ldflags}|${tags}"
+    IFS='|' read -r _ module pkg ldflags tags environment <<<"$t"
+    key="${module}|${ldflags}|${tags}|${environment}"
     [[ "${pkg##*/}" == "$n" ]] || key="${key}|alone:$n"
     found=""
     for i in "${!keys[@]}"; do
@@ -163,9 +173,9 @@ main() {
     [[ -n "${found}" ]] || { keys+=("${key}"); members+=("$n"); }
   done
   for i in "${!keys[@]}"; do
-    IFS='|' read -r module ldflags tags _ <<<"${keys[i]}"
+    IFS='|' read -r module ldflags tags environment _ <<<"${keys[i]}"
     # shellcheck disable=SC2086 # members are tool names, one word each
-    build_group "${module}" "${ldflags}" "${tags}" ${members[i]}
+    build_group "${module}" "${ldflags}" "${tags}" "${environment}" ${members[i]}
   done
   echo "build-tools: done in $(fmt_secs $((SECONDS - start)))"
 }

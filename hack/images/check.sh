@@ -5,7 +5,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_docker
 missing=()
-for img in "${NODE_IMAGE}" "${FAIRWAY_IMAGE}" "${ARGOEXEC_IMAGE}" "${KFP_IMAGE}" "${RAY_IMAGE}"; do
+for img in "${NODE_IMAGE}" "${NODE_CDI_IMAGE}" "${FAIRWAY_IMAGE}" "${ARGOEXEC_IMAGE}" "${KFP_IMAGE}" "${RAY_IMAGE}"; do
   image_exists "${img}" || missing+=("${img}")
 done
 if ((${#missing[@]})); then

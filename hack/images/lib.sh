@@ -6,6 +6,8 @@ SUITE="${DEBIAN_SUITE:-bookworm}"
 # them from looking like images a registry could serve.
 BASE_IMAGE="${BASE_IMAGE:-fairway.local/debian-base:${SUITE}}"
 NODE_IMAGE="${NODE_IMAGE:-fairway.local/node:dev}"
+# The node image with containerd 2.x, which applies CDI devices (test/nodes CDIImage).
+NODE_CDI_IMAGE="${NODE_CDI_IMAGE:-fairway.local/node-containerd2:dev}"
 FAIRWAY_IMAGE="${FAIRWAY_IMAGE:-ghcr.io/fairway-sched/fairway:dev}"
 PAUSE_IMAGE="${PAUSE_IMAGE:-fairway.local/pause:3.10}"
 BUSYBOX_IMAGE="${BUSYBOX_IMAGE:-fairway.local/busybox:1}"

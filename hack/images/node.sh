@@ -2,12 +2,16 @@
 # node.sh builds the real-node image (NODE_IMAGE) and the two images preloaded into its
 # containerd: a pause image (a static C program built here with gcc) and a workload image of
 # Debian's busybox-static. The kubelet is KUBELET (default <repo>/bin/kubelet, which
-# `hack/build-tools.sh kubelet` makes). Each image is skipped when it exists and its inputs did
-# not change (FORCE=1 rebuilds).
+# `hack/build-tools.sh kubelet` makes). Then the CDI node image (NODE_CDI_IMAGE): the same node
+# with containerd 2.x from CONTAINERD_BIN (default <repo>/bin: containerd,
+# containerd-shim-runc-v2 and ctr, which `hack/build-tools.sh containerd containerd-shim-runc-v2
+# ctr` makes). Each image is skipped when it exists and its inputs did not change (FORCE=1
+# rebuilds).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE="${ROOT}/hack/images"
 KUBELET="${KUBELET:-${ROOT}/bin/kubelet}"
+CONTAINERD_BIN="${CONTAINERD_BIN:-${ROOT}/bin}"
 PACKAGES_IMAGE="${PACKAGES_IMAGE:-fairway.local/node-packages:${SUITE}}"
 
 require_docker
@@ -78,4 +82,23 @@ else
   quiet docker build -q --build-arg "PACKAGES=${PACKAGES_IMAGE}" --label "fairway.inputs=${inputs}" \
     -f "${HERE}/node/Dockerfile" -t "${NODE_IMAGE}" "${ctx}" >/dev/null
   log "built ${NODE_IMAGE} in $(fmt_secs $((SECONDS - start))) ($(docker image inspect -f '{{.Size}}' "${NODE_IMAGE}" | numfmt --to=iec); kubelet $("${KUBELET}" --version | cut -d' ' -f2))"
+fi
+
+# 4. The CDI node image: containerd 2.x over Debian's 1.6 (docs/real-nodes.md, CDI).
+ctx="${OUT}/node-cdi-context"
+rm -rf "${ctx}" && mkdir -p "${ctx}"
+for b in containerd containerd-shim-runc-v2 ctr; do
+  [[ -x "${CONTAINERD_BIN}/${b}" ]] || { echo "images: no ${b} in ${CONTAINERD_BIN}: run hack/build-tools.sh containerd containerd-shim-runc-v2 ctr" >&2; exit 1; }
+  cp "${CONTAINERD_BIN}/${b}" "${ctx}/"
+done
+cp "${HERE}/node/containerd2.toml" "${ctx}/"
+start=${SECONDS}
+inputs="$(cd "${ctx}" && find . -type f -print0 | sort -z | xargs -0 sha256sum |
+  cat - "${HERE}/node/Dockerfile.containerd2" <(docker image inspect -f '{{.Id}}' "${NODE_IMAGE}") | sha256sum | cut -c1-16)"
+if fresh "${NODE_CDI_IMAGE}" "${inputs}"; then
+  log "${NODE_CDI_IMAGE} is up to date"
+else
+  quiet docker build -q --build-arg "NODE=${NODE_IMAGE}" --label "fairway.inputs=${inputs}" \
+    -f "${HERE}/node/Dockerfile.containerd2" -t "${NODE_CDI_IMAGE}" "${ctx}" >/dev/null
+  log "built ${NODE_CDI_IMAGE} in $(fmt_secs $((SECONDS - start))) ($(docker image inspect -f '{{.Size}}' "${NODE_CDI_IMAGE}" | numfmt --to=iec); $("${ctx}/containerd" --version | cut -d' ' -f2-3))"
 fi

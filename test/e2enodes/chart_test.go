@@ -239,20 +239,41 @@ func kfpRun(t *testing.T, c *cluster.Cluster, ns *nodes.Nodes) {
 				t.Errorf("logs of %s: %v", p.Name, err)
 				continue
 			}
-			visible := visibleDevices(logs)
-			node := ns.Node(p.Spec.NodeName)
-			if len(visible) != 1 || node == nil || !slices.Contains(node.Plugin.DeviceIDs(), visible[0]) {
-				t.Errorf("executor %s (%s) on %q sees GPUs %q, want one of that node's devices; log:\n%s", p.Name, task, p.Spec.NodeName, visible, logs)
-				continue
-			}
 			// evaluate's half GPU is fairway's share (on the device the kubelet gave its
 			// reservation), train's whole GPU the device plugin's.
 			share := p.Annotations[fairwayv1.GPUFractionAnnotation]
-			if half := strings.Contains(task, ".root.evaluate."); half != (share == "0.5") || half == (gpusOf(p) == 1) {
+			half := strings.Contains(task, ".root.evaluate.")
+			if half != (share == "0.5") || half == (gpusOf(p) == 1) {
 				t.Errorf("executor %s (%s): share %q, %d whole GPUs", p.Name, task, share, gpusOf(p))
 			}
+			visible, devNodes := logValues(logs, "NVIDIA_VISIBLE_DEVICES="), logValues(logs, "GPU_DEVICE_NODES=")
+			node := ns.Node(p.Spec.NodeName)
+			if node == nil {
+				t.Errorf("executor %s (%s) ran on %q, not a test node", p.Name, task, p.Spec.NodeName)
+				continue
+			}
+			var gpu string
+			if half {
+				// A share's GPU comes from fairway's device plugin, as the device node of the GPU
+				// the scheduler chose, and no variable names it.
+				uuid := p.Annotations[fairwayv1.GPUUUIDAnnotation]
+				minor := slices.Index(node.Plugin.DeviceIDs(), uuid)
+				if minor < 0 || len(visible) > 0 || !slices.Equal(devNodes, []string{nodes.GPUDeviceNode(minor)}) {
+					t.Errorf("executor %s (%s) on %q, a share of GPU %q: NVIDIA_VISIBLE_DEVICES %q, GPU device nodes %q, want none and that GPU's; log:\n%s",
+						p.Name, task, p.Spec.NodeName, uuid, visible, devNodes, logs)
+					continue
+				}
+				gpu = uuid + " as " + devNodes[0]
+			} else {
+				// A whole GPU is the (stand-in) NVIDIA device plugin's, named in its variable.
+				if len(visible) != 1 || !slices.Contains(node.Plugin.DeviceIDs(), visible[0]) {
+					t.Errorf("executor %s (%s) on %q sees GPUs %q, want one of that node's devices; log:\n%s", p.Name, task, p.Spec.NodeName, visible, logs)
+					continue
+				}
+				gpu = visible[0] + " in NVIDIA_VISIBLE_DEVICES"
+			}
 			gpus++
-			t.Logf("executor %s (%s) ran on %s with GPU %s (share %q)", p.Name, task, p.Spec.NodeName, visible[0], share)
+			t.Logf("executor %s (%s) ran on %s with GPU %s (share %q)", p.Name, task, p.Spec.NodeName, gpu, share)
 		}
 	}
 	if gpus != 2 {
@@ -467,10 +488,11 @@ func gpusOf(p *corev1.Pod) int64 {
 	return n
 }
 
-// visibleDevices returns the NVIDIA_VISIBLE_DEVICES a container printed.
-func visibleDevices(logs string) []string {
+// logValues returns the comma-separated values of the first log line starting with prefix
+// (the KFP stand-in's NVIDIA_VISIBLE_DEVICES= and GPU_DEVICE_NODES=), nil if none.
+func logValues(logs, prefix string) []string {
 	for _, line := range strings.Split(logs, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "NVIDIA_VISIBLE_DEVICES="); ok && v != "" {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok && v != "" {
 			return strings.Split(v, ",")
 		}
 	}

@@ -48,6 +48,8 @@ type shareNode struct {
 type shareNodeConfig struct {
 	// image is the fairway image; fairwayImage when empty.
 	image string
+	// nodeImage is the node image; NODE_IMAGE or nodes.DefaultImage when empty.
+	nodeImage string
 	// set are more chart values.
 	set []string
 	// before runs on the node before the chart is installed.
@@ -66,7 +68,7 @@ func startShareNode(t *testing.T, cfg shareNodeConfig) *shareNode {
 		t.Fatalf("image %q: want repository:tag", cfg.image)
 	}
 	c := cluster.StartT(t, cluster.Config{KubeScheduler: true, APIServerFlags: []string{"--enable-aggregator-routing=true"}})
-	ns := nodes.StartT(t, c, nodes.Config{Count: 1, KubernetesService: true,
+	ns := nodes.StartT(t, c, nodes.Config{Count: 1, KubernetesService: true, Image: cfg.nodeImage,
 		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, ExtraImages: []string{cfg.image}, ReadyTimeout: 5 * time.Minute})
 	sn := &shareNode{c: c, node: ns.Nodes[0], gpus: 8}
 	if cfg.before != nil {
@@ -200,21 +202,40 @@ func logLine(logs, prefix string) string {
 	return out
 }
 
+// shareDelivery says how the agent's device plugin names a share's GPU to the runtime in a test.
+type shareDelivery struct {
+	// cdiOnly: by CDI devices alone (deviceListStrategy cdi-cri), so that whatever of the GPU
+	// reaches the container came through the runtime's CDI: the plugin's answer has no device
+	// nodes and no NVIDIA runtime volume-mount list. Otherwise the chart's default (cdi-cri,
+	// device-nodes, volume-mounts).
+	cdiOnly bool
+}
+
 // checkShareProbe checks shareProbe's output against what the share must have been given: the
 // device node of its GPU (minor) and the driver's control nodes, and no other GPU; its GPU alone
 // in the runtime's device list; no NVIDIA_VISIBLE_DEVICES; the share library preloaded from its
 // read-only directory; a configuration of limitMiB, read-only.
 func checkShareProbe(t *testing.T, who, logs string, uuid string, minor int, limitMiB int64) {
 	t.Helper()
+	checkShareProbeOf(t, who, logs, uuid, minor, limitMiB, shareDelivery{})
+}
+
+// checkShareProbeOf is checkShareProbe for delivery d: by CDI alone, no runtime device list.
+func checkShareProbeOf(t *testing.T, who, logs string, uuid string, minor int, limitMiB int64, d shareDelivery) {
+	t.Helper()
 	var devs []string
 	for _, d := range append([]string{nodes.GPUDeviceNode(minor)}, shareplugin.DefaultControlDevices...) {
 		devs = append(devs, strings.TrimPrefix(d, "/dev/"))
 	}
 	slices.Sort(devs)
+	deviceList := uuid
+	if d.cdiOnly {
+		deviceList = "ls: " + shareplugin.VolumeMountsRoot + ": No such file or directory"
+	}
 	want := map[string]string{
 		"visible-env: ":  "unset",
 		"gpu-devices: ":  strings.Join(devs, " "),
-		"device-list: ":  uuid,
+		"device-list: ":  deviceList,
 		"preload: ":      filepath.Join(shim.ContainerDir, shim.LibraryName),
 		"share-conf: ":   fmt.Sprintf("memory_limit_bytes=%d", limitMiB<<20),
 		"share-mounts: ": shim.PreloadPath + "=ro " + shim.ContainerDir + "=ro",
@@ -283,8 +304,17 @@ func kubeletAllocations(t *testing.T, n *nodes.Node) map[string]*pluginapi.Conta
 // restartScript prints shareProbe's lines and the pod's /dev/shm, then waits for the pod's
 // annotation e2e.fairway.dev/restart=now (its downward API file) and exits 3, once: the kubelet
 // restarts the container (restartPolicy OnFailure), which prints again and stays.
-var restartScript = shareProbe + `probe
-echo "$POD_NAMESPACE" >/dev/shm/mark-$POD_NAMESPACE
+var restartScript = restartScriptWith("")
+
+// openProbe prints, for each NVIDIA device node in the container, what opening it for reading
+// says: no driver serves the fake nodes, so "No such device or address" (ENXIO) where the
+// container's device cgroup allows the node, "Operation not permitted" where it does not.
+const openProbe = `echo "gpu-open: $(for d in /dev/nvidia*; do [ -c "$d" ] && head -c1 "$d" 2>&1 >/dev/null; done | tr '\n' ';')"
+`
+
+// restartScriptWith is restartScript with more shell after the probe, run at each start.
+func restartScriptWith(extra string) string {
+	return shareProbe + "probe\n" + extra + `echo "$POD_NAMESPACE" >/dev/shm/mark-$POD_NAMESPACE
 echo "shm: $(ls /dev/shm | grep -v '^\.' | tr '\n' ' ')"
 if [ ! -e /state/restarted ]; then
   touch /state/restarted
@@ -294,6 +324,7 @@ if [ ! -e /state/restarted ]; then
 fi
 echo "restarted"
 while :; do sleep 1; done`
+}
 
 // TestGPUShares: two shares of two namespaces (Pod Security restricted), one asking half a GPU
 // and one 20000 MiB, placed by fairway's chart on a real kubelet, which admits them with one
@@ -314,11 +345,42 @@ while :; do sleep 1; done`
 //
 // The kwok tier has no kubelet that calls a device plugin, no container, no mount.
 func TestGPUShares(t *testing.T) {
-	sn := startShareNode(t, shareNodeConfig{before: func(t *testing.T, n *nodes.Node) {
-		if _, err := n.Exec(t.Context(), "sh", "-c", "mkdir -p /etc/cdi && cat >/etc/cdi/nvidia.yaml <<'EOF'\n"+nvidiaCDISpec(8)+"EOF\n"); err != nil {
-			t.Fatal(err)
-		}
-	}})
+	sn := startShareNode(t, shareNodeConfig{before: writeNVIDIACDISpec})
+	testGPUShares(t, sn, shareDelivery{})
+}
+
+// TestGPUSharesCDI is TestGPUShares on a CDI-enabled node, with delivery by CDI alone: the node
+// runs containerd 2.x (nodes.CDIImage), whose CRI applies CDI devices, with the stand-in NVIDIA
+// CDI spec (nvidiaCDISpec: one device per fake GPU device node) in /etc/cdi, and the agent's
+// device plugin answers the kubelet with CDI device names only (deviceListStrategy cdi-cri: no
+// device nodes, no NVIDIA runtime device list, no variable). The node has no NVIDIA runtime at
+// all, so nothing honours NVIDIA_VISIBLE_DEVICES (as where the GPU Operator refuses it from
+// unprivileged containers). Each share's container has exactly the device node of the GPU the
+// scheduler chose (and the driver's control nodes), put there by containerd from the CDI specs
+// (fairway's fairway.dev/gpu, written by the agent into /var/run/cdi, and NVIDIA's device of
+// the same GPU, whose variable is set), allowed by its device cgroup (opening it gives ENXIO,
+// no driver); a neighbour GPU's node is absent; after the tenant edits its namespace and the
+// container restarts, the same.
+//
+// containerd 1.6 (the default node image, TestGPUShares) drops CDI devices; this is the tier's
+// one run of a runtime that applies them.
+func TestGPUSharesCDI(t *testing.T) {
+	sn := startShareNode(t, shareNodeConfig{nodeImage: nodes.CDIImage(), before: writeNVIDIACDISpec,
+		set: []string{"agent.shares.deviceListStrategy=" + string(shareplugin.StrategyCDI)}})
+	testGPUShares(t, sn, shareDelivery{cdiOnly: true})
+}
+
+// writeNVIDIACDISpec writes the stand-in NVIDIA CDI spec of the node's 8 fake GPUs into its
+// /etc/cdi, where the agent reads it and containerd 2 resolves its devices.
+func writeNVIDIACDISpec(t *testing.T, n *nodes.Node) {
+	t.Helper()
+	if _, err := n.Exec(t.Context(), "sh", "-c", "mkdir -p /etc/cdi && cat >/etc/cdi/nvidia.yaml <<'EOF'\n"+nvidiaCDISpec(8)+"EOF\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testGPUShares is TestGPUShares's run on sn, whose agent delivers shares by d.
+func testGPUShares(t *testing.T, sn *shareNode, d shareDelivery) {
 	c, node, ctx := sn.c, sn.node, t.Context()
 	levels := map[string]string{"share-a": "restricted", "share-b": "restricted"}
 	tenants(t, c, "1", levels)
@@ -332,7 +394,7 @@ func TestGPUShares(t *testing.T) {
 		"share-b": {fairwayv1.GPUMemoryAnnotation, "20000", 2000, 20000},
 	}
 	for n, a := range asks {
-		p := sharePod(n, "share", a.key, a.value, a.uid, restartScript)
+		p := sharePod(n, "share", a.key, a.value, a.uid, restartScriptWith(openProbe))
 		p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 		p.Spec.Volumes = []corev1.Volume{
 			{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -357,15 +419,16 @@ func TestGPUShares(t *testing.T) {
 			t.Fatalf("%s/share: the scheduler recorded GPU %q, not a GPU of node %s", n, uuid, node.Name)
 		}
 		checkShareSpec(t, pod)
-		logs := waitLog(t, c, n, "share", "share-mounts:", 30*time.Second)
+		logs := waitLog(t, c, n, "share", "shm: ", 30*time.Second) // the last line before it waits
 		t.Logf("%s/share (%s=%s) on GPU %d %s:\n%s", n, a.key, a.value, minor, uuid, logs)
-		checkShareProbe(t, n+"/share", logs, uuid, minor, a.limitMiB)
+		checkShareProbeOf(t, n+"/share", logs, uuid, minor, a.limitMiB, d)
+		checkOpenProbe(t, n+"/share", logs)
 		if got := logLine(logs, "shm: "); got != "mark-"+n {
 			t.Errorf("%s/share's /dev/shm holds %q; want only its own mark", n, got)
 		}
 		first[n] = logs
 	}
-	checkKubeletRecords(t, sn, pr, shareGPUs(t, c, slices.Collect(maps.Keys(asks))))
+	checkKubeletRecords(t, sn, pr, shareGPUs(t, c, slices.Collect(maps.Keys(asks))), d)
 
 	// The tenant edits what its namespace lets it edit, then restarts the container.
 	alice := tenant(t, c, "alice", "share-a", "share-b")
@@ -401,12 +464,26 @@ func TestGPUShares(t *testing.T) {
 			t.Fatalf("%s/share: the first container's log: %v\n%s", n, err, prev)
 		}
 		logs, _ := podLogs(ctx, c, n, "share")
-		for _, prefix := range []string{"visible-env: ", "cdi-env: ", "gpu-devices: ", "device-list: ", "preload: ", "share-conf: ", "share-mounts: "} {
+		for _, prefix := range []string{"visible-env: ", "cdi-env: ", "gpu-devices: ", "gpu-open: ", "device-list: ", "preload: ", "share-conf: ", "share-mounts: "} {
 			if before, after := logLine(first[n], prefix), logLine(logs, prefix); before != after {
 				t.Errorf("%s/share after the tenant's edits and a restart: %s%q, before %q", n, prefix, after, before)
 			}
 		}
 		t.Logf("%s/share after the tenant's edits and a restart: the same GPU, device list and limit", n)
+	}
+}
+
+// checkOpenProbe checks openProbe's output: every NVIDIA device node the container has is
+// allowed by its device cgroup (ENXIO from a node no driver serves), none refused.
+func checkOpenProbe(t *testing.T, who, logs string) {
+	t.Helper()
+	got := logLine(logs, "gpu-open: ")
+	lines := strings.Split(strings.TrimSuffix(got, ";"), ";")
+	for _, l := range lines {
+		if !strings.Contains(l, "No such device or address") {
+			t.Errorf("%s: opening its NVIDIA device nodes: %q, want ENXIO (allowed, no driver) for each", who, got)
+			return
+		}
 	}
 }
 
@@ -449,7 +526,7 @@ func checkShareSpec(t *testing.T, pod *corev1.Pod) {
 // nodes, the share's read-only files, and the CDI devices of that GPU. And whether those reached
 // the container: containerd 1.6 ignores CDI devices (the stand-in NVIDIA spec's variable is not
 // set in the container), later containerd with CDI on applies them.
-func checkKubeletRecords(t *testing.T, sn *shareNode, pr *assign.Client, uuids map[string]string) {
+func checkKubeletRecords(t *testing.T, sn *shareNode, pr *assign.Client, uuids map[string]string, d shareDelivery) {
 	t.Helper()
 	ctx := t.Context()
 	all, err := pr.List(ctx, string(fairwayv1.ResourceGPUShare))
@@ -485,9 +562,12 @@ func checkKubeletRecords(t *testing.T, sn *shareNode, pr *assign.Client, uuids m
 		for _, d := range r.Devices {
 			devs = append(devs, d.HostPath+">"+d.ContainerPath)
 		}
-		wantDevs := []string{nodes.GPUDeviceNode(minor) + ">" + nodes.GPUDeviceNode(minor)}
-		for _, d := range shareplugin.DefaultControlDevices {
-			wantDevs = append(wantDevs, d+">"+d)
+		var wantDevs []string
+		if !d.cdiOnly {
+			wantDevs = append(wantDevs, nodes.GPUDeviceNode(minor)+">"+nodes.GPUDeviceNode(minor))
+			for _, d := range shareplugin.DefaultControlDevices {
+				wantDevs = append(wantDevs, d+">"+d)
+			}
 		}
 		if !slices.Equal(devs, wantDevs) {
 			t.Errorf("%s/share: the plugin answered devices %v, want %v", n, devs, wantDevs)
@@ -507,6 +587,12 @@ func checkKubeletRecords(t *testing.T, sn *shareNode, pr *assign.Client, uuids m
 			ro[m.ContainerPath] = m.ReadOnly
 		}
 		for _, p := range []string{shim.PreloadPath, shim.ContainerDir, shareplugin.VolumeMountsRoot + "/" + uuid} {
+			if d.cdiOnly && p == shareplugin.VolumeMountsRoot+"/"+uuid {
+				if _, ok := ro[p]; ok {
+					t.Errorf("%s/share: the plugin's mounts %v have the NVIDIA runtime's device list %s; delivery is by CDI alone", n, r.Mounts, p)
+				}
+				continue
+			}
 			if !ro[p] {
 				t.Errorf("%s/share: the plugin's mounts %v have no read-only %s", n, r.Mounts, p)
 			}

@@ -34,6 +34,19 @@ import (
 // DefaultImage is the node image `make images` builds; NODE_IMAGE overrides it.
 const DefaultImage = "fairway.local/node:dev"
 
+// CDIImage is the node image `make images` builds with containerd 2.x in place of Debian 12's
+// containerd 1.6: its CRI applies the CDI devices a device plugin names (containerd 1.6 drops
+// them). NODE_CDI_IMAGE overrides it. See docs/real-nodes.md, CDI.
+func CDIImage() string {
+	if img := os.Getenv("NODE_CDI_IMAGE"); img != "" {
+		return img
+	}
+	return DefaultCDIImage
+}
+
+// DefaultCDIImage is CDIImage's default.
+const DefaultCDIImage = "fairway.local/node-containerd2:dev"
+
 // WorkloadImage is the busybox image preloaded into every node's containerd (never pulled:
 // pods using it need imagePullPolicy IfNotPresent or Never).
 const WorkloadImage = "fairway.local/busybox:1"

@@ -70,6 +70,10 @@ if [[ -f "${conf}/cni.conflist" ]]; then
   cp "${conf}/cni.conflist" /etc/cni/net.d/10-fairway.conflist
 fi
 
+# CDI spec directories (containerd 2's cdi_spec_dirs): the tests write stand-in NVIDIA specs into
+# /etc/cdi, fairway's agent its own into /var/run/cdi. Made before containerd watches them.
+mkdir -p /etc/cdi /var/run/cdi
+
 containerd --config /etc/containerd/config.toml >"${logs}/containerd.log" 2>&1 &
 for _ in $(seq 100); do
   ctr version >/dev/null 2>&1 && break

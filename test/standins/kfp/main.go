@@ -126,8 +126,28 @@ func launch(args []string) error {
 	}
 	fmt.Printf("kfp-standin launch: pipeline %s, run %s, execution %s, pod %s: component stood in for, exit 0\n",
 		flags["pipeline_name"], flags["run_id"], flags["execution_id"], flags["pod_name"])
+	// What a GPU reaches the container as: a whole GPU as the NVIDIA device plugin's variable
+	// (for the NVIDIA runtime), a fairway share as its GPU's device node from fairway's device
+	// plugin (the node's fake /dev/nvidia<minor>, test/nodes).
 	if v := os.Getenv("NVIDIA_VISIBLE_DEVICES"); v != "" {
 		fmt.Printf("NVIDIA_VISIBLE_DEVICES=%s\n", v)
 	}
+	if nodes := gpuDeviceNodes(); len(nodes) > 0 {
+		fmt.Printf("GPU_DEVICE_NODES=%s\n", strings.Join(nodes, ","))
+	}
 	return nil
+}
+
+// gpuDeviceNodes are the GPU device nodes in the container's /dev, /dev/nvidia<minor> (not the
+// driver's control nodes, /dev/nvidiactl and the like).
+func gpuDeviceNodes() []string {
+	paths, _ := filepath.Glob("/dev/nvidia*")
+	var out []string
+	for _, p := range paths {
+		n := strings.TrimPrefix(filepath.Base(p), "nvidia")
+		if n != "" && strings.Trim(n, "0123456789") == "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

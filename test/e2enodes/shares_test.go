@@ -301,18 +301,16 @@ func kubeletAllocations(t *testing.T, n *nodes.Node) map[string]*pluginapi.Conta
 	return out
 }
 
-// restartScript prints shareProbe's lines and the pod's /dev/shm, then waits for the pod's
-// annotation e2e.fairway.dev/restart=now (its downward API file) and exits 3, once: the kubelet
-// restarts the container (restartPolicy OnFailure), which prints again and stays.
-var restartScript = restartScriptWith("")
-
 // openProbe prints, for each NVIDIA device node in the container, what opening it for reading
 // says: no driver serves the fake nodes, so "No such device or address" (ENXIO) where the
 // container's device cgroup allows the node, "Operation not permitted" where it does not.
 const openProbe = `echo "gpu-open: $(for d in /dev/nvidia*; do [ -c "$d" ] && head -c1 "$d" 2>&1 >/dev/null; done | tr '\n' ';')"
 `
 
-// restartScriptWith is restartScript with more shell after the probe, run at each start.
+// restartScriptWith prints shareProbe's lines, runs extra, prints the pod's /dev/shm, then waits
+// for the pod's annotation e2e.fairway.dev/restart=now (its downward API file) and exits 3,
+// once: the kubelet restarts the container (restartPolicy OnFailure), which prints again and
+// stays.
 func restartScriptWith(extra string) string {
 	return shareProbe + "probe\n" + extra + `echo "$POD_NAMESPACE" >/dev/shm/mark-$POD_NAMESPACE
 echo "shm: $(ls /dev/shm | grep -v '^\.' | tr '\n' ' ')"

@@ -1,15 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -24,35 +25,13 @@ func readAPICalls(ctx context.Context, cs kubernetes.Interface) (apiCalls, error
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	out := apiCalls{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, kv := range strings.Split(line[len("apiserver_request_total{"):end], ",") {
-			if k, val, ok := strings.Cut(kv, "="); ok {
-				labels[k] = strings.Trim(val, `"`)
-			}
-		}
-		key := labels["verb"] + " " + labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
+	return sumCounter(bytes.NewReader(raw), "apiserver_request_total", func(l map[string]string) string {
+		key := l["verb"] + " " + l["resource"]
+		if sub := l["subresource"]; sub != "" {
 			key += "/" + sub
 		}
-		out[key] += v
-	}
-	return out, sc.Err()
+		return key
+	})
 }
 
 // readClientCalls counts the requests one fairway process made, by method and response code,
@@ -69,31 +48,28 @@ func readClientCalls(ctx context.Context, addr string) (apiCalls, error) {
 		return nil, fmt.Errorf("reading fairway's metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	out := apiCalls{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, kv := range strings.Split(line[len("rest_client_requests_total{"):end], ",") {
-			if k, val, ok := strings.Cut(kv, "="); ok {
-				labels[k] = strings.Trim(val, `"`)
-			}
-		}
-		out[labels["method"]+" "+labels["code"]] += v
+	return sumCounter(resp.Body, "rest_client_requests_total", func(l map[string]string) string {
+		return l["method"] + " " + l["code"]
+	})
+}
+
+// sumCounter parses a Prometheus text exposition and sums the counter name's samples by the key
+// each one's labels give.
+func sumCounter(r io.Reader, name string, key func(labels map[string]string) string) (apiCalls, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the metrics: %w", err)
 	}
-	return out, sc.Err()
+	out := apiCalls{}
+	for _, m := range families[name].GetMetric() {
+		labels := make(map[string]string, len(m.GetLabel()))
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		out[key(labels)] += m.GetCounter().GetValue()
+	}
+	return out, nil
 }
 
 // since returns the calls made after before, the largest first, at most n of them.

@@ -389,10 +389,11 @@ containerEdits:
 	}
 }
 
-// TestServe: the plugin registers with the kubelet on its socket and lists its slots there,
-// and again, with the GPU's health, when a GPU fails.
-func TestServe(t *testing.T) {
-	dir, err := os.MkdirTemp("", "dp") // unix socket paths are short
+// fakeKubelet serves a kubelet's registration socket in a new short directory (unix socket
+// paths are short), removed with the test.
+func fakeKubelet(t *testing.T) (string, *registration) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +404,13 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
+	return dir, kubelet
+}
+
+// TestServe: the plugin registers with the kubelet on its socket and lists its slots there,
+// and again, with the GPU's health, when a GPU fails.
+func TestServe(t *testing.T) {
+	dir, kubelet := fakeKubelet(t)
 
 	health := []GPU{gpus[0], gpus[1]}
 	var mu sync.Mutex
@@ -467,17 +475,7 @@ func TestServe(t *testing.T) {
 // refused the second registration as "device plugin already connected", dropped the plugin, and
 // failed admissions with "dial unix .../fairway-gpu-share.sock: no such file or directory".)
 func TestServeRegistersOnce(t *testing.T) {
-	dir, err := os.MkdirTemp("", "dp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	kubelet := &registration{got: make(chan *pluginapi.RegisterRequest, 1)}
-	srv, err := kubelet.serve(filepath.Join(dir, "kubelet.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	dir, kubelet := fakeKubelet(t)
 	p := New(Options{NodeName: node, SlotsPerGPU: 1, GPUs: func() []GPU { return gpus[:1] }, Pods: (&cache{}).list})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -17,8 +17,8 @@ import (
 // defaulter changed nothing.
 //
 // The defaulter changes a known set of fields: labels, annotations, the scheduler name, the
-// priority fields, and env, volume mounts and volumes, which it only appends to or replaces in
-// place. The patch is built from those fields directly, which costs a fraction of diffing two
+// priority fields, a container's resource limits and requests (the share ticket), and env, volume
+// mounts and volumes, which it only appends to or replaces in place. The patch is built from those fields directly, which costs a fraction of diffing two
 // JSON documents and holds exactly the defaulter's operations (no field the Go type does not know
 // is dropped, no quantity rewritten). It applies to raw because raw decodes one-to-one into
 // original: every member the patch descends into exists in raw, and members raw lacks or holds
@@ -52,6 +52,8 @@ func directPatch(original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool) {
 		cmp.Spec.Containers[i] = original.Spec.Containers[i]
 		cmp.Spec.Containers[i].Env = mutated.Spec.Containers[i].Env
 		cmp.Spec.Containers[i].VolumeMounts = mutated.Spec.Containers[i].VolumeMounts
+		cmp.Spec.Containers[i].Resources.Limits = mutated.Spec.Containers[i].Resources.Limits
+		cmp.Spec.Containers[i].Resources.Requests = mutated.Spec.Containers[i].Resources.Requests
 	}
 	// Both sides come from one decoded pod (mutated is a deep copy of original, then changed),
 	// so plain reflection is exact here and cheaper than equality.Semantic.
@@ -69,6 +71,7 @@ func directPatch(original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool) {
 	var ok bool
 	for i := range original.Spec.Containers {
 		path := "/spec/containers/" + strconv.Itoa(i)
+		ops = resourceOps(ops, path+"/resources", original.Spec.Containers[i].Resources, mutated.Spec.Containers[i].Resources)
 		if ops, ok = listOps(ops, path+"/env", original.Spec.Containers[i].Env, mutated.Spec.Containers[i].Env); !ok {
 			return nil, false
 		}
@@ -99,6 +102,41 @@ func mapOps(ops []jsonpatch.Operation, path string, before, after map[string]str
 	for k := range before {
 		if _, ok := after[k]; !ok {
 			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escape(k), nil))
+		}
+	}
+	return ops
+}
+
+// resourceOps patches a container's resource limits and requests name by name. A container
+// whose resources were empty gets the member whole: raw may lack it, hold it as null, or as {}.
+func resourceOps(ops []jsonpatch.Operation, path string, before, after corev1.ResourceRequirements) []jsonpatch.Operation {
+	if len(before.Limits) == 0 && len(before.Requests) == 0 && len(before.Claims) == 0 {
+		if len(after.Limits) > 0 || len(after.Requests) > 0 {
+			ops = append(ops, jsonpatch.NewOperation("add", path, after))
+		}
+		return ops
+	}
+	ops = quantityOps(ops, path+"/limits", before.Limits, after.Limits)
+	return quantityOps(ops, path+"/requests", before.Requests, after.Requests)
+}
+
+// quantityOps is mapOps for a resource list: a quantity the defaulter left alone keeps the text
+// raw has ("1000m" stays "1000m"), since only changed names are written.
+func quantityOps(ops []jsonpatch.Operation, path string, before, after corev1.ResourceList) []jsonpatch.Operation {
+	if len(before) == 0 {
+		if len(after) > 0 {
+			ops = append(ops, jsonpatch.NewOperation("add", path, after))
+		}
+		return ops
+	}
+	for name, q := range after {
+		if old, ok := before[name]; !ok || !old.Equal(q) {
+			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escape(string(name)), q))
+		}
+	}
+	for name := range before {
+		if _, ok := after[name]; !ok {
+			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escape(string(name)), nil))
 		}
 	}
 	return ops

@@ -1,12 +1,14 @@
 package mutatingwebhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -19,7 +21,7 @@ func TestPatchFor(t *testing.T) {
 		Spec: corev1.PodSpec{
 			Priority: ptr.To[int32](0),
 			Containers: []corev1.Container{
-				{Name: "wait", Image: "argoexec"},
+				{Name: "wait", Image: "argoexec", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("1000m")}}},
 				{Name: "main", Image: "train", Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}, {Name: "X", Value: "1"}}},
 			},
 		},
@@ -37,11 +39,18 @@ func TestPatchFor(t *testing.T) {
 	mutated.Spec.Containers[1].Env = append(mutated.Spec.Containers[1].Env, corev1.EnvVar{Name: "Y", Value: "2"})
 	mutated.Spec.Containers[1].VolumeMounts = []corev1.VolumeMount{{Name: "mps", MountPath: "/tmp/nvidia-mps"}}
 	mutated.Spec.Volumes = []corev1.Volume{{Name: "mps"}}
+	// The share ticket: added name by name where the container had resources, whole where not.
+	ticket := corev1.ResourceList{"fairway.dev/gpu-share": resource.MustParse("1")}
+	mutated.Spec.Containers[0].Resources.Limits = ticket.DeepCopy()
+	mutated.Spec.Containers[0].Resources.Requests["fairway.dev/gpu-share"] = resource.MustParse("1")
+	mutated.Spec.Containers[1].Resources = corev1.ResourceRequirements{Limits: ticket.DeepCopy(), Requests: ticket.DeepCopy()}
 
 	raw, err := json.Marshal(original)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As a client may write it: the Go encoder writes the canonical "1".
+	raw = bytes.Replace(raw, []byte(`"cpu":"1"`), []byte(`"cpu":"1000m"`), 1)
 	direct, ok := directPatch(original, mutated)
 	if !ok {
 		t.Fatalf("directPatch refused the defaulter's kind of change")
@@ -59,6 +68,9 @@ func TestPatchFor(t *testing.T) {
 		out, err := p.Apply(raw)
 		if err != nil {
 			t.Fatalf("%s patch does not apply: %v\n%s", name, err, b)
+		}
+		if name == "direct" && !bytes.Contains(out, []byte(`"cpu":"1000m"`)) {
+			t.Errorf("the direct patch rewrote a quantity the defaulter left alone:\n%s", out)
 		}
 		got := &corev1.Pod{}
 		if err := json.Unmarshal(out, got); err != nil {

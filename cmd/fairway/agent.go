@@ -71,6 +71,7 @@ metrics.`,
 	f.StringVar(&opts.CDISpecDirs, "cdi-spec-dirs", opts.CDISpecDirs, "CDI spec directories, comma-separated: NVIDIA's specs are read from all, fairway's (fairway.dev/gpu) written into the last; empty names no CDI device.")
 	f.StringVar(&opts.ShareLibraryDir, "share-library-directory", "", "Host directory (at the same path in the agent's container) where the agent installs the share library and each share's configuration, mounted read-only into share containers by the device plugin, so that they see their share as the GPU's memory and cannot allocate past it; empty delivers no library.")
 	f.StringVar(&opts.ShareLibrary, "share-library", shim.ImageLibrary, "The share library to install (built into the fairway image).")
+	f.BoolVar(&opts.ShareCgroupLimit, "share-cgroup-memory-limit", opts.ShareCgroupLimit, "Where the NVIDIA driver limits a cgroup's GPU memory (r615 and later), set each share's limit on its pod's cgroup (under --cgroup-root) before its containers start, and refuse a container whose limit cannot be set.")
 	f.StringVar(&opts.HostDevDir, "host-dev-directory", "", "Where the agent sees the host's /dev, to leave out driver control nodes the host lacks; empty assumes /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia-uvm-tools exist.")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
@@ -84,7 +85,7 @@ metrics.`,
 	f.Var(byteQuantity{&opts.SwapHostMemoryLimit}, "swap-host-memory-limit", "With --swap: the most host RAM the node's swapped GPU memory may take at once (a quantity, e.g. 256Gi).")
 	f.DurationVar(&opts.SwapWakeCPU, "swap-wake-cpu", opts.SwapWakeCPU, "With --swap: CPU a swapped pod's processes may use between two polls without counting as work.")
 	f.DurationVar(&opts.SwapLockTimeout, "swap-lock-timeout", opts.SwapLockTimeout, "With --swap: how long to wait for a process's running GPU work before swapping it out; past it the pod is lent only its free memory.")
-	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount, for a pod's memory limit before its GPU memory is swapped into it.")
+	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount as the agent sees it: a pod's memory limit before its GPU memory is swapped into it, and the pods' cgroups that get their GPU shares' limits.")
 	bindZap(cmd, &zapOpts)
 
 	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand(), newAgentSwapCheckCommand())

@@ -191,7 +191,24 @@ func (a *Agent) deviceByUUID(uuid string) (gpu.Device, error) {
 			return d, nil
 		}
 	}
-	return nil, fmt.Errorf("GPU %s: no such GPU on node %s", uuid, a.opts.NodeName)
+	return nil, fmt.Errorf("no such GPU on node %s", a.opts.NodeName)
+}
+
+// SetCgroupMemoryLimit opens the library opts names and puts a hard limit of bytes on the GPU
+// uuid on the cgroup directory dir, as the share device plugin does on a pod's cgroup (for
+// test/gpu/run.sh: `fairway agent memory-limit`); it returns what reads back. Where the driver
+// has no per-cgroup limit it fails with cgrouplimit.ErrUnsupported.
+func SetCgroupMemoryLimit(opts Options, uuid, dir string, bytes uint64) (gpu.MemoryLimits, error) {
+	lib, err := OpenLibrary(&opts)
+	if err != nil {
+		return gpu.MemoryLimits{}, err
+	}
+	if err := lib.Init(); err != nil {
+		return gpu.MemoryLimits{}, Explain(err)
+	}
+	defer func() { _ = lib.Shutdown() }()
+	a := &Agent{opts: opts, lib: lib}
+	return a.limiter().SetDir(dir, uuid, bytes)
 }
 
 // kernelMemoryLimits marks the GPUs of inv whose driver limits a cgroup's memory, where the

@@ -143,28 +143,47 @@ func (l *Limiter) Set(uid types.UID, uuid string, hard uint64) (string, error) {
 	if hard == 0 || hard == gpu.NoMemoryLimit {
 		return "", fmt.Errorf("pod %s: no GPU memory limit to set on GPU %s (%d bytes)", uid, uuid, hard)
 	}
-	m, err := l.limiter(uuid)
-	if err != nil {
-		return "", err
-	}
 	dir, err := PodDir(l.root(), uid)
 	if err != nil {
 		return "", err
 	}
+	_, err = l.SetDir(dir, uuid, hard)
+	return dir, err
+}
+
+// SetDir puts the hard limit of hard bytes on the GPU uuid on the cgroup directory dir and
+// returns what reads back; ErrUnsupported as Set.
+func (l *Limiter) SetDir(dir, uuid string, hard uint64) (gpu.MemoryLimits, error) {
+	if hard == 0 || hard == gpu.NoMemoryLimit {
+		return gpu.MemoryLimits{}, fmt.Errorf("no GPU memory limit to set on %s on GPU %s (%d bytes)", dir, uuid, hard)
+	}
+	m, err := l.limiter(uuid)
+	if err != nil {
+		return gpu.MemoryLimits{}, err
+	}
 	if err := m.SetMemoryLimits(dir, 0, hard); err != nil {
 		if errors.Is(err, gpu.ErrNotSupported) {
-			return dir, fmt.Errorf("GPU %s: %w: %w", uuid, ErrUnsupported, err)
+			return gpu.MemoryLimits{}, fmt.Errorf("GPU %s: %w: %w", uuid, ErrUnsupported, err)
 		}
-		return dir, fmt.Errorf("setting the GPU memory limit of %s on GPU %s to %d bytes%s: %w", dir, uuid, hard, hint(dir), err)
+		return gpu.MemoryLimits{}, fmt.Errorf("setting the GPU memory limit of %s on GPU %s to %d bytes%s: %w", dir, uuid, hard, hint(dir), err)
 	}
 	got, err := m.MemoryLimits(dir)
 	if err != nil {
-		return dir, fmt.Errorf("reading back the GPU memory limit of %s on GPU %s: %w", dir, uuid, err)
+		return got, fmt.Errorf("reading back the GPU memory limit of %s on GPU %s: %w", dir, uuid, err)
 	}
 	if got.Hard == 0 || got.Hard > hard {
-		return dir, fmt.Errorf("the GPU memory limit of %s on GPU %s reads back as %d bytes, not %d", dir, uuid, got.Hard, hard)
+		return got, fmt.Errorf("the GPU memory limit of %s on GPU %s reads back as %d bytes, not %d", dir, uuid, got.Hard, hard)
 	}
-	return dir, nil
+	return got, nil
+}
+
+// Backend names what enforces a limit set on dir: the kernel's dmem controller where the cgroup
+// has its files, else the driver's own per-cgroup accounting (NVIDIA's "misc" backend).
+func Backend(dir string) string {
+	if _, err := os.Stat(filepath.Join(dir, "dmem.max")); err == nil {
+		return "dmem"
+	}
+	return "misc"
 }
 
 // hint says what a cgroup without dmem files lacks: under the kernel's dmem controller NVML can

@@ -66,6 +66,10 @@ type SharedGPUView struct {
 	// Mode is how the pods on the GPU are kept apart (v1alpha1.GPUSharingMode): what their
 	// shares are worth; empty until the GPU is known from the inventory.
 	Mode fairwayv1.GPUSharingMode `json:"mode,omitempty"`
+	// KernelMemoryLimit: each share's memory limit is set on its pod's cgroup and enforced by
+	// the driver for every process of the pod (v1alpha1.GPUDevice.KernelMemoryLimit); shown as
+	// "+kernel" after the mode.
+	KernelMemoryLimit bool `json:"kernelMemoryLimit,omitempty"`
 	// Allocated is the share handed out, 0 to 1 (memory shares over the GPU's memory). Pods on
 	// loan are not counted: they use what the GPU's idle notebooks hold and leave when those
 	// work again.
@@ -249,6 +253,7 @@ func nodeView(n *corev1.Node, inv *fairwayv1.GPUInventory, pods []*corev1.Pod) N
 			idx := d.Index
 			sg.Index = &idx
 			sg.Mode = inv.SharingMode(d)
+			sg.KernelMemoryLimit = d.KernelMemoryLimit
 		}
 		slices.SortFunc(sg.Pods, func(a, b SharePodView) int {
 			return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
@@ -340,10 +345,11 @@ func PrintNodes(w io.Writer, v NodeList) error {
 		return err
 	}
 	t = newTable(w, "NODE", "GPU", "UUID", "SLOT", "MODE", "ALLOCATED", "PODS")
-	swapped := false
+	swapped, kernel := false, false
 	for _, n := range v.Items {
 		swapped = swapped || n.Swapped > 0
 		for _, g := range n.SharedGPUs {
+			kernel = kernel || g.KernelMemoryLimit
 			idx, slot := "", ""
 			if g.Index != nil {
 				idx = strconv.Itoa(int(*g.Index))
@@ -362,7 +368,7 @@ func PrintNodes(w io.Writer, v NodeList) error {
 				}
 				pods = append(pods, s)
 			}
-			mode := string(g.Mode)
+			mode := g.modeColumn()
 			if mode == "" {
 				mode = "-"
 			}
@@ -377,7 +383,21 @@ func PrintNodes(w io.Writer, v NodeList) error {
 			return err
 		}
 	}
+	if kernel {
+		if _, err := fmt.Fprintln(w, kernelLegend); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// modeColumn is the GPU's sharing mode, with "+kernel" where the driver enforces each share's
+// memory on its pod's cgroup.
+func (g SharedGPUView) modeColumn() string {
+	if g.KernelMemoryLimit && g.Mode != "" {
+		return string(g.Mode) + "+kernel"
+	}
+	return string(g.Mode)
 }
 
 // swapLegend explains "swapped", shown with the shared GPUs when a notebook's memory is on the
@@ -386,6 +406,9 @@ const swapLegend = "swapped: an idle notebook's GPU memory moved to host RAM whi
 
 // sharingLegend explains the SHARING column, which a newcomer cannot read otherwise.
 const sharingLegend = "SHARING: how pods on one GPU are kept apart: soft (time-sliced, each pod keeps to its share), mps (an MPS server per pod enforces its memory), mig (MIG mode: no shares)"
+
+// kernelLegend explains "+kernel" in the MODE column, shown with the shared GPUs when one has it.
+const kernelLegend = "+kernel: each share's memory limit is on its pod's cgroup, enforced by the driver for every process of the pod (NVIDIA r615+)"
 
 // PrintNodesWide writes the node table and, below it, every pod holding a GPU of each node:
 // the GPU (its index for a shared GPU; "-" for GPUs held whole, whose devices the kubelet
@@ -421,7 +444,7 @@ func PrintNodesWide(w io.Writer, v NodeList) error {
 						holds += " to host RAM"
 					}
 				}
-				t.row(n.Name, gpu, string(g.Mode), p.Namespace+"/"+p.Name, p.Queue, holds)
+				t.row(n.Name, gpu, g.modeColumn(), p.Namespace+"/"+p.Name, p.Queue, holds)
 			}
 		}
 		if n.Free > 0 {

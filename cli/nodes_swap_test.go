@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -42,5 +43,45 @@ func TestNodesShowRestoreFailed(t *testing.T) {
 		if n.Name == "h100-1" && (n.Swapped != 1 || n.SharedGPUs[0].SwappedBytes != 12<<30) {
 			t.Errorf("h100-1: %d swapped GPUs, %d bytes; want 1 with the failed notebook's 12Gi", n.Swapped, n.SharedGPUs[0].SwappedBytes)
 		}
+	}
+}
+
+// A GPU whose shares get the driver's per-cgroup limit shows "+kernel" after its mode, with the
+// legend that says what it means; the others show their mode alone.
+func TestNodesShowKernelMemoryLimit(t *testing.T) {
+	var nodes []corev1.Node
+	for _, o := range clitest.Nodes() {
+		n := *o.(*corev1.Node)
+		if n.Name == "h100-1" {
+			var inv fairwayv1.GPUInventory
+			if err := json.Unmarshal([]byte(n.Annotations[fairwayv1.GPUInventoryAnnotation]), &inv); err != nil {
+				t.Fatal(err)
+			}
+			inv.GPUs[3].KernelMemoryLimit = true
+			b, err := json.Marshal(inv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Annotations[fairwayv1.GPUInventoryAnnotation] = string(b)
+		}
+		nodes = append(nodes, n)
+	}
+	pod := func(name string, slot int) corev1.Pod {
+		return *clitest.Pod(clitest.PodSpec{Namespace: "team-b", Name: name, Queue: "team-b", Node: "h100-1", Fraction: "0.5",
+			Slot: slot, UUID: clitest.UUID("h100-1", slot)})
+	}
+	v := cli.BuildNodes(&cli.NodesSnapshot{Nodes: nodes, Pods: []corev1.Pod{pod("limited", 3), pod("library", 2)}})
+	var out bytes.Buffer
+	if err := cli.PrintNodes(&out, v); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"mps+kernel", "+kernel: each share's memory limit is on its pod's cgroup"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("nodes lack %q:\n%s", want, s)
+		}
+	}
+	if strings.Count(s, "+kernel ") != 1 {
+		t.Errorf("want one GPU with +kernel:\n%s", s)
 	}
 }

@@ -51,6 +51,14 @@ type GPUDevice struct {
 	NVLinkPeers []int32 `json:"nvlinkPeers,omitempty"`
 	// Healthy is false when NVML reported the device lost or in error.
 	Healthy bool `json:"healthy"`
+	// KernelMemoryLimit is true when the driver limits a cgroup's memory on this GPU (NVIDIA
+	// r615 and later: nvmlDeviceSetMemoryLimits_v1, enforced by the kernel's dmem cgroup
+	// controller or the driver) and the gpu-agent sets each share's limit on its pod's cgroup
+	// before the pod's containers start, refusing a container whose limit it cannot set: no
+	// process of the pod, whatever it loads, allocates past the share. False: a share's limit
+	// is the share library's (and the MPS server's, per process), which a process that loads
+	// neither escapes (docs/isolation.md).
+	KernelMemoryLimit bool `json:"kernelMemoryLimit,omitempty"`
 }
 
 // PhysicalGPUs is how many physical GPUs stand behind advertised nvidia.com/gpu devices of the

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fairway-sched/fairway/gpu-agent/agent"
+	"github.com/fairway-sched/fairway/gpu-agent/cgrouplimit"
 	"github.com/fairway-sched/fairway/gpu-agent/checkpoint"
 	"github.com/fairway-sched/fairway/gpu-agent/mps"
 	"github.com/fairway-sched/fairway/gpu-agent/shim"
@@ -71,6 +72,7 @@ metrics.`,
 	f.StringVar(&opts.CDISpecDirs, "cdi-spec-dirs", opts.CDISpecDirs, "CDI spec directories, comma-separated: NVIDIA's specs are read from all, fairway's (fairway.dev/gpu) written into the last; empty names no CDI device.")
 	f.StringVar(&opts.ShareLibraryDir, "share-library-directory", "", "Host directory (at the same path in the agent's container) where the agent installs the share library and each share's configuration, mounted read-only into share containers by the device plugin, so that they see their share as the GPU's memory and cannot allocate past it; empty delivers no library.")
 	f.StringVar(&opts.ShareLibrary, "share-library", shim.ImageLibrary, "The share library to install (built into the fairway image).")
+	f.BoolVar(&opts.ShareCgroupLimit, "share-cgroup-memory-limit", opts.ShareCgroupLimit, "Where the NVIDIA driver limits a cgroup's GPU memory (r615 and later), set each share's limit on its pod's cgroup (under --cgroup-root) before its containers start, and refuse a container whose limit cannot be set.")
 	f.StringVar(&opts.HostDevDir, "host-dev-directory", "", "Where the agent sees the host's /dev, to leave out driver control nodes the host lacks; empty assumes /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia-uvm-tools exist.")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
@@ -84,10 +86,10 @@ metrics.`,
 	f.Var(byteQuantity{&opts.SwapHostMemoryLimit}, "swap-host-memory-limit", "With --swap: the most host RAM the node's swapped GPU memory may take at once (a quantity, e.g. 256Gi).")
 	f.DurationVar(&opts.SwapWakeCPU, "swap-wake-cpu", opts.SwapWakeCPU, "With --swap: CPU a swapped pod's processes may use between two polls without counting as work.")
 	f.DurationVar(&opts.SwapLockTimeout, "swap-lock-timeout", opts.SwapLockTimeout, "With --swap: how long to wait for a process's running GPU work before swapping it out; past it the pod is lent only its free memory.")
-	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount, for a pod's memory limit before its GPU memory is swapped into it.")
+	f.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "The host's cgroup v2 mount as the agent sees it: a pod's memory limit before its GPU memory is swapped into it, and the pods' cgroups that get their GPU shares' limits.")
 	bindZap(cmd, &zapOpts)
 
-	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand(), newAgentSwapCheckCommand())
+	cmd.AddCommand(newAgentDiscoverCommand(), newAgentMPSCommand(), newAgentWatchCommand(), newAgentMPSExecCommand(), newAgentSwapCheckCommand(), newAgentMemoryLimitCommand())
 	return cmd
 }
 
@@ -297,5 +299,45 @@ func newAgentSwapCheckCommand() *cobra.Command {
 	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "cuCheckpointProcessLock's timeout.")
 	f.DurationVar(&o.RestoreTimeout, "restore-timeout", o.RestoreTimeout, "How long a restore may wait for GPU memory.")
 	f.StringVar(&procRoot, "proc-root", procRoot, "The proc filesystem.")
+	return cmd
+}
+
+// newAgentMemoryLimitCommand puts a share's GPU memory limit on a cgroup with the agent's own
+// calls (cgrouplimit), for test/gpu/run.sh: it prints "memory-limit: kernel ..." where the driver
+// took and reads back the limit, "memory-limit: library ..." where the driver has none (a share
+// there keeps the share library's limit), and fails otherwise.
+func newAgentMemoryLimitCommand() *cobra.Command {
+	opts := agent.DefaultOptions()
+	opts.NodeName, _ = os.Hostname()
+	var uuid, dir string
+	var mib uint64
+	cmd := &cobra.Command{
+		Use:    "memory-limit",
+		Short:  "Set a GPU memory limit on a cgroup as the share device plugin does on a pod's (the real-GPU check)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if uuid == "" || dir == "" || mib == 0 {
+				return errors.New("--device, --cgroup and --limit-mib are required")
+			}
+			got, err := agent.SetCgroupMemoryLimit(opts, uuid, dir, mib<<20)
+			if errors.Is(err, cgrouplimit.ErrUnsupported) {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "memory-limit: library: %v\n", err)
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "memory-limit: kernel: GPU %s: hard limit %d MiB on %s (backend %s; reads back hard %d MiB, soft %d MiB, used %d MiB)\n",
+				uuid, mib, dir, cgrouplimit.Backend(dir), got.Hard>>20, got.Soft>>20, got.Used>>20)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&uuid, "device", "", "The GPU's UUID.")
+	f.StringVar(&dir, "cgroup", "", "The cgroup directory (its full path under the cgroup v2 mount).")
+	f.Uint64Var(&mib, "limit-mib", 0, "The hard limit in MiB.")
+	f.StringVar(&opts.NodeName, "node-name", opts.NodeName, "Node name (for mock UUIDs).")
+	addNVMLFlag(cmd, &opts)
 	return cmd
 }

@@ -80,6 +80,9 @@ type Agent struct {
 	node         func(ctx context.Context) (*corev1.Node, error)
 	allocatable  func(ctx context.Context) ([]string, error)
 	lastReplicas string
+	// kernelLimits is, per GPU UUID, whether its driver limits a cgroup's memory, as last
+	// logged; owned by the discovery loop.
+	kernelLimits map[string]bool
 }
 
 // newManager is the agent's controller-runtime manager: its caches see only the agent's own node
@@ -394,6 +397,7 @@ func (a *Agent) discoverAndPublish(ctx context.Context, p *publish.Publisher) {
 	inv.Replicas = a.replicas(ctx, &inv)
 	inv.MPS = a.mps.Available().Enabled
 	inv.RefreshSeconds = int32(a.opts.RefreshInterval / time.Second)
+	a.kernelMemoryLimits(&inv)
 	a.downLogged = false
 	a.mu.Lock()
 	if !a.nvmlUp {

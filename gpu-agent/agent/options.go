@@ -73,6 +73,11 @@ type Options struct {
 	// they see their share as the GPU's memory and cannot allocate past it. Empty delivers no
 	// library (shares then see the whole GPU's memory). ShareLibrary is the library to install.
 	ShareLibraryDir, ShareLibrary string
+	// ShareCgroupLimit sets each share's memory limit on its pod's cgroup (under CgroupRoot)
+	// where the driver has a per-cgroup GPU memory limit (r615 and later), before the pod's
+	// share containers start, and refuses a container whose limit cannot be set (package
+	// cgrouplimit). Drivers without it keep the share library's limit only.
+	ShareCgroupLimit bool
 	// Namespace is fairway's own namespace: only pods there can be the scheduler's reservation
 	// pods (v1alpha1.IsReservationPod). Default v1alpha1.DefaultNamespace.
 	Namespace string
@@ -89,7 +94,8 @@ type Options struct {
 	SwapWakeCPU time.Duration
 	// SwapLockTimeout bounds the wait for a process's running GPU work before its swap-out.
 	SwapLockTimeout time.Duration
-	// CgroupRoot is the host's cgroup v2 mount, for a pod's memory limit and usage.
+	// CgroupRoot is the host's cgroup v2 mount, for a pod's memory limit and usage, and where
+	// share limits are set on pods' cgroups (ShareCgroupLimit).
 	CgroupRoot string
 }
 
@@ -114,6 +120,7 @@ func DefaultOptions() Options {
 		SwapWakeCPU:            20 * time.Millisecond,
 		SwapLockTimeout:        5 * time.Second,
 		CgroupRoot:             "/sys/fs/cgroup",
+		ShareCgroupLimit:       true,
 	}
 }
 

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 	"github.com/fairway-sched/fairway/api/gpurequest"
 	fairwayv1alpha1 "github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/gpu-agent/assign"
+	"github.com/fairway-sched/fairway/gpu-agent/cgrouplimit"
+	"github.com/fairway-sched/fairway/gpu-agent/gpu"
 	"github.com/fairway-sched/fairway/gpu-agent/shareplugin"
 	"github.com/fairway-sched/fairway/gpu-agent/shim"
 )
@@ -37,7 +40,7 @@ func shareGPUs(inv *fairwayv1alpha1.GPUInventory, minors []int) []shareplugin.GP
 		if i >= len(minors) || minors[i] < 0 || g.MIGEnabled || g.UUID == "" {
 			continue
 		}
-		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy, MemoryMiB: g.MemoryMiB})
+		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, KernelMemoryLimit: g.KernelMemoryLimit})
 	}
 	return out
 }
@@ -92,6 +95,9 @@ func (a *Agent) sharePlugin(mgr manager.Manager, pods func(context.Context) ([]c
 		}
 		opts.Files = a.shareFiles
 	}
+	if a.opts.ShareCgroupLimit {
+		opts.Limit = a.shareLimit
+	}
 	a.share = shareplugin.New(opts)
 	p := a.share
 	return manager.RunnableFunc(func(ctx context.Context) error {
@@ -122,19 +128,118 @@ func (a *Agent) sharePlugin(mgr manager.Manager, pods func(context.Context) ([]c
 // gpu-memory, else its fraction of g's memory) as the limit, and the MPS pipe directory when
 // the node runs MPS. Keyed by the pod's UID; forgetShareFiles removes it with the pod.
 func (a *Agent) shareFiles(pod *corev1.Pod, g shareplugin.GPU) ([]*pluginapi.Mount, error) {
-	req, err := gpurequest.Parse(pod.Annotations)
+	bytes, err := shareBytes(pod, g)
 	if err != nil {
 		return nil, err
 	}
-	mib := req.MemoryOn(g.MemoryMiB)
-	if mib <= 0 {
-		return nil, fmt.Errorf("pod %s asks for no GPU share (%s, %s) of GPU %s (%d MiB)", klog.KObj(pod), req.Fraction(), req.Memory(), g.UUID, g.MemoryMiB)
-	}
-	c := shim.Config{MemoryLimitBytes: mib << 20}
+	c := shim.Config{MemoryLimitBytes: bytes}
 	if a.opts.MPS {
 		c.MPSPipeDirectory = shim.DefaultPipeDirectory
 	}
 	return shim.Prepare(a.opts.ShareLibraryDir, string(pod.UID), c)
+}
+
+// shareBytes is the share's memory on GPU g: its gpu-memory, else its fraction of g's memory.
+// The share library's limit (share.conf) and the pod's cgroup limit are both this number.
+func shareBytes(pod *corev1.Pod, g shareplugin.GPU) (int64, error) {
+	req, err := gpurequest.Parse(pod.Annotations)
+	if err != nil {
+		return 0, err
+	}
+	mib := req.MemoryOn(g.MemoryMiB)
+	if mib <= 0 {
+		return 0, fmt.Errorf("pod %s asks for no GPU share (%s, %s) of GPU %s (%d MiB)", klog.KObj(pod), req.Fraction(), req.Memory(), g.UUID, g.MemoryMiB)
+	}
+	return mib << 20, nil
+}
+
+// shareLimit puts the share's memory limit on GPU g on its pod's cgroup (package cgrouplimit).
+// kernel is false where the driver has no such limit: the share keeps the library's.
+func (a *Agent) shareLimit(pod *corev1.Pod, g shareplugin.GPU) (kernel bool, err error) {
+	bytes, err := shareBytes(pod, g)
+	if err != nil {
+		return false, err
+	}
+	dir, err := a.limiter().Set(pod.UID, g.UUID, uint64(bytes))
+	if errors.Is(err, cgrouplimit.ErrUnsupported) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a.log.V(1).Info("GPU share limit on the pod's cgroup", "pod", klog.KObj(pod), "gpu", g.UUID, "bytes", bytes, "cgroup", dir)
+	return true, nil
+}
+
+// limiter sets share limits on pods' cgroups under the agent's cgroup root.
+func (a *Agent) limiter() *cgrouplimit.Limiter {
+	return &cgrouplimit.Limiter{Root: a.opts.CgroupRoot, Device: a.deviceByUUID}
+}
+
+// deviceByUUID is the node's GPU of that UUID.
+func (a *Agent) deviceByUUID(uuid string) (gpu.Device, error) {
+	n, err := a.lib.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		d, err := a.lib.Device(i)
+		if err != nil {
+			continue
+		}
+		if u, err := d.UUID(); err == nil && u == uuid {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("no such GPU on node %s", a.opts.NodeName)
+}
+
+// SetCgroupMemoryLimit opens the library opts names and puts a hard limit of bytes on the GPU
+// uuid on the cgroup directory dir, as the share device plugin does on a pod's cgroup (for
+// test/gpu/run.sh: `fairway agent memory-limit`); it returns what reads back. Where the driver
+// has no per-cgroup limit it fails with cgrouplimit.ErrUnsupported.
+func SetCgroupMemoryLimit(opts Options, uuid, dir string, bytes uint64) (gpu.MemoryLimits, error) {
+	lib, err := OpenLibrary(&opts)
+	if err != nil {
+		return gpu.MemoryLimits{}, err
+	}
+	if err := lib.Init(); err != nil {
+		return gpu.MemoryLimits{}, Explain(err)
+	}
+	defer func() { _ = lib.Shutdown() }()
+	a := &Agent{opts: opts, lib: lib}
+	return a.limiter().SetDir(dir, uuid, bytes)
+}
+
+// kernelMemoryLimits marks the GPUs of inv whose driver limits a cgroup's memory, where the
+// agent sets share limits on pods' cgroups; it logs each GPU whose answer changed.
+func (a *Agent) kernelMemoryLimits(inv *fairwayv1alpha1.GPUInventory) {
+	if !a.opts.ShareCgroupLimit || a.opts.DevicePluginDir == "" {
+		return
+	}
+	if a.kernelLimits == nil {
+		a.kernelLimits = map[string]bool{}
+	}
+	l := a.limiter()
+	for i := range inv.GPUs {
+		g := &inv.GPUs[i]
+		if g.MIGEnabled || !g.Healthy || g.UUID == "" {
+			continue
+		}
+		ok, err := l.Supported(g.UUID)
+		g.KernelMemoryLimit = ok
+		if err != nil {
+			a.log.V(1).Info("Reading a GPU's per-cgroup memory limits", "gpu", g.UUID, "error", err.Error())
+		}
+		if was, seen := a.kernelLimits[g.UUID]; !seen || was != ok {
+			a.kernelLimits[g.UUID] = ok
+			if ok {
+				a.log.Info("GPU shares get a kernel-enforced memory limit on their pod's cgroup", "gpu", g.UUID, "driver", inv.Driver)
+			} else {
+				a.log.Info("The driver has no per-cgroup memory limit; GPU shares keep the share library's limit, which a process that does not load it escapes", "gpu", g.UUID, "driver", inv.Driver)
+			}
+		}
+	}
 }
 
 // forgetShareFiles removes a deleted pod's share files.

@@ -230,3 +230,27 @@ func (d *Device) GetProcessUtilization(since uint64) ([]nvml.ProcessUtilizationS
 	}
 	return out, nvml.SUCCESS
 }
+
+// Per-cgroup memory limits (nvmlDeviceSetMemoryLimits_v1): the fake driver predates r615 and
+// answers ERROR_NOT_SUPPORTED, unless a test set the mock's SetMemoryLimits_v1Func or
+// GetMemoryLimits_v1Func (go-nvml's mock would panic on a call it was not given).
+
+func (d *Device) SetMemoryLimits_v1(cgroup string, soft, hard uint64) nvml.Return {
+	if r := d.failed(); r != nvml.SUCCESS {
+		return r
+	}
+	if d.SetMemoryLimits_v1Func == nil {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	return d.Device.SetMemoryLimits_v1(cgroup, soft, hard)
+}
+
+func (d *Device) GetMemoryLimits_v1(cgroup string) (nvml.MemoryLimits_v1, nvml.Return) {
+	if r := d.failed(); r != nvml.SUCCESS {
+		return nvml.MemoryLimits_v1{}, r
+	}
+	if d.GetMemoryLimits_v1Func == nil {
+		return nvml.MemoryLimits_v1{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	return d.Device.GetMemoryLimits_v1(cgroup)
+}

@@ -87,3 +87,24 @@ type Fabric struct {
 	// CliqueID identifies the partition of the fabric the device belongs to.
 	CliqueID uint32
 }
+
+// MemoryLimiter is the driver's device-memory limit per cgroup (NVML's
+// nvmlDeviceSetMemoryLimits_v1, NVIDIA driver r615 and later): the kernel's dmem cgroup controller
+// (Linux 6.14 and later) or the driver's own per-cgroup accounting enforces it for every context
+// of the cgroup's processes, whatever library they load. A Device of the NVML library implements
+// it; drivers without it answer ErrNotSupported. Optional: type-assert a Device to it.
+type MemoryLimiter interface {
+	// SetMemoryLimits sets the soft and hard limits, in bytes, of the cgroup directory cgroup
+	// (its full path, e.g. /sys/fs/cgroup/kubepods.slice/...) on this GPU. It needs root.
+	SetMemoryLimits(cgroup string, soft, hard uint64) error
+	// MemoryLimits reads them back, with the cgroup's current use of the GPU.
+	MemoryLimits(cgroup string) (MemoryLimits, error)
+}
+
+// MemoryLimits are a cgroup's limits on one GPU, in bytes; Hard is NoMemoryLimit when unlimited.
+type MemoryLimits struct {
+	Soft, Hard, Used uint64
+}
+
+// NoMemoryLimit is NVML's NVML_DEVICE_MEMORY_LIMIT_MAX: no limit.
+const NoMemoryLimit = ^uint64(0)

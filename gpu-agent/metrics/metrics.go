@@ -48,6 +48,8 @@ var (
 		"Frame-buffer memory in use on the GPU.", gpuLabels, nil)
 	descUtil = prometheus.NewDesc("fairway_gpu_utilization_ratio",
 		"Share of the last sample period in which a kernel ran on the GPU (0-1).", gpuLabels, nil)
+	descKernelLimit = prometheus.NewDesc("fairway_gpu_kernel_memory_limit",
+		"1 when a GPU share's memory limit is set on its pod's cgroup and enforced by the kernel or driver for every process of the pod (NVIDIA r615+ per-cgroup limit), 0 when the share library's limit is all there is.", gpuLabels, nil)
 	descProcs = prometheus.NewDesc("fairway_gpu_processes",
 		"Compute processes holding a context on the GPU.", gpuLabels, nil)
 
@@ -86,7 +88,7 @@ func NewCollector(state func() State) *Collector { return &Collector{state: stat
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descMemTotal, descMemUsed, descUtil, descProcs,
+	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descMemTotal, descMemUsed, descUtil, descProcs, descKernelLimit,
 		descPodMem, descPodUtil, descPodProcs, descPodIdle, descPodSwapped, descNVMLUp, descErrors, descMPS, descPublished} {
 		ch <- d
 	}
@@ -118,6 +120,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			labels := []string{s.Node, g.UUID, strconv.Itoa(int(g.Index)), g.Product}
 			gauge(descInfo, 1, append(labels, g.ComputeCapability, strconv.FormatBool(g.MIGEnabled))...)
 			gauge(descMemTotal, float64(g.MemoryMiB)*(1<<20), labels...)
+			if !g.MIGEnabled {
+				gauge(descKernelLimit, boolFloat(g.KernelMemoryLimit), labels...)
+			}
 			u, ok := sampled[int(g.Index)]
 			gauge(descHealthy, boolFloat(g.Healthy && s.NVMLUp && (!ok || u.Healthy)), labels...)
 			if !ok || !u.Healthy {

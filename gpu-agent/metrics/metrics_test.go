@@ -25,7 +25,7 @@ func state() State {
 		PublishedAt: time.Unix(1767268800, 0),
 		Errors:      errs.Snapshot(),
 		Inventory: &fairwayv1alpha1.GPUInventory{GPUs: []fairwayv1alpha1.GPUDevice{
-			{Index: 0, UUID: "GPU-0", Product: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, ComputeCapability: "9.0", Healthy: true},
+			{Index: 0, UUID: "GPU-0", Product: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, ComputeCapability: "9.0", Healthy: true, KernelMemoryLimit: true},
 			{Index: 1, UUID: "GPU-1", Product: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, ComputeCapability: "9.0", Healthy: false},
 		}},
 		Usage: &usage.Snapshot{
@@ -55,6 +55,10 @@ fairway_gpu_info{compute_capability="9.0",gpu_index="1",gpu_uuid="GPU-1",mig_ena
 # HELP fairway_gpu_inventory_published_timestamp_seconds When the agent last wrote or confirmed the node's GPU inventory.
 # TYPE fairway_gpu_inventory_published_timestamp_seconds gauge
 fairway_gpu_inventory_published_timestamp_seconds{node="n1"} 1.7672688e+09
+# HELP fairway_gpu_kernel_memory_limit 1 when a GPU share's memory limit is set on its pod's cgroup and enforced by the kernel or driver for every process of the pod (NVIDIA r615+ per-cgroup limit), 0 when the share library's limit is all there is.
+# TYPE fairway_gpu_kernel_memory_limit gauge
+fairway_gpu_kernel_memory_limit{gpu_index="0",gpu_uuid="GPU-0",model="NVIDIA H100 80GB HBM3",node="n1"} 1
+fairway_gpu_kernel_memory_limit{gpu_index="1",gpu_uuid="GPU-1",model="NVIDIA H100 80GB HBM3",node="n1"} 0
 # HELP fairway_gpu_memory_total_bytes Total frame-buffer memory of the GPU.
 # TYPE fairway_gpu_memory_total_bytes gauge
 fairway_gpu_memory_total_bytes{gpu_index="0",gpu_uuid="GPU-0",model="NVIDIA H100 80GB HBM3",node="n1"} 8.589934592e+10

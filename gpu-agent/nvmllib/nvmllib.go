@@ -17,6 +17,8 @@ import (
 const (
 	symFabricInfo         = "nvmlDeviceGetGpuFabricInfo"
 	symProcessUtilization = "nvmlDeviceGetProcessUtilization"
+	symSetMemoryLimits    = "nvmlDeviceSetMemoryLimits_v1"
+	symGetMemoryLimits    = "nvmlDeviceGetMemoryLimits_v1"
 )
 
 // Open returns the real NVML library. Nothing is loaded until Init, which fails with
@@ -45,7 +47,7 @@ func (l *library) Init() error {
 		return err
 	}
 	optional := map[string]bool{}
-	for _, sym := range []string{symFabricInfo, symProcessUtilization} {
+	for _, sym := range []string{symFabricInfo, symProcessUtilization, symSetMemoryLimits, symGetMemoryLimits} {
 		optional[sym] = l.lookup(sym)
 	}
 	l.mu.Lock()
@@ -104,7 +106,10 @@ type device struct {
 	index int
 }
 
-var _ gpu.Device = (*device)(nil)
+var (
+	_ gpu.Device        = (*device)(nil)
+	_ gpu.MemoryLimiter = (*device)(nil)
+)
 
 func (d *device) Index() int { return d.index }
 
@@ -215,6 +220,24 @@ func (d *device) ProcessUtilization(since uint64) ([]gpu.ProcessSample, error) {
 	return out, nil
 }
 
+func (d *device) SetMemoryLimits(cgroup string, soft, hard uint64) error {
+	if !d.lib.has(symSetMemoryLimits) {
+		return d.wrap(symSetMemoryLimits, nvml.ERROR_FUNCTION_NOT_FOUND)
+	}
+	return d.wrap(symSetMemoryLimits, d.dev.SetMemoryLimits_v1(cgroup, soft, hard))
+}
+
+func (d *device) MemoryLimits(cgroup string) (gpu.MemoryLimits, error) {
+	if !d.lib.has(symGetMemoryLimits) {
+		return gpu.MemoryLimits{}, d.wrap(symGetMemoryLimits, nvml.ERROR_FUNCTION_NOT_FOUND)
+	}
+	l, ret := d.dev.GetMemoryLimits_v1(cgroup)
+	if err := d.wrap(symGetMemoryLimits, ret); err != nil {
+		return gpu.MemoryLimits{}, err
+	}
+	return gpu.MemoryLimits{Soft: l.SoftLimit, Hard: l.HardLimit, Used: l.CurrentUsed}, nil
+}
+
 func (d *device) wrap(op string, ret nvml.Return) error { return wrap(op, d.index, ret) }
 
 // wrap turns an NVML return code into nil or a *gpu.Error.
@@ -272,6 +295,8 @@ func codeName(ret nvml.Return) string {
 		return "ERROR_LIB_RM_VERSION_MISMATCH"
 	case nvml.ERROR_GPU_NOT_FOUND:
 		return "ERROR_GPU_NOT_FOUND"
+	case nvml.ERROR_OPERATING_SYSTEM:
+		return "ERROR_OPERATING_SYSTEM"
 	case nvml.ERROR_UNKNOWN:
 		return "ERROR_UNKNOWN"
 	default:

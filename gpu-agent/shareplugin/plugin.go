@@ -91,6 +91,10 @@ type GPU struct {
 	Healthy bool
 	// MemoryMiB is the device's memory (a fraction's share of it is the share's limit).
 	MemoryMiB int64
+	// KernelMemoryLimit is true where the driver limits a cgroup's memory on this GPU (the
+	// agent's Options.Limit then sets each share's limit on its pod's cgroup), false where
+	// the share library's limit is all there is.
+	KernelMemoryLimit bool
 }
 
 // DeviceNode is the GPU's device node on the host.
@@ -124,6 +128,13 @@ type Options struct {
 	// configuration (gpu-agent/shim), as mounts of host paths the kubelet makes (no hostPath
 	// in the pod). An error refuses the allocation: a share never starts without its limit.
 	Files func(pod *corev1.Pod, g GPU) ([]*pluginapi.Mount, error)
+	// Limit, when set, puts the share's memory limit on its pod's cgroup before each of the
+	// pod's share containers starts: the plugin asks the kubelet for PreStartContainer calls,
+	// which come after the kubelet made the pod's cgroup and before the container's processes
+	// exist (Allocate comes at admission, when the cgroup may not exist yet). kernel false with
+	// no error: the driver has no such limit, and the share keeps the library's. An error
+	// refuses the container: a share never starts without its limit where the driver has one.
+	Limit func(pod *corev1.Pod, g GPU) (kernel bool, err error)
 	// Wait bounds how long a call waits for the pod being admitted to reach the cache (the
 	// kubelet's watch may be ahead of the agent's). Poll is how often it looks meanwhile.
 	Wait, Poll time.Duration
@@ -145,8 +156,10 @@ type Plugin struct {
 	// the order their bindings reach it, which is the order they reach the agent.
 	order map[types.UID]uint64
 	next  uint64
-	// allocated are the pods the plugin answered an Allocate for, and their GPU.
+	// allocated are the pods the plugin answered an Allocate for, and their GPU; slots are
+	// the share slots it answered, and their pod (PreStartContainer names slots only).
 	allocated map[types.UID]string
+	slots     map[string]types.UID
 	// devices is what ListAndWatch last sent; changed is closed and replaced when it changes.
 	devices []*pluginapi.Device
 	changed chan struct{}
@@ -172,7 +185,7 @@ func New(opts Options) *Plugin {
 	if opts.GPUs == nil {
 		opts.GPUs = func() []GPU { return nil }
 	}
-	p := &Plugin{opts: opts, order: map[types.UID]uint64{}, allocated: map[types.UID]string{}, changed: make(chan struct{})}
+	p := &Plugin{opts: opts, order: map[types.UID]uint64{}, allocated: map[types.UID]string{}, slots: map[string]types.UID{}, changed: make(chan struct{})}
 	p.Refresh()
 	return p
 }
@@ -207,9 +220,14 @@ func (p *Plugin) Refresh() {
 }
 
 // GetDevicePluginOptions asks the kubelet for GetPreferredAllocation calls, by which the plugin
-// steers it to a slot of the GPU the scheduler chose.
+// steers it to a slot of the GPU the scheduler chose, and, with Options.Limit, for
+// PreStartContainer calls, in which it sets the share's limit on the pod's cgroup.
 func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+	return p.pluginOptions(), nil
+}
+
+func (p *Plugin) pluginOptions() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true, PreStartRequired: p.opts.Limit != nil}
 }
 
 // ListAndWatch sends the share slots, and again whenever they change, until the kubelet hangs up.
@@ -295,6 +313,9 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		}
 		p.mu.Lock()
 		p.allocated[c.pod.UID] = g.UUID
+		for _, id := range cr.GetDevicesIds() {
+			p.slots[id] = c.pod.UID
+		}
 		p.mu.Unlock()
 		p.opts.Log.Info("Gave a GPU share its device", "pod", klog.KObj(c.pod), "gpu", g.UUID, "devices", cr.GetDevicesIds())
 		resp.ContainerResponses = append(resp.ContainerResponses, r)
@@ -486,6 +507,11 @@ func (p *Plugin) waiting(ctx context.Context) ([]candidate, error) {
 			delete(p.allocated, uid)
 		}
 	}
+	for id, uid := range p.slots {
+		if !present[uid] {
+			delete(p.slots, id)
+		}
+	}
 	for i := range out {
 		out[i].seq = p.order[out[i].pod.UID]
 	}
@@ -527,9 +553,72 @@ func compareUint(a, b uint64) int {
 	return 0
 }
 
-// PreStartContainer is not used (GetDevicePluginOptions asks for no calls).
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+// PreStartContainer puts the share's memory limit on the cgroup of the pod that holds the slots
+// (Options.Limit), before the container starts; it refuses the container when the limit cannot
+// be set where the driver has one.
+func (p *Plugin) PreStartContainer(ctx context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	if p.opts.Limit == nil {
+		return &pluginapi.PreStartContainerResponse{}, nil
+	}
+	ids := req.GetDevicesIds()
+	g, err := p.gpuOf(ids)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	pod, err := p.holder(ctx, ids)
+	if err != nil {
+		p.opts.Log.Error(err, "Refused to start a GPU share's container: its pod is unknown", "gpu", g.UUID, "devices", ids)
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	kernel, err := p.opts.Limit(pod, g)
+	if err != nil {
+		p.opts.Log.Error(err, "Refused to start a GPU share's container: its memory limit could not be set on its pod's cgroup", "pod", klog.KObj(pod), "gpu", g.UUID)
+		return nil, status.Error(codes.FailedPrecondition, fmt.Sprintf("pod %s: setting the GPU share's memory limit on its cgroup: %v", klog.KObj(pod), err))
+	}
+	if kernel {
+		p.opts.Log.Info("Set a GPU share's memory limit on its pod's cgroup (kernel-enforced)", "pod", klog.KObj(pod), "gpu", g.UUID)
+	} else {
+		p.opts.Log.V(1).Info("The driver has no per-cgroup memory limit; the share keeps the share library's", "pod", klog.KObj(pod), "gpu", g.UUID)
+	}
 	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// holder is the pod that holds the slots: the one the plugin gave them to, or, after an agent
+// restart, the one the kubelet's record (PodResources) shows with them.
+func (p *Plugin) holder(ctx context.Context, ids []string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	uid := p.slots[ids[0]]
+	p.mu.Unlock()
+	var owner types.NamespacedName
+	if uid == "" && p.opts.Admitted != nil {
+		admitted, err := p.opts.Admitted(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s slot %s: the kubelet's PodResources API: %w", fairwayv1alpha1.ResourceGPUShare, ids[0], err)
+		}
+		for key, slots := range admitted {
+			if slices.Contains(slots, ids[0]) {
+				owner = key
+			}
+		}
+	}
+	if uid == "" && owner.Name == "" {
+		return nil, fmt.Errorf("%s slot %s: no pod holds it", fairwayv1alpha1.ResourceGPUShare, ids[0])
+	}
+	pods, err := p.opts.Pods(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods of node %s: %w", p.opts.NodeName, err)
+	}
+	for i := range pods {
+		pod := &pods[i]
+		if (uid != "" && pod.UID == uid) || (uid == "" && pod.Namespace == owner.Namespace && pod.Name == owner.Name) {
+			return pod, nil
+		}
+	}
+	who := string(uid)
+	if who == "" {
+		who = owner.String()
+	}
+	return nil, fmt.Errorf("%s slot %s: its pod (%s) is not among the pods of node %s", fairwayv1alpha1.ResourceGPUShare, ids[0], who, p.opts.NodeName)
 }
 
 // Mismatch is a pod whose share slots, in the kubelet's record, are on another GPU than the one

@@ -572,3 +572,72 @@ func TestAllocateGivesTheShareItsFiles(t *testing.T) {
 		t.Errorf("mounts %v lack the share's read-only directory", r.Mounts)
 	}
 }
+
+// TestPreStartContainerLimitsThePod: with Options.Limit the plugin asks the kubelet for
+// PreStartContainer calls, and in each puts the limit of the pod that holds the slots on the
+// slots' GPU; an error refuses the container, a driver without the limit lets it start; after
+// an agent restart the kubelet's record names the slots' pod.
+func TestPreStartContainerLimitsThePod(t *testing.T) {
+	c := &cache{}
+	type call struct{ pod, gpu string }
+	var calls []call
+	var kernel bool
+	var fail error
+	limit := func(pod *corev1.Pod, g GPU) (bool, error) {
+		calls = append(calls, call{pod.Name, g.UUID})
+		return kernel, fail
+	}
+	admitted := map[types.NamespacedName][]string{}
+	p := newPlugin(t, c, func(o *Options) {
+		o.Limit = limit
+		o.Admitted = func(context.Context) (map[types.NamespacedName][]string, error) { return admitted, nil }
+	})
+	if o, err := p.GetDevicePluginOptions(context.Background(), &pluginapi.Empty{}); err != nil || !o.PreStartRequired || !o.GetPreferredAllocationAvailable {
+		t.Fatalf("options %+v, %v: want PreStartRequired", o, err)
+	}
+	if o, _ := newPlugin(t, c, nil).GetDevicePluginOptions(context.Background(), &pluginapi.Empty{}); o.PreStartRequired {
+		t.Error("a plugin without Limit asks for PreStartContainer calls")
+	}
+	preStart := func(p *Plugin, ids ...string) error {
+		_, err := p.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{DevicesIds: ids})
+		return err
+	}
+
+	c.add(sharePod("team-a", "half", "GPU-b"))
+	if err := preStart(p, slots("GPU-b")[0]); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no pod holds it") {
+		t.Errorf("PreStartContainer of a slot nobody holds: %v, want FailedPrecondition", err)
+	}
+	ids := preferred(t, p)
+	if _, err := allocate(p, ids...); err != nil {
+		t.Fatal(err)
+	}
+	kernel = true
+	if err := preStart(p, ids...); err != nil {
+		t.Fatalf("PreStartContainer: %v", err)
+	}
+	if len(calls) != 1 || calls[0] != (call{"half", "GPU-b"}) {
+		t.Errorf("limits set %v, want half's on GPU-b", calls)
+	}
+	fail = errors.New("ERROR_NO_PERMISSION")
+	if err := preStart(p, ids...); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pod team-a/half: setting the GPU share's memory limit on its cgroup: ERROR_NO_PERMISSION") {
+		t.Errorf("PreStartContainer with a failing limit: %v, want FailedPrecondition naming the pod and cause", err)
+	}
+	fail, kernel = nil, false
+	if err := preStart(p, ids...); err != nil {
+		t.Errorf("PreStartContainer on a driver without the limit: %v, want the container to start", err)
+	}
+
+	// A restarted agent: the kubelet's record says which pod holds the slot.
+	restarted := newPlugin(t, c, func(o *Options) {
+		o.Limit = limit
+		o.Admitted = func(context.Context) (map[types.NamespacedName][]string, error) { return admitted, nil }
+	})
+	admitted[types.NamespacedName{Namespace: "team-a", Name: "half"}] = ids
+	calls = nil
+	if err := preStart(restarted, ids...); err != nil || len(calls) != 1 || calls[0].pod != "half" {
+		t.Errorf("PreStartContainer after a restart: %v, limits %v; want half's", err, calls)
+	}
+	if err := preStart(restarted, "GPU-z::share-0"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("PreStartContainer of another node's GPU: %v, want InvalidArgument", err)
+	}
+}

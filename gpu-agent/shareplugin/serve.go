@@ -67,7 +67,7 @@ func (p *Plugin) serveOnce(ctx context.Context, dir string) (<-chan struct{}, er
 	srv := grpc.NewServer()
 	pluginapi.RegisterDevicePluginServer(srv, p)
 	go func() { _ = srv.Serve(lis) }()
-	if err := register(ctx, kubelet); err != nil {
+	if err := register(ctx, kubelet, p.pluginOptions()); err != nil {
 		srv.Stop()
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (p *Plugin) serveOnce(ctx context.Context, dir string) (<-chan struct{}, er
 	return stopped, nil
 }
 
-func register(ctx context.Context, kubelet string) error {
+func register(ctx context.Context, kubelet string, opts *pluginapi.DevicePluginOptions) error {
 	conn, err := grpc.NewClient("unix://"+kubelet, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("dialing the kubelet at %s: %w", kubelet, err)
@@ -110,7 +110,7 @@ func register(ctx context.Context, kubelet string) error {
 		Version:      pluginapi.Version,
 		Endpoint:     fairwayv1alpha1.ShareDevicePluginSocket,
 		ResourceName: string(fairwayv1alpha1.ResourceGPUShare),
-		Options:      &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
+		Options:      opts,
 	})
 	if err != nil {
 		return fmt.Errorf("registering %s with the kubelet: %w", fairwayv1alpha1.ResourceGPUShare, err)

@@ -11,7 +11,11 @@
 #      works fails the check): no MPS (its pipe directory pointed elsewhere), the other tenant's
 #      pipe directory, a higher CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, CUDA_VISIBLE_DEVICES games,
 #      removing its control pipe, commands written to it (raising the limits, restarting its
-#      server), and no MPS without the library (what a static binary does). The tenant's
+#      server), and no MPS without the library (what a static binary does; it is printed which
+#      memory limit the GPU enforces: "kernel" where the driver has the per-cgroup limit, r615
+#      and later, which the agent's code then sets on a cgroup of the tenant's own, as on a
+#      pod's; "library only" where it has none, and then the attempt succeeds and fails the
+#      check). FAIRWAY_GPU_CHECK_CGROUP_ROOT is the cgroup v2 mount (/sys/fs/cgroup). The tenant's
 #      cuMemGetInfo and nvidia-smi show N MiB as the total and its own use as used; the other
 #      tenant allocates on the same GPU afterwards, and, while one works, the other's /dev/shm
 #      shows none of its shared memory. Needs root (mount namespaces) and setpriv.
@@ -193,15 +197,58 @@ mps_check() {
 
   # tenant T [VAR=VALUE...] -- CMD...: CMD as tenant T's pod runs it: its user, its /dev/shm,
   # its pipe directory and the share library; the VAR=VALUEs are the tenant's own environment,
-  # set after (and so over) the pod's.
+  # set after (and so over) the pod's. Tenant a runs in the cgroup limit_cg when it is set (as
+  # a pod's processes run in the pod's cgroup), moved there by root before anything else runs.
+  local limit_cg=""
   tenant() {
     local t=$1 uid=TENANT_UID_$1; shift
-    local -a envs=()
+    local -a envs=() in_cgroup=()
     while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
     shift
+    if [[ $t == a && -n "$limit_cg" ]]; then
+      in_cgroup=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$limit_cg")
+      envs=(FAIRWAY_GPU_CHECK_TENANT_CGROUP="$limit_cg" "${envs[@]}")
+    fi
     env CUDA_MPS_PIPE_DIRECTORY="$work/$t/pipe" ${shim:+LD_PRELOAD="$shim" FAIRWAY_SHARE_CONFIG="$work/$t/share.conf"} "${envs[@]}" \
-      timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/$t/shm" -- \
+      "${in_cgroup[@]}" timeout 60 "$bin/fairway" agent mps-exec --shared-memory-directory "$work/$t/shm" -- \
       setpriv --reuid="${!uid}" --regid="${!uid}" --clear-groups -- "$@"
+  }
+  # kernel_limit: which memory limit GPU $gpu enforces on a share's pod. Where the driver has
+  # the per-cgroup limit, it is set (N MiB, by the agent's code) on a new cgroup, limit_cg, in
+  # which tenant a then runs; a driver that has it but refuses it fails the check (the agent
+  # would refuse the share's container).
+  kernel_limit() {
+    local cgroot=${FAIRWAY_GPU_CHECK_CGROUP_ROOT:-/sys/fs/cgroup} cg out rc
+    limit_cg=""
+    if [[ ! -f "$cgroot/cgroup.controllers" ]]; then
+      echo "   memory limit enforcement on GPU $gpu: library only (no cgroup v2 at $cgroot, which the driver's per-cgroup limit needs)"
+      return
+    fi
+    # Under the kernel's dmem controller a cgroup takes a limit only where its parent enabled
+    # the controller for its children (the kubelet's pod cgroups need the same down kubepods).
+    if grep -qw dmem "$cgroot/cgroup.controllers" && ! grep -qw dmem "$cgroot/cgroup.subtree_control" 2>/dev/null; then
+      if echo +dmem >"$cgroot/cgroup.subtree_control" 2>/dev/null; then
+        echo "   enabled the dmem controller for the children of $cgroot"
+      fi
+    fi
+    cg=$cgroot/fairway-gpu-check-$$
+    if ! mkdir "$cg" 2>/dev/null; then
+      fail "memory limit enforcement on GPU $gpu: cannot make the cgroup $cg"
+      return
+    fi
+    out=$("$bin/fairway" agent memory-limit --nvml=real --device "$gpu" --cgroup "$cg" --limit-mib "$N" 2>&1); rc=$?
+    echo "$out" | sed 's/^/   /'
+    case "$rc:$out" in
+      "0:memory-limit: kernel"*)
+        limit_cg=$cg
+        pass "memory limit enforcement on GPU $gpu: kernel (the driver's per-cgroup limit, ${N} MiB on tenant a's cgroup, set by the agent's code as on a pod's)" ;;
+      "0:memory-limit: library"*)
+        rmdir "$cg"
+        echo "   memory limit enforcement on GPU $gpu: library only (the driver has no per-cgroup limit; NVIDIA r615 and later have it): nothing but the library stops the next attempt" ;;
+      *)
+        rmdir "$cg"
+        fail "memory limit enforcement on GPU $gpu: the driver's per-cgroup limit could not be set (the agent would refuse a share's container): $(echo "$out" | tail -2)" ;;
+    esac
   }
   # alloc T MIB [VAR=VALUE...] -> exit status of cudaalloc in tenant T, output indented
   alloc() {
@@ -263,7 +310,16 @@ mps_check() {
     escape "the same, without the share library" LD_PRELOAD=
     # What no library can stop: a process that does not load it (a static binary, a loader
     # that ignores /etc/ld.so.preload) and does not use MPS opens a plain context on the GPU.
+    # Only the driver's per-cgroup limit (r615 and later) holds there: where the driver has it,
+    # tenant a runs this attempt in a cgroup of its own with its limit, set by the agent's code
+    # as the share device plugin sets it on a pod's cgroup; where it has none, nothing stops
+    # the attempt and it fails the check.
+    kernel_limit
     escape "no MPS and no share library (as a static binary would)" LD_PRELOAD= CUDA_MPS_PIPE_DIRECTORY="$work/a/empty"
+    if [[ -n "$limit_cg" ]]; then
+      rmdir "$limit_cg" 2>/dev/null || echo "   (tenant a's cgroup $limit_cg is left: $(cat "$limit_cg/cgroup.procs" 2>/dev/null | tr '\n' ' '))"
+      limit_cg=""
+    fi
 
     # What the tenant sees: the share as its GPU, its own use as used.
     if [[ -n "$shim" ]]; then

@@ -66,6 +66,30 @@ case "$1 $2" in
     esac
   done
   ;;
+"agent memory-limit")
+  # The driver's per-cgroup limit: none (as before r615), or taken (FAKE_KERNEL_LIMIT) and kept
+  # where the fake cudaalloc of a process in that cgroup finds it, or refused
+  # (FAKE_KERNEL_LIMIT_FAILS).
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in
+    --cgroup) cg=$2; shift ;;
+    --limit-mib) limit=$2; shift ;;
+    --device) shift ;;
+    esac
+    shift
+  done
+  if [ -n "$FAKE_KERNEL_LIMIT_FAILS" ]; then
+    echo "error: setting the GPU memory limit of $cg on GPU GPU-0000 to 2147483648 bytes: nvmlDeviceSetMemoryLimits_v1 on GPU 0: ERROR_NO_PERMISSION" >&2
+    exit 1
+  fi
+  if [ -z "$FAKE_KERNEL_LIMIT" ]; then
+    echo "memory-limit: library: GPU GPU-0000: the NVIDIA driver has no per-cgroup GPU memory limit (nvmlDeviceSetMemoryLimits_v1, r615 and later): ERROR_FUNCTION_NOT_FOUND"
+    exit 0
+  fi
+  echo "$limit" >"$cg/fake.limit"
+  echo "memory-limit: kernel: GPU GPU-0000: hard limit $limit MiB on $cg (backend misc; reads back hard $limit MiB, soft 0 MiB, used 0 MiB)"
+  ;;
 "agent watch")
   # The owner's processes are the GPU's at start; it wakes when the fake owner works (or at
   # once with FAKE_WATCH_WAKES_EARLY, as an agent that takes a loan's work for the owner's).
@@ -165,6 +189,12 @@ case "$*" in
   ;;
 esac
 mib=$2
+# The driver's per-cgroup limit, for a process that runs in a cgroup with one (its pid written to
+# the cgroup's cgroup.procs): whatever it loads, past the limit is out of memory.
+if [ -n "$FAIRWAY_GPU_CHECK_TENANT_CGROUP" ] && [ -r "$FAIRWAY_GPU_CHECK_TENANT_CGROUP/fake.limit" ] &&
+  [ -s "$FAIRWAY_GPU_CHECK_TENANT_CGROUP/cgroup.procs" ] && [ "$mib" -gt "$(cat "$FAIRWAY_GPU_CHECK_TENANT_CGROUP/fake.limit")" ]; then
+  echo "cudaalloc: allocating $mib MiB: CUDA_ERROR_OUT_OF_MEMORY"; exit 3
+fi
 limit=$(cat "$CUDA_MPS_PIPE_DIRECTORY/limit" 2>/dev/null)
 # A tenant's process (under mps-exec) without its MPS server: on a node that withholds the GPU
 # from the pod it gets none, unless FAKE_BYPASS_ESCAPES (as today's mps mode: a plain context).
@@ -297,7 +327,23 @@ func TestRunScript(t *testing.T) {
 		"an escape by bypassing MPS and the library fails": {
 			binaries: true, mps: true, env: []string{"FAKE_BYPASS_ESCAPES=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
 			want: []string{"PASS: escape blocked: no MPS (CUDA_MPS_PIPE_DIRECTORY at an empty directory)",
+				"memory limit enforcement on GPU GPU-0000: library only (the driver has no per-cgroup limit",
 				"FAIL: escape NOT blocked: no MPS and no share library (as a static binary would): tenant a allocated 2560 MiB past its 2048 MiB share", "RESULT: FAILED"},
+		},
+		// A driver with the per-cgroup limit (r615 and later): the process that bypasses MPS and
+		// the library runs in a cgroup with its limit, and cannot allocate past it.
+		"the driver's per-cgroup limit blocks bypassing MPS and the library": {
+			binaries: true, mps: true, env: []string{"FAKE_BYPASS_ESCAPES=1", "FAKE_KERNEL_LIMIT=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 2,
+			want: []string{"memory-limit: kernel: GPU GPU-0000: hard limit 2048 MiB on ",
+				"PASS: memory limit enforcement on GPU GPU-0000: kernel (the driver's per-cgroup limit, 2048 MiB on tenant a's cgroup",
+				"PASS: escape blocked: no MPS and no share library (as a static binary would): tenant a cannot allocate 2560 MiB past its 2048 MiB share (CUDA_ERROR_OUT_OF_MEMORY)",
+				"RESULT: INCOMPLETE"},
+			wantNot: []string{"FAIL", "library only"},
+		},
+		"a per-cgroup limit the driver refuses fails": {
+			binaries: true, mps: true, env: []string{"FAKE_KERNEL_LIMIT_FAILS=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
+			want: []string{"FAIL: memory limit enforcement on GPU GPU-0000: the driver's per-cgroup limit could not be set (the agent would refuse a share's container): error: setting the GPU memory limit of",
+				"ERROR_NO_PERMISSION", "RESULT: FAILED"},
 		},
 		"a control pipe that takes a tenant's limits fails": {
 			binaries: true, mps: true, env: []string{"FAKE_CONTROL_WRITABLE=1", "FAIRWAY_GPU_CHECK_SECTIONS=mps"}, wantExit: 1,
@@ -378,9 +424,16 @@ func TestRunScript(t *testing.T) {
 			write(t, filepath.Join(path, "setpriv"), fakeSetpriv)
 			write(t, filepath.Join(path, "nvidia-smi"), fakeNvidiaSMI)
 		}
+		// A cgroup v2 root of the test's own (the fakes model the driver's limit in it).
+		cgroot := filepath.Join(dir, "cgroup")
+		if err := os.Mkdir(cgroot, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(cgroot, "cgroup.controllers"), "cpuset cpu io memory pids\n")
 		cmd := exec.Command("bash", script, bin)
 		// No Go, no NVIDIA tools: only the fakes and the base system.
-		cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_SWAP_LOAN_S=0.1", "FAIRWAY_GPU_CHECK_EUID=0"}, tc.env...)
+		cmd.Env = append([]string{"PATH=" + path + ":/usr/bin:/bin", "TMPDIR=" + dir, "FAIRWAY_GPU_CHECK_LOAN_SOAK_S=0.3", "FAIRWAY_GPU_CHECK_SWAP_LOAN_S=0.1", "FAIRWAY_GPU_CHECK_EUID=0",
+			"FAIRWAY_GPU_CHECK_CGROUP_ROOT=" + cgroot}, tc.env...)
 		done := make(chan result, 1)
 		results[name] = done
 		go func() {

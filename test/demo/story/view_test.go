@@ -176,6 +176,25 @@ func TestFrameGolden(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("the frame differs from %s; rerun with -update if intended:\n%s", golden, got)
 	}
+	// The README quotes the frame, with "..." for lines left out: every other line is the golden's.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quote, ok := strings.Cut(string(readme), "A frame of act 2, as the view's test draws it:\n\n```\n")
+	quote, _, _ = strings.Cut(quote, "```")
+	if !ok || quote == "" {
+		t.Fatal("README.md has no frame of act 2")
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(got, "\n") {
+		lines[strings.TrimRight(l, " ")] = true
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(quote, "\n"), "\n") {
+		if l != "..." && !lines[strings.TrimRight(l, " ")] {
+			t.Errorf("README.md's frame has a line the view does not draw: %q", l)
+		}
+	}
 }
 
 // TestRenderFits checks the live view fits a 100×40 terminal and shows what the story is about.

@@ -190,7 +190,8 @@ func runSim(cmd *cobra.Command, o *simRunFlags) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "%s: %d nodes, %d queues, %d pods\n", cfg.Name, len(cfg.Nodes), len(cfg.Queues), len(cfg.Pods))
+		fmt.Fprintf(stderr, "%s: %s, %s, %s\n", cfg.Name, plural(int64(len(cfg.Nodes)), "node", "nodes"),
+			plural(int64(len(cfg.Queues)), "queue", "queues"), plural(int64(len(cfg.Pods)), "pod", "pods"))
 		rep, err := sim.Run(cfg, func(now time.Duration, s sim.Sample) {
 			fmt.Fprintf(stderr, "%s: t=%s running=%d pending=%d gpu=%.1f%%\n", cfg.Name, now, s.Running, s.Pending, 100*float64(s.GPU)/float64(max(s.GPUCap, 1)))
 		})
@@ -281,8 +282,9 @@ as it is, and --compare asks what-ifs of it (another placement, more nodes, othe
 					running++
 				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d nodes, %d queues, %d pods (%d running, %d pending; %d not fairway's, reservations or finished, left out)\n",
-				out, len(ex.Nodes), len(ex.Queues), len(ex.Trace), running, len(ex.Trace)-running, ex.Skipped)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s, %s, %s (%d running, %d pending; %d not fairway's, reservations or finished, left out)\n",
+				out, plural(int64(len(ex.Nodes)), "node", "nodes"), plural(int64(len(ex.Queues)), "queue", "queues"),
+				plural(int64(len(ex.Trace)), "pod", "pods"), running, len(ex.Trace)-running, ex.Skipped)
 			return nil
 		},
 	}

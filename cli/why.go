@@ -71,6 +71,10 @@ type EvictionView struct {
 	Time    metav1.Time `json:"time"`
 	// AgoSeconds is how long before the command the eviction was.
 	AgoSeconds int64 `json:"agoSeconds"`
+	// ReplacedBy is set when Pod is not the pod asked about (or a member of the gang) but an
+	// earlier pod of the same controller, gone, that this pod (a gang's member) replaced: a
+	// Deployment's evicted replica, whose new replica has another name.
+	ReplacedBy string `json:"replacedBy,omitempty"`
 }
 
 // CompetingView counts one other scheduler's pending pods that ask for GPUs.
@@ -330,7 +334,7 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 				"check that `fairway scheduler` runs (its leader logs every cycle) and that the pods' schedulerName is fairway."
 		}
 	}
-	v.LastEviction = lastEviction(s.Events, s.members(), now)
+	v.LastEviction = lastEviction(s.Events, s.members(), s.Pods, now)
 	v.Pods = []PlacementView{}
 	for _, p := range s.members() {
 		v.Pods = append(v.Pods, placement(p, s))
@@ -342,25 +346,47 @@ func BuildWhy(s *WhySnapshot, now time.Time) WhyView {
 }
 
 // lastEviction is the newest event of one of fairway's evictions (by its reason,
-// v1alpha1.EvictionReason) on a pod named as one of pods, nil when there is none.
-func lastEviction(events []eventsv1.Event, pods []*corev1.Pod, now time.Time) *EvictionView {
+// v1alpha1.EvictionReason) on a pod named as one of pods, or on an earlier pod that one of them
+// replaced (replaced); nil when there is none.
+func lastEviction(events []eventsv1.Event, pods []*corev1.Pod, namespacePods []corev1.Pod, now time.Time) *EvictionView {
 	var last *EvictionView
 	for i := range events {
 		ev := &events[i]
-		if ev.Regarding.Kind != "Pod" || !fairwayv1.EvictionReason(ev.Reason).Known() ||
-			!slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.Name == ev.Regarding.Name && p.Namespace == ev.Regarding.Namespace }) {
+		if ev.Regarding.Kind != "Pod" || !fairwayv1.EvictionReason(ev.Reason).Known() {
 			continue
 		}
 		at := EventTime(ev)
+		same := slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.Name == ev.Regarding.Name && p.Namespace == ev.Regarding.Namespace })
+		by := ""
+		if !same {
+			if i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return replaced(p, ev, at, namespacePods) }); i >= 0 {
+				by = pods[i].Name
+			}
+		}
+		if !same && by == "" {
+			continue
+		}
 		if last != nil && !at.After(last.Time.Time) {
 			continue
 		}
-		last = &EvictionView{Pod: ev.Regarding.Name, Reason: ev.Reason, Message: ev.Note, Time: metav1.NewTime(at), AgoSeconds: *seconds(now.Sub(at))}
+		last = &EvictionView{Pod: ev.Regarding.Name, Reason: ev.Reason, Message: ev.Note, Time: metav1.NewTime(at), AgoSeconds: *seconds(now.Sub(at)), ReplacedBy: by}
 		if r := ev.Related; r != nil && r.Name != "" {
 			last.By = &ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
 		}
 	}
 	return last
+}
+
+// replaced reports whether p may be the replacement of the pod an eviction event (at at) is
+// about: a pod its controller made under the same generated-name prefix (a Deployment's
+// replica, a Ray worker), gone now, evicted before p was created. Without this, `fairway why`
+// on a Deployment's new replica, the pod a user finds, said nothing of the eviction that made it.
+func replaced(p *corev1.Pod, ev *eventsv1.Event, at time.Time, namespacePods []corev1.Pod) bool {
+	if p.GenerateName == "" || ev.Regarding.Namespace != p.Namespace || !strings.HasPrefix(ev.Regarding.Name, p.GenerateName) ||
+		at.After(p.CreationTimestamp.Time) {
+		return false
+	}
+	return !slices.ContainsFunc(namespacePods, func(o corev1.Pod) bool { return o.Name == ev.Regarding.Name })
 }
 
 // EventTime is when an event last happened: its series' last observation, else its time,
@@ -524,7 +550,11 @@ func PrintWhy(w io.Writer, v WhyView) error {
 	line("State", "%s", state)
 	if e := v.LastEviction; e != nil {
 		// The message names who the eviction made room for; By is there for -o json|yaml.
-		line("Evicted", "%s %s ago (%s): %s", e.Pod, age(time.Duration(e.AgoSeconds)*time.Second), e.Reason, e.Message)
+		pod := e.Pod
+		if e.ReplacedBy != "" {
+			pod += " (gone, replaced by " + e.ReplacedBy + ")"
+		}
+		line("Evicted", "%s %s ago (%s): %s", pod, age(time.Duration(e.AgoSeconds)*time.Second), e.Reason, e.Message)
 	}
 	if v.NoGPU != "" {
 		line("GPU", "%s", v.NoGPU)

@@ -70,3 +70,42 @@ func TestWhyLastEviction(t *testing.T) {
 		t.Errorf("why nb-bob: %v\n%s\nwant no Evicted line", err, out)
 	}
 }
+
+// `fairway why` on a Deployment's new replica tells the eviction of the replica it replaced:
+// that one is gone and had another name, and the new one is what a user finds. A replica that
+// was there before the eviction tells none.
+func TestWhyEvictionOfReplacedReplica(t *testing.T) {
+	replica := func(name string, created time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, GenerateName: "serve-6cc45dbb8-",
+			CreationTimestamp: metav1.NewTime(created), Labels: map[string]string{fairwayv1.QueueLabel: "team-a"}},
+			Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, Containers: []corev1.Container{{Name: "vllm"}}}}
+	}
+	evictedAt := clitest.Now.Add(-3 * time.Minute)
+	reclaimed := "Reclaimed for gang team-b/x (training PyTorchJob x) of queue team-b, which is below its guaranteed quota; queue team-a holds 20 GPU, above its guaranteed quota of 16"
+	objs := append(clitest.Nodes(), clitest.Objects()...)
+	objs = append(objs,
+		replica("serve-6cc45dbb8-x2v9d", evictedAt.Add(time.Second)),
+		replica("serve-6cc45dbb8-a1b2c", evictedAt.Add(-time.Hour)),
+		&eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1", Namespace: "team-a"},
+			EventTime: metav1.NewMicroTime(evictedAt), Reason: string(fairwayv1.EvictReclaim), Note: reclaimed, Type: corev1.EventTypeNormal,
+			ReportingController: fairwayv1.SchedulerName, ReportingInstance: "fairway-0", Action: "Evict",
+			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "team-a", Name: "serve-6cc45dbb8-q8fk7"}},
+	)
+	c := fake.NewClientBuilder().WithScheme(cli.Scheme()).WithObjects(objs...).
+		WithStatusSubresource(&fairwayv1.Queue{}, &fairwayv1.PodGroup{}).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		Build()
+	base := cli.Options{Client: c, Now: func() time.Time { return clitest.Now }}
+	out, err := execute(t, base, "why", "serve-6cc45dbb8-x2v9d", "-n", "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Evicted:    serve-6cc45dbb8-q8fk7 (gone, replaced by serve-6cc45dbb8-x2v9d) 3m ago (Reclaim): " + reclaimed + "\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("why on the new replica:\n%s\nwant the line %q", out, want)
+	}
+	out, err = execute(t, base, "why", "serve-6cc45dbb8-a1b2c", "-n", "team-a")
+	if err != nil || strings.Contains(out, "Evicted:") {
+		t.Errorf("why on the replica older than the eviction: %v\n%s\nwant no Evicted line", err, out)
+	}
+}

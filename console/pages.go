@@ -314,8 +314,29 @@ func (s *Server) why(q *request) (string, any, error) {
 }
 
 // funcs are the templates' helpers.
+// count is n with its noun, "1 pod", "4 pods": never "1 pods" (issue 39). n is any integer a
+// view holds (templates do not convert int to int64).
+func count(n any, one, many string) (string, error) {
+	var v int64
+	switch x := n.(type) {
+	case int:
+		v = int64(x)
+	case int32:
+		v = int64(x)
+	case int64:
+		v = x
+	default:
+		return "", fmt.Errorf("count: %T is not an integer", n)
+	}
+	if v == 1 {
+		return "1 " + one, nil
+	}
+	return strconv.FormatInt(v, 10) + " " + many, nil
+}
+
 var funcs = template.FuncMap{
-	"age": func(sec int64) string { return duration.HumanDuration(time.Duration(sec) * time.Second) },
+	"count": count,
+	"age":   func(sec int64) string { return duration.HumanDuration(time.Duration(sec) * time.Second) },
 	"since": func(now, t time.Time) string {
 		return duration.HumanDuration(now.Sub(t))
 	},

@@ -126,6 +126,7 @@ func TestPagesShowTheStory(t *testing.T) {
 		"/nodes":                     {`data-node="h100-1"`, `class="gpu shared lent`, `data-holder="team-b/nb-alice"`},
 		"/why?q=pod/team-b/nb-alice": {"shared with team-a/train-lora=0.25 (on loan)"},
 		"/why?q=train-big":           {"QueueLimit", "To unblock:"},
+		"/why?q=queue/team-b":        {"2 pods wait."},
 	} {
 		body := get(t, s, path).Body.String()
 		for _, want := range wants {

@@ -512,7 +512,7 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 		out.WriteString("\n")
 	}
 	for _, n := range res.Nominations {
-		fmt.Fprintf(out, "nominate %s: %d pods on %s\n", n.Gang, n.Pods, strings.Join(n.Nodes, ","))
+		fmt.Fprintf(out, "nominate %s: %s on %s\n", n.Gang, pods(n.Pods), strings.Join(n.Nodes, ","))
 	}
 	for _, e := range res.Evictions {
 		ben := "-"
@@ -531,7 +531,7 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 		fmt.Fprintf(out, "refused eviction %s (429: PodDisruptionBudget %s allows no more disruptions)\n", r.pod, r.budget)
 	}
 	for _, r := range res.Unschedulable {
-		fmt.Fprintf(out, "pending %s (%d pods) %s: %s\n", r.Gang, r.PendingPods, r.Code, r.Message)
+		fmt.Fprintf(out, "pending %s (%s) %s: %s\n", r.Gang, pods(r.PendingPods), r.Code, r.Message)
 	}
 	for _, q := range res.Queues {
 		fmt.Fprintf(out, "queue %s: fair %s allocated %s", q.Name, amounts(q.FairShare), amounts(q.Allocated))
@@ -559,6 +559,14 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 		parts = append(parts, fmt.Sprintf("%s=%d", n, running[n]))
 	}
 	fmt.Fprintf(out, "running pods per node: %s\n", strings.Join(parts, " "))
+}
+
+// pods counts pods in words, as the engine's own messages do: "1 pod", "4 pods".
+func pods[N int | int32](n N) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 func amounts(a engine.Amounts) string {

@@ -72,6 +72,22 @@ func LoadConfigFile(path string) (*ConfigFile, error) {
 	return &f, nil
 }
 
+// loadNodePools reads a node-pool file as nodepool.Load does, but a mistake in it is reported
+// with its line, as in traces and configs: nodepool's errors name the field, not where it is.
+func loadNodePools(path string) ([]nodepool.Pool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		NodePools []nodepool.Pool `json:"nodePools"`
+	}
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, decodeError(path, b, err, "nodePools", func() any { return &nodepool.Pool{} })
+	}
+	return nodepool.Load(path)
+}
+
 // Build loads what the config names into a Config with the scheduler's engine options (its
 // defaults, shares only where a GPU inventory is published, the placement the config asks for).
 func (f *ConfigFile) Build() (Config, error) {
@@ -100,7 +116,7 @@ func (f *ConfigFile) Build() (Config, error) {
 		}
 		if ok {
 			cfg.Nodes = objs
-		} else if pools, err = nodepool.Load(f.Nodes); err != nil {
+		} else if pools, err = loadNodePools(f.Nodes); err != nil {
 			return cfg, err
 		}
 	}

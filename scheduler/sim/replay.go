@@ -72,6 +72,9 @@ type Report struct {
 	Pods    []PodOutcome
 	Elapsed time.Duration
 	Cycles  int
+	// Parents are the queues that are another queue's parent: their GPUs are their children's
+	// sum, and the plots draw them apart from the leaves.
+	Parents map[string]bool
 }
 
 type simPod struct {
@@ -110,7 +113,12 @@ func Run(cfg Config, progress func(now time.Duration, s Sample)) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Name: cfg.Name, Pods: make([]PodOutcome, len(cfg.Pods))}
+	rep := &Report{Name: cfg.Name, Pods: make([]PodOutcome, len(cfg.Pods)), Parents: map[string]bool{}}
+	for _, q := range cfg.Queues {
+		if q.Spec.Parent != "" {
+			rep.Parents[q.Spec.Parent] = true
+		}
+	}
 	pods, order, err := arrivals(cfg, rep)
 	if err != nil {
 		return nil, err

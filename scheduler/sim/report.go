@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Summary is a report reduced to the figures an administrator compares.
@@ -228,9 +230,50 @@ func (r *Report) queueNames() []string {
 	return out
 }
 
+// palette are the first colours of plotted series (matplotlib's tab10); colour generates more,
+// so that no two series of a plot share one.
 var palette = []color.Color{
 	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255}, color.RGBA{214, 39, 40, 255},
 	color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255}, color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255},
+	color.RGBA{188, 189, 34, 255}, color.RGBA{23, 190, 207, 255},
+}
+
+// colour is the i-th series' colour: the palette's, then hues a golden angle apart, at
+// alternating lightness, which stay apart from each other for any number of series.
+func colour(i int) color.Color {
+	if i < len(palette) {
+		return palette[i]
+	}
+	k := i - len(palette)
+	h := math.Mod(float64(k)*137.508+15, 360)
+	v := 0.85
+	if k%2 == 1 {
+		v = 0.6
+	}
+	return hsv(h, 0.75, v)
+}
+
+// hsv converts hue (degrees), saturation and value (0-1) to RGB.
+func hsv(h, s, v float64) color.Color {
+	c := v * s
+	x := c * (1 - math.Abs(math.Mod(h/60, 2)-1))
+	var r, g, b float64
+	switch {
+	case h < 60:
+		r, g = c, x
+	case h < 120:
+		r, g = x, c
+	case h < 180:
+		g, b = c, x
+	case h < 240:
+		g, b = x, c
+	case h < 300:
+		r, b = x, c
+	default:
+		r, b = c, x
+	}
+	m := v - c
+	return color.RGBA{uint8(255 * (r + m)), uint8(255 * (g + m)), uint8(255 * (b + m)), 255}
 }
 
 // gpuHours is the GPU-hours a queue has received by each sample: each cycle's allocation held
@@ -245,10 +288,11 @@ func (r *Report) gpuHours(queue string) []float64 {
 }
 
 // WritePlots writes allocation.png (GPU and CPU allocation and fragmented GPUs over time),
-// queues.png (each queue's GPUs against its fair share over time; queues-N.png per report when
-// there are several), gpu-hours.png (each queue's cumulative GPU-hours; gpu-hours-N.png) and
-// waits.png (the wait-time distribution of the pods that started) into
-// dir; several reports share allocation.png and waits.png, each in its own colours.
+// queues.png (each queue's GPUs against its fair share over time, leaf and parent queues in
+// panels of their own; queues-N.png per report when there are several), gpu-hours.png (each
+// queue's cumulative GPU-hours; gpu-hours-N.png) and waits.png (the wait-time distribution of
+// the pods that started) into dir; several reports share allocation.png and waits.png, each in
+// its own colours. Every legend is outside the data, and no two lines of a plot share a colour.
 func WritePlots(dir string, reports ...*Report) error { return WritePlotsAs(dir, "png", reports...) }
 
 // PlotFiles are the names of the files WritePlotsAs writes for n reports in format, in the
@@ -287,122 +331,167 @@ func WritePlotsAs(dir, format string, reports ...*Report) error {
 	return waitsPlot(dir, format, reports)
 }
 
-func hours(d time.Duration) float64 { return d.Hours() }
+func hoursOf(d time.Duration) float64 { return d.Hours() }
 
-// addLine adds a labelled line to p, dashed when dash is set.
-func addLine(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.XYs) error {
+// panel is one plot of a figure and its legend, which saveFigure draws beside the plot, outside
+// its data: a legend inside the axes hid the lines it named (issue 39).
+type panel struct {
+	p      *plot.Plot
+	legend plot.Legend
+}
+
+func newPanel(title, x, y string) *panel {
+	pn := &panel{p: plot.New(), legend: plot.NewLegend()}
+	pn.p.Title.Text, pn.p.X.Label.Text, pn.p.Y.Label.Text = title, x, y
+	pn.legend.Top, pn.legend.Left = true, true
+	return pn
+}
+
+// line adds a labelled line, dashed when dash is set; an empty label adds no legend entry.
+func (pn *panel) line(label string, c color.Color, dash bool, pts plotter.XYs) error {
 	l, err := plotter.NewLine(pts)
 	if err != nil {
 		return err
 	}
 	l.Color = c
+	l.Width = vg.Points(1.5)
 	if dash {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
-	p.Add(l)
-	p.Legend.Add(label, l)
+	pn.p.Add(l)
+	if label != "" {
+		pn.legend.Add(label, l)
+	}
 	return nil
+}
+
+// saveFigure writes panels one above the other, each w wide (axes and data) and h high, with
+// their legends in a column to the right of all of them, into dir/name.
+func saveFigure(dir, name, format string, w, h vg.Length, panels ...*panel) error {
+	const pad = vg.Length(10)
+	var legendW vg.Length
+	for _, pn := range panels {
+		legendW = max(legendW, pn.legend.Rectangle(draw.Canvas{}).Size().X)
+	}
+	c, err := draw.NewFormattedCanvas(w+legendW+2*pad, h*vg.Length(len(panels)), format)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	dc := draw.New(c)
+	dc.SetColor(color.White) // the legends' column too, not only the plots
+	dc.Fill(dc.Rectangle.Path())
+	for i, pn := range panels {
+		bottom, top := h*vg.Length(len(panels)-1-i), -h*vg.Length(i)
+		pn.p.Draw(draw.Crop(dc, 0, -(legendW + 2*pad), bottom, top))
+		// The legend starts where the data does, below the title.
+		titleH := pn.p.Title.TextStyle.Rectangle(pn.p.Title.Text).Size().Y + pn.p.Title.Padding
+		pn.legend.Draw(draw.Crop(dc, w+pad, -pad, bottom, top-titleH))
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return f.Close()
 }
 
 // allocationPlot draws each report's GPU, CPU and fragmented-GPU allocation, in % of the
 // cluster's capacity (the axis runs from 0 to 100%, so that reports compare at a glance).
 func allocationPlot(dir, format string, reports []*Report) error {
-	p := plot.New()
-	p.Title.Text = "Allocation over time"
-	p.X.Label.Text = "hours"
-	p.Y.Label.Text = "% of capacity"
-	p.Y.Min, p.Y.Max = 0, 100
-	p.Legend.Top = true
+	pn := newPanel("Allocation over time", "hours", "% of capacity")
+	pn.p.Y.Min, pn.p.Y.Max = 0, 100
 	for i, r := range reports {
 		var gpu, cpu, frag plotter.XYs
 		for _, s := range r.Samples {
-			x := hours(s.Time)
+			x := hoursOf(s.Time)
 			gpu = append(gpu, plotter.XY{X: x, Y: pct(s.GPU, s.GPUCap)})
 			cpu = append(cpu, plotter.XY{X: x, Y: pct(s.CPU, s.CPUCap)})
 			frag = append(frag, plotter.XY{X: x, Y: pct(s.FragmentedGPU, s.GPUCap)})
 		}
-		if err := addLine(p, r.Name+" GPU", palette[(3*i)%len(palette)], false, gpu); err != nil {
+		if err := pn.line(r.Name+" GPU", colour(3*i), false, gpu); err != nil {
 			return err
 		}
-		if err := addLine(p, r.Name+" CPU", palette[(3*i+1)%len(palette)], false, cpu); err != nil {
+		if err := pn.line(r.Name+" CPU", colour(3*i+1), false, cpu); err != nil {
 			return err
 		}
-		if err := addLine(p, r.Name+" fragmented GPU", palette[(3*i+2)%len(palette)], true, frag); err != nil {
+		if err := pn.line(r.Name+" fragmented GPU", colour(3*i+2), true, frag); err != nil {
 			return err
 		}
 	}
-	if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, "allocation."+format)); err != nil {
-		return fmt.Errorf("allocation.%s: %w", format, err)
+	return saveFigure(dir, "allocation."+format, format, 8*vg.Inch, 4*vg.Inch, pn)
+}
+
+// queueGroups splits a report's queues into leaves, which hold pods, and parents, whose GPUs
+// are the sum of their children's: drawn together, a department's line ran above its projects'
+// and the eye added them twice. Each queue keeps one colour in both plots of a report.
+func (r *Report) queueGroups() (leaves, parents []string, colours map[string]color.Color) {
+	colours = map[string]color.Color{}
+	for i, q := range r.queueNames() {
+		colours[q] = colour(i)
+		if r.Parents[q] {
+			parents = append(parents, q)
+		} else {
+			leaves = append(leaves, q)
+		}
 	}
-	return nil
+	return leaves, parents, colours
 }
 
 // queuePlots draws, for one report, the GPUs each queue holds against its fair share (queues),
 // and the GPU-hours each queue has received so far (gpuHours), which fair share over time evens
-// out. titled adds the report's name to the titles.
+// out; leaf queues in one panel, parent queues in another below. titled adds the report's name
+// to the titles.
 func queuePlots(dir, format string, r *Report, queues, gpuHours string, titled bool) error {
-	p := plot.New()
-	p.Title.Text = "GPUs per queue (solid) and fair share (dashed)"
+	suffix := ""
 	if titled {
-		p.Title.Text += ": " + r.Name
+		suffix = ": " + r.Name
 	}
-	p.X.Label.Text = "hours"
-	p.Y.Label.Text = "GPUs"
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	for k, q := range r.queueNames() {
-		var held, fair plotter.XYs
-		for _, s := range r.Samples {
-			held = append(held, plotter.XY{X: hours(s.Time), Y: float64(s.QueueGPU[q]) / 1000})
-			fair = append(fair, plotter.XY{X: hours(s.Time), Y: float64(s.QueueFairGPU[q]) / 1000})
+	leaves, parents, colours := r.queueGroups()
+	var held, hours []*panel
+	for _, group := range []struct {
+		what   string
+		queues []string
+	}{{"leaf queues", leaves}, {"parent queues (the sum of their children)", parents}} {
+		if len(group.queues) == 0 {
+			continue
 		}
-		c := palette[k%len(palette)]
-		if err := addLine(p, q, c, false, held); err != nil {
-			return err
+		h := newPanel("GPUs held (solid) and fair share (dashed), "+group.what+suffix, "hours", "GPUs")
+		g := newPanel("GPU-hours received (cumulative), "+group.what+suffix, "hours", "GPU-hours")
+		h.p.Y.Min, g.p.Y.Min = 0, 0
+		for _, q := range group.queues {
+			var got, fair, cum plotter.XYs
+			gh := r.gpuHours(q)
+			for j, s := range r.Samples {
+				got = append(got, plotter.XY{X: hoursOf(s.Time), Y: float64(s.QueueGPU[q]) / 1000})
+				fair = append(fair, plotter.XY{X: hoursOf(s.Time), Y: float64(s.QueueFairGPU[q]) / 1000})
+				cum = append(cum, plotter.XY{X: hoursOf(s.Time), Y: gh[j]})
+			}
+			if err := h.line(q, colours[q], false, got); err != nil {
+				return err
+			}
+			if err := h.line("", colours[q], true, fair); err != nil {
+				return err
+			}
+			if err := g.line(q, colours[q], false, cum); err != nil {
+				return err
+			}
 		}
-		if err := addLine(p, q+" fair", c, true, fair); err != nil {
-			return err
-		}
+		held, hours = append(held, h), append(hours, g)
 	}
-	if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, queues)); err != nil {
-		return fmt.Errorf("%s: %w", queues, err)
+	if err := saveFigure(dir, queues, format, 9*vg.Inch, 4*vg.Inch, held...); err != nil {
+		return err
 	}
-	p = plot.New()
-	p.Title.Text = "GPU-hours received per queue (cumulative)"
-	if titled {
-		p.Title.Text += ": " + r.Name
-	}
-	p.X.Label.Text = "hours"
-	p.Y.Label.Text = "GPU-hours"
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	for k, q := range r.queueNames() {
-		var pts plotter.XYs
-		for j, h := range r.gpuHours(q) {
-			pts = append(pts, plotter.XY{X: hours(r.Samples[j].Time), Y: h})
-		}
-		if err := addLine(p, q, palette[k%len(palette)], false, pts); err != nil {
-			return err
-		}
-	}
-	if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, gpuHours)); err != nil {
-		return fmt.Errorf("%s: %w", gpuHours, err)
-	}
-	return nil
+	return saveFigure(dir, gpuHours, format, 9*vg.Inch, 4*vg.Inch, hours...)
 }
 
-// waitsPlot draws, per report, the share of started pods that waited at most x minutes (the axis
-// runs from 0 to 1).
+// waitsPlot draws, per report, the share of started pods that waited at most x minutes, in %
+// (the axis runs from 0 to 100%).
 func waitsPlot(dir, format string, reports []*Report) error {
-	p := plot.New()
-	p.Title.Text = "Wait time distribution (pods that started)"
-	p.X.Label.Text = "wait (minutes)"
-	p.Y.Label.Text = "fraction of pods"
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top = true
-	p.Legend.Left = false
+	pn := newPanel("Wait time distribution (pods that started)", "wait (minutes)", "% of pods that started")
+	pn.p.Y.Min, pn.p.Y.Max = 0, 100
 	for i, r := range reports {
 		var w []float64
 		for _, o := range r.Pods {
@@ -413,19 +502,16 @@ func waitsPlot(dir, format string, reports []*Report) error {
 		slices.Sort(w)
 		var pts plotter.XYs
 		for j, v := range w {
-			pts = append(pts, plotter.XY{X: v, Y: float64(j+1) / float64(len(w))})
+			pts = append(pts, plotter.XY{X: v, Y: 100 * float64(j+1) / float64(len(w))})
 		}
 		if len(pts) == 0 {
 			pts = plotter.XYs{{X: 0, Y: 0}}
 		}
-		if err := addLine(p, r.Name, palette[i%len(palette)], false, pts); err != nil {
+		if err := pn.line(r.Name, colour(i), false, pts); err != nil {
 			return err
 		}
 	}
-	if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, "waits."+format)); err != nil {
-		return fmt.Errorf("waits.%s: %w", format, err)
-	}
-	return nil
+	return saveFigure(dir, "waits."+format, format, 6*vg.Inch, 4*vg.Inch, pn)
 }
 
 func pct(v, capacity int64) float64 {

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fairway-sched/fairway/api/gpurequest"
@@ -337,23 +335,31 @@ func openbTimed(path string, o OpenBTimed) ([]Pod, error) {
 	return out, nil
 }
 
-// LoadQueues reads the Queue objects of a file of YAML documents (others are skipped).
+// LoadQueues reads the Queue objects of a file of YAML documents (others are skipped). A Queue
+// is decoded strictly: a misspelt field (resourcs:) would otherwise leave the queue without the
+// quota its author wrote, and the replay would answer another question. Errors name the line.
 func LoadQueues(path string) ([]*v1alpha1.Queue, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var out []*v1alpha1.Queue
-	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		var q v1alpha1.Queue
-		if err := d.Decode(&q); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+	line := 1 // the file's line where the document begins
+	for _, doc := range strings.SplitAfter(string(b), "\n---") {
+		// The document, preceded by as many empty lines as come before it in the file, so that
+		// the lines errors name are the file's.
+		padded := []byte(strings.Repeat("\n", line-1) + strings.TrimSuffix(doc, "\n---"))
+		line += strings.Count(doc, "\n")
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(padded, &tm); err != nil {
+			return nil, decodeError(path, padded, err, "", nil)
 		}
-		if q.Name == "" || (q.Kind != "" && q.Kind != "Queue") {
-			continue // other objects of the file (the queues' namespaces)
+		if tm.Kind != "Queue" {
+			continue // other objects of the file (the queues' namespaces), or an empty document
+		}
+		var q v1alpha1.Queue
+		if err := yaml.UnmarshalStrict(padded, &q); err != nil {
+			return nil, decodeError(path, padded, err, "", nil)
 		}
 		out = append(out, &q)
 	}

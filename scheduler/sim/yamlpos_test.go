@@ -44,4 +44,18 @@ func TestYAMLErrorsNameTheLine(t *testing.T) {
 		!strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "extraNodePools.count of type int") {
 		t.Errorf("config pools: error %v, want %q...extraNodePools.count of type int", err, want)
 	}
+	// The node-pool and queue files a config names are read with their lines too.
+	nodes := write("nodes.yaml", "nodePools:\n- name: a\n  count: 1\n- name: b\n  count: two\n")
+	trace := write("t.yaml", "pods:\n- {name: a, queue: q, gpus: 1}\n")
+	_, err = (&ConfigFile{Name: "x", Nodes: nodes, Trace: trace}).Build()
+	if want := filepath.Join(dir, `nodes.yaml line 5: nodePool 2 (b): cannot unmarshal string into Go struct field `); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("node pools: error %v, want %q...", err, want)
+	}
+	good := write("good-nodes.yaml", "nodePools:\n- {name: a, count: 1, gpusPerNode: 8}\n")
+	queues := write("queues.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: q}\n---\n"+
+		"apiVersion: fairway.dev/v1alpha1\nkind: Queue\nmetadata:\n  name: q\nspec:\n  resourcs: {}\n")
+	_, err = (&ConfigFile{Name: "x", Nodes: good, Queues: queues, Trace: trace}).Build()
+	if want := filepath.Join(dir, `queues.yaml line 10: unknown field "resourcs"`); err == nil || err.Error() != want {
+		t.Errorf("queues: error %v, want %q", err, want)
+	}
 }

@@ -89,7 +89,7 @@ func run() (err error) {
 		return err
 	}
 	defer cleanup()
-	fmt.Println("Starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kwok with 4 fake nodes of 8 H100 GPUs...")
+	fmt.Printf("Starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kwok with %s...\n", describePools(pools))
 	c, err := cluster.Start(ctx, cluster.Config{NodePools: pools, SkipCRDs: true, Logger: log})
 	if err != nil {
 		return err
@@ -159,6 +159,31 @@ func run() (err error) {
 	quiet.Store(live)
 	env.Watch(ctx)
 	return nil
+}
+
+// describePools says what nodes pools make, as the start line prints it: "4 fake nodes of 8 H100
+// GPUs" by default, the -nodes file's own pools otherwise (it printed the default's whatever the
+// file said).
+func describePools(pools []cluster.NodePool) string {
+	parts := make([]string, 0, len(pools))
+	for _, p := range pools {
+		what := "fake nodes"
+		if p.Count == 1 {
+			what = "fake node"
+		}
+		gpus := "without GPUs"
+		if p.GPUsPerNode > 0 {
+			gpus = strings.Join(strings.Fields(fmt.Sprintf("of %d %s GPU", p.GPUsPerNode, p.GPUType)), " ")
+			if p.GPUsPerNode > 1 {
+				gpus += "s"
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d %s %s", p.Count, what, gpus))
+	}
+	if len(parts) == 0 {
+		return "no nodes"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // stopCluster stops the cluster and removes its files, keeping the component logs first when the

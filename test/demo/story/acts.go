@@ -70,7 +70,7 @@ var acts = []act{
 				}
 				running := len(gpuPods(bound(trials)))
 				_, borrowed, err := e.queueGPU(ctx, "team-b")
-				seen := fmt.Sprintf("%d trials running, queue team-b borrows %g GPUs", running, borrowed)
+				seen := fmt.Sprintf("%s running, queue team-b borrows %s", count(running, "trial", "trials"), gpuAmount(borrowed))
 				return running == 24 && borrowed == 20, seen, err
 			}},
 		},
@@ -96,7 +96,7 @@ var acts = []act{
 					return false, "", err
 				}
 				_, borrowed, err := e.queueGPU(ctx, "team-b")
-				seen := fmt.Sprintf("%d reclaimed, %d running, %d waiting, queue team-b borrows %g", len(reclaims), running, len(waiting), borrowed)
+				seen := fmt.Sprintf("%d reclaimed, %d running, %d waiting, queue team-b borrows %s", len(reclaims), running, len(waiting), gpuAmount(borrowed))
 				if len(waiting) > 0 {
 					seen += "; " + waiting[0].Name + " waits: " + shortReason(reason(&waiting[0]))
 				}
@@ -137,8 +137,10 @@ var acts = []act{
 				if err := e.C.Client().Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "ray-llm"}, &pg); err != nil {
 					return false, seen, err
 				}
-				// Running as `fairway jobs` shows it: "30 (min 25)".
-				seen = fmt.Sprintf("workers per node %v, PodGroup ray-llm %s, running %d (min %d)", sortedMap(perNode), pg.Status.Phase, pg.Status.Running, pg.Spec.MinMember)
+				// Counted from the pods bound, head included, as `fairway jobs` shows a gang: "33 (min
+				// 25)". The PodGroup's status.running lags the bindings by a status write, and
+				// "(30 running, minimum 25)" next to "runs whole" read as a contradiction.
+				seen = fmt.Sprintf("workers per node %v, PodGroup ray-llm %s, running %d (min %d)", sortedMap(perNode), pg.Status.Phase, 1+len(bound(workers)), pg.Spec.MinMember)
 				whole := len(perNode) == 4
 				for _, n := range perNode {
 					whole = whole && n == 8
@@ -191,7 +193,7 @@ var acts = []act{
 				if err := e.C.Client().Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "ray-llm"}, &pg); err != nil {
 					return false, "", err
 				}
-				seen := fmt.Sprintf("%d workers preempted, %d running, %d waiting; PodGroup ray-llm %s", len(preempts), running, len(waiting), pg.Status.Phase)
+				seen := fmt.Sprintf("%s preempted, %d running, %d waiting; PodGroup ray-llm %s", count(len(preempts), "worker", "workers"), running, len(waiting), pg.Status.Phase)
 				if len(waiting) > 0 {
 					seen += "; " + waiting[0].Name + " waits: " + shortReason(reason(&waiting[0]))
 				}
@@ -234,7 +236,7 @@ func notebooksShare(ctx context.Context, e *Env) (bool, string, error) {
 			gpus[g] = true
 		}
 	}
-	return len(b) == 16 && len(gpus) == 4, fmt.Sprintf("%d notebooks running on %d shared GPUs", len(b), len(gpus)), nil
+	return len(b) == 16 && len(gpus) == 4, fmt.Sprintf("%s running on %s", count(len(b), "notebook", "notebooks"), count(len(gpus), "shared GPU", "shared GPUs")), nil
 }
 
 // rayBound checks that a Ray cluster's pods (head and workers) are all running.
@@ -262,7 +264,7 @@ func dayGone(ctx context.Context, e *Env) (bool, string, error) {
 			return false, "", err
 		}
 		if len(pods) > 0 {
-			left = append(left, fmt.Sprintf("%d pods in %s", len(pods), ns))
+			left = append(left, count(len(pods), "pod", "pods")+" in "+ns)
 		}
 	}
 	tune, err := e.pods(ctx, "team-a", map[string]string{rayClusterLabel: "tune"})
@@ -270,14 +272,14 @@ func dayGone(ctx context.Context, e *Env) (bool, string, error) {
 		return false, "", err
 	}
 	if len(tune) > 0 {
-		left = append(left, fmt.Sprintf("%d pods of RayCluster tune", len(tune)))
+		left = append(left, count(len(tune), "pod", "pods")+" of RayCluster tune")
 	}
 	resv, err := e.pods(ctx, "fairway-system", map[string]string{fairwayv1.ReservationLabel: "true"})
 	if err != nil {
 		return false, "", err
 	}
 	if len(resv) > 0 {
-		left = append(left, fmt.Sprintf("%d GPU reservations", len(resv)))
+		left = append(left, count(len(resv), "GPU reservation", "GPU reservations"))
 	}
 	if len(left) > 0 {
 		return false, strings.Join(left, ", ") + " left", nil

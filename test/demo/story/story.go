@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fairway-sched/fairway/test/chart"
 	"github.com/fairway-sched/fairway/test/cluster"
@@ -97,9 +98,8 @@ func Setup(ctx context.Context, c *cluster.Cluster, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.say("  %d objects: CRDs, PriorityClasses, ServiceAccounts and RBAC, Services, dashboards. The %d workloads",
-		len(in.Applied), len(in.DryRun))
-	e.say("  (scheduler, webhook, gpu-agent) run here as processes under the chart's ServiceAccounts.")
+	e.say("  %s: CRDs, PriorityClasses, ServiceAccounts and RBAC, Services, dashboards.", count(len(in.Applied), "object", "objects"))
+	e.say("  %s", workloadsLine(in.DryRun))
 
 	e.say("Starting the Argo workflow-controller and the KubeRay operator...")
 	var wg sync.WaitGroup
@@ -302,6 +302,33 @@ func (e *Env) setOutcome(o Outcome, fresh bool) {
 }
 
 // say prints a line of the story unless the live view owns the terminal.
+// workloadsLine says what became of the chart's workloads, each named: the count used to come
+// with a list of three for four of them (the webhook's clean-up Job was left out).
+func workloadsLine(objs []*unstructured.Unstructured) string {
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.GetKind() + " " + o.GetName()
+	}
+	return fmt.Sprintf("The chart's %s (%s) %s only admitted (server-side dry run): the scheduler, the webhook and the gpu-agents run here as processes under the chart's ServiceAccounts.",
+		count(len(objs), "workload", "workloads"), strings.Join(names, ", "), verb(len(objs), "is", "are"))
+}
+
+// count is n with its noun: "1 pod", "4 pods", never "1 pods".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// verb is one for a count of 1, else many.
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 func (e *Env) say(format string, args ...any) {
 	e.mu.Lock()
 	viewing := e.viewing
@@ -335,4 +362,12 @@ func Summary(results []Result) string {
 
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// gpuAmount is an amount of GPUs in words: "0.5 GPU", "1 GPU", "20 GPUs".
+func gpuAmount(v float64) string {
+	if v > 0 && v <= 1 {
+		return fmt.Sprintf("%g GPU", v)
+	}
+	return fmt.Sprintf("%g GPUs", v)
 }

@@ -1,7 +1,10 @@
 package story
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +151,49 @@ func TestSlotsStick(t *testing.T) {
 	}
 	if _, ok := slots["h100-0/team-a/a-0"]; ok {
 		t.Error("the slots of a pod that left are kept")
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// TestFrameGolden: the demo's frame in the middle of act 2, as a terminal of 100×40 shows it
+// (without colours), is testdata/frame-act2.txt; -update rewrites it. The README quotes it.
+func TestFrameGolden(t *testing.T) {
+	got := renderScreen(dayState(), 100, 40, false)
+	golden := filepath.Join("testdata", "frame-act2.txt")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("the frame differs from %s; rerun with -update if intended:\n%s", golden, got)
+	}
+	// The README quotes the frame, with "..." for lines left out: every other line is the golden's.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quote, ok := strings.Cut(string(readme), "A frame of act 2, as the view's test draws it:\n\n```\n")
+	quote, _, _ = strings.Cut(quote, "```")
+	if !ok || quote == "" {
+		t.Fatal("README.md has no frame of act 2")
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(got, "\n") {
+		lines[strings.TrimRight(l, " ")] = true
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(quote, "\n"), "\n") {
+		if l != "..." && !lines[strings.TrimRight(l, " ")] {
+			t.Errorf("README.md's frame has a line the view does not draw: %q", l)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package shareplugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -489,7 +490,7 @@ func (p *Plugin) waiting(ctx context.Context) ([]candidate, error) {
 	for i := range out {
 		out[i].seq = p.order[out[i].pod.UID]
 	}
-	slices.SortFunc(out, func(a, b candidate) int { return compareUint(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b candidate) int { return cmp.Compare(a.seq, b.seq) })
 	return out, nil
 }
 
@@ -515,16 +516,6 @@ func scheduledAt(p *corev1.Pod) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // PreStartContainer is not used (GetDevicePluginOptions asks for no calls).

@@ -160,7 +160,7 @@ func (f *Follower) watchKinds(ctx context.Context) {
 	kinds := make([]cache.OptionalKind, len(f.kinds))
 	for i, k := range f.kinds {
 		kinds[i] = cache.OptionalKind{
-			GVK: k.gvk, Trim: trimOwner,
+			GVK: k.gvk, Trim: cache.TrimToSpec, // GangShapes reads the metadata and the spec
 			Setup:    func(_ schema.GroupVersionResource, inf informers.GenericInformer) error { return f.setupKind(i, inf) },
 			Missing:  "Owner kind not served; its gangs keep their admission size until it is",
 			Watching: "Following gang owners",
@@ -198,19 +198,6 @@ func (f *Follower) setupKind(i int, inf informers.GenericInformer) error {
 	k.lister = inf.Lister()
 	f.mu.Unlock()
 	return nil
-}
-
-// trimOwner keeps what GangShapes reads, the metadata and the spec, without managed fields.
-func trimOwner(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	out := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": u.Object["metadata"], "spec": u.Object["spec"],
-	}}
-	out.SetManagedFields(nil)
-	return out, nil
 }
 
 func (f *Follower) processNext(ctx context.Context) bool {

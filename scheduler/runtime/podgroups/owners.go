@@ -126,31 +126,11 @@ func (f *Follower) NeedLeaderElection() bool { return true }
 
 // Start follows owners until ctx ends.
 func (f *Follower) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		f.queue.ShutDown()
-	}()
-	for !f.inf.Synced() {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	if len(f.kinds) == 0 {
+	if !startQueue(ctx, f.inf, f.queue.ShutDown) || len(f.kinds) == 0 {
 		return nil
 	}
 	go f.watchKinds(ctx)
-	var wg sync.WaitGroup
-	for range f.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f.processNext(ctx) {
-			}
-		}()
-	}
-	wg.Wait()
+	work(ctx, f.opts.Workers, f.processNext)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -213,29 +214,42 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start reconciles gangs until ctx ends. Gangs seen before it started are already queued.
 func (c *Controller) Start(ctx context.Context) error {
+	if !startQueue(ctx, c.inf, c.queue.ShutDown) {
+		return nil
+	}
+	work(ctx, c.opts.Workers, c.processNext)
+	return nil
+}
+
+// startQueue ties a work queue to ctx (shutDown when it ends) and waits for the informers'
+// first sync, so that workers never reconcile against a partial cache; false when ctx ended
+// first. The Controller and the Follower both start so.
+func startQueue(ctx context.Context, inf *cache.Informers, shutDown func()) bool {
 	go func() {
 		<-ctx.Done()
-		c.queue.ShutDown()
+		shutDown()
 	}()
-	for !c.inf.Synced() {
+	for !inf.Synced() {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	done := make(chan struct{})
-	for range c.opts.Workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for c.processNext(ctx) {
+	return true
+}
+
+// work runs n workers, each calling next until it reports the queue shut down, and returns
+// when all have stopped.
+func work(ctx context.Context, n int, next func(context.Context) bool) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for next(ctx) {
 			}
-		}()
+		})
 	}
-	for range c.opts.Workers {
-		<-done
-	}
-	return nil
+	wg.Wait()
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {

@@ -307,12 +307,8 @@ func addLine(p *plot.Plot, label string, c color.Color, dash bool, pts plotter.X
 // allocationPlot draws each report's GPU, CPU and fragmented-GPU allocation, in % of the
 // cluster's capacity (the axis runs from 0 to 100%, so that reports compare at a glance).
 func allocationPlot(dir, format string, reports []*Report) error {
-	p := plot.New()
-	p.Title.Text = "Allocation over time"
-	p.X.Label.Text = "hours"
-	p.Y.Label.Text = "% of capacity"
-	p.Y.Min, p.Y.Max = 0, 100
-	p.Legend.Top = true
+	p := newPlot("Allocation over time", "hours", "% of capacity")
+	p.Y.Max = 100
 	for i, r := range reports {
 		var gpu, cpu, frag plotter.XYs
 		for _, s := range r.Samples {
@@ -331,25 +327,18 @@ func allocationPlot(dir, format string, reports []*Report) error {
 			return err
 		}
 	}
-	if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, "allocation."+format)); err != nil {
-		return fmt.Errorf("allocation.%s: %w", format, err)
-	}
-	return nil
+	return savePlot(p, 8, 4, dir, "allocation."+format)
 }
 
 // queuePlots draws, for one report, the GPUs each queue holds against its fair share (queues),
 // and the GPU-hours each queue has received so far (gpuHours), which fair share over time evens
 // out. titled adds the report's name to the titles.
 func queuePlots(dir, format string, r *Report, queues, gpuHours string, titled bool) error {
-	p := plot.New()
-	p.Title.Text = "GPUs per queue (solid) and fair share (dashed)"
+	suffix := ""
 	if titled {
-		p.Title.Text += ": " + r.Name
+		suffix = ": " + r.Name
 	}
-	p.X.Label.Text = "hours"
-	p.Y.Label.Text = "GPUs"
-	p.Y.Min = 0
-	p.Legend.Top = true
+	p := newPlot("GPUs per queue (solid) and fair share (dashed)"+suffix, "hours", "GPUs")
 	p.Legend.Left = true
 	for k, q := range r.queueNames() {
 		var held, fair plotter.XYs
@@ -365,18 +354,10 @@ func queuePlots(dir, format string, r *Report, queues, gpuHours string, titled b
 			return err
 		}
 	}
-	if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, queues)); err != nil {
-		return fmt.Errorf("%s: %w", queues, err)
+	if err := savePlot(p, 9, 5, dir, queues); err != nil {
+		return err
 	}
-	p = plot.New()
-	p.Title.Text = "GPU-hours received per queue (cumulative)"
-	if titled {
-		p.Title.Text += ": " + r.Name
-	}
-	p.X.Label.Text = "hours"
-	p.Y.Label.Text = "GPU-hours"
-	p.Y.Min = 0
-	p.Legend.Top = true
+	p = newPlot("GPU-hours received per queue (cumulative)"+suffix, "hours", "GPU-hours")
 	p.Legend.Left = true
 	for k, q := range r.queueNames() {
 		var pts plotter.XYs
@@ -387,22 +368,14 @@ func queuePlots(dir, format string, r *Report, queues, gpuHours string, titled b
 			return err
 		}
 	}
-	if err := p.Save(9*vg.Inch, 5*vg.Inch, filepath.Join(dir, gpuHours)); err != nil {
-		return fmt.Errorf("%s: %w", gpuHours, err)
-	}
-	return nil
+	return savePlot(p, 9, 5, dir, gpuHours)
 }
 
 // waitsPlot draws, per report, the share of started pods that waited at most x minutes (the axis
 // runs from 0 to 1).
 func waitsPlot(dir, format string, reports []*Report) error {
-	p := plot.New()
-	p.Title.Text = "Wait time distribution (pods that started)"
-	p.X.Label.Text = "wait (minutes)"
-	p.Y.Label.Text = "fraction of pods"
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top = true
-	p.Legend.Left = false
+	p := newPlot("Wait time distribution (pods that started)", "wait (minutes)", "fraction of pods")
+	p.Y.Max = 1
 	for i, r := range reports {
 		var w []float64
 		for _, o := range r.Pods {
@@ -422,8 +395,23 @@ func waitsPlot(dir, format string, reports []*Report) error {
 			return err
 		}
 	}
-	if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, "waits."+format)); err != nil {
-		return fmt.Errorf("waits.%s: %w", format, err)
+	return savePlot(p, 6, 4, dir, "waits."+format)
+}
+
+// newPlot starts one of the report's plots: its title and axis labels, the y axis from 0, the
+// legend at the top (right unless the caller moves it).
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	p.Y.Min = 0
+	p.Legend.Top = true
+	return p
+}
+
+// savePlot writes p, width by height inches, to dir/name; the format follows name's extension.
+func savePlot(p *plot.Plot, width, height vg.Length, dir, name string) error {
+	if err := p.Save(width*vg.Inch, height*vg.Inch, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

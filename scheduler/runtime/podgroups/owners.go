@@ -130,7 +130,9 @@ func (f *Follower) Start(ctx context.Context) error {
 		return nil
 	}
 	go f.watchKinds(ctx)
-	work(ctx, f.opts.Workers, f.processNext)
+	work(ctx, f.opts.Workers, f.queue, f.Reconcile, func(key ownerKey, err error) {
+		f.opts.Log.Error(err, "Following a gang's owner", "kind", f.kinds[key.kind].gvk.Kind, "owner", klog.KRef(key.namespace, key.name))
+	})
 	return nil
 }
 
@@ -178,23 +180,6 @@ func (f *Follower) setupKind(i int, inf informers.GenericInformer) error {
 	k.lister = inf.Lister()
 	f.mu.Unlock()
 	return nil
-}
-
-func (f *Follower) processNext(ctx context.Context) bool {
-	key, quit := f.queue.Get()
-	if quit {
-		return false
-	}
-	defer f.queue.Done(key)
-	if err := f.Reconcile(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			f.opts.Log.Error(err, "Following a gang's owner", "kind", f.kinds[key.kind].gvk.Kind, "owner", klog.KRef(key.namespace, key.name))
-		}
-		f.queue.AddRateLimited(key)
-		return true
-	}
-	f.queue.Forget(key)
-	return true
 }
 
 // Reconcile writes the shapes of one owner object to the PodGroups the runtime made for them.

@@ -217,7 +217,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !startQueue(ctx, c.inf, c.queue.ShutDown) {
 		return nil
 	}
-	work(ctx, c.opts.Workers, c.processNext)
+	work(ctx, c.opts.Workers, c.queue, c.Reconcile, func(key types.NamespacedName, err error) {
+		c.opts.Log.Error(err, "Reconciling a pod group", "podGroup", klog.KRef(key.Namespace, key.Name))
+	})
 	return nil
 }
 
@@ -239,34 +241,35 @@ func startQueue(ctx context.Context, inf *cache.Informers, shutDown func()) bool
 	return true
 }
 
-// work runs n workers, each calling next until it reports the queue shut down, and returns
-// when all have stopped.
-func work(ctx context.Context, n int, next func(context.Context) bool) {
+// work runs n workers over q until it is shut down, and returns when all have stopped. Each key
+// goes to reconcile: on success the rate limiter forgets it, on failure it is logged (unless ctx
+// ended, which fails everything) and comes back rate-limited.
+func work[K comparable](ctx context.Context, n int, q workqueue.TypedRateLimitingInterface[K],
+	reconcile func(context.Context, K) error, logFailure func(K, error)) {
+	next := func() bool {
+		key, quit := q.Get()
+		if quit {
+			return false
+		}
+		defer q.Done(key)
+		if err := reconcile(ctx, key); err != nil {
+			if ctx.Err() == nil {
+				logFailure(key, err)
+			}
+			q.AddRateLimited(key)
+			return true
+		}
+		q.Forget(key)
+		return true
+	}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			for next(ctx) {
+			for next() {
 			}
 		})
 	}
 	wg.Wait()
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Reconcile(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.opts.Log.Error(err, "Reconciling a pod group", "podGroup", klog.KRef(key.Namespace, key.Name))
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // Reconcile creates the PodGroup of a gang that has pods and none, adds bare pods to the

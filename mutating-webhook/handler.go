@@ -50,21 +50,13 @@ func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
 
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
-		return admission.Allowed("")
-	}
-	pod, err := decodePod(req)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if pod.Namespace == "" {
-		// The API server sends pods as the client wrote them; the namespace is in the request.
-		pod.Namespace = req.Namespace
+	pod, skip := createdPod(req)
+	if pod == nil {
+		return skip
 	}
 	original := pod.DeepCopy()
 
-	var warnings []string
-	warnings, err = h.defaulter.Default(ctx, req, pod)
+	warnings, err := h.defaulter.Default(ctx, req, pod)
 	if err != nil {
 		return refusal(ctx, err).WithWarnings(warnings...)
 	}
@@ -114,17 +106,11 @@ func (g *GuardHandler) HTTPHandler(log logr.Logger) http.Handler {
 
 // Handle implements admission.Handler.
 func (g *GuardHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
-		return admission.Allowed("")
-	}
-	pod, err := decodePod(req)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+	pod, skip := createdPod(req)
+	if pod == nil {
+		return skip
 	}
 	ns := pod.Namespace
-	if ns == "" {
-		ns = req.Namespace
-	}
 	if pod.Spec.SchedulerName != schedulerName || g.opts.protected(ns) {
 		return admission.Allowed("")
 	}
@@ -139,6 +125,24 @@ func (g *GuardHandler) Handle(ctx context.Context, req admission.Request) admiss
 		return admission.Denied(notServed(ns).Error())
 	}
 	return admission.Allowed("")
+}
+
+// createdPod returns the pod a request creates, with its namespace, or (nil and) the answer when
+// there is none to act on: both handlers let anything but a pod's creation through and refuse
+// (400) a pod that does not decode, so that the defaulter and the guard judge the same requests.
+func createdPod(req admission.Request) (*corev1.Pod, admission.Response) {
+	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
+		return nil, admission.Allowed("")
+	}
+	pod, err := decodePod(req)
+	if err != nil {
+		return nil, admission.Errored(http.StatusBadRequest, err)
+	}
+	if pod.Namespace == "" {
+		// The API server sends pods as the client wrote them; the namespace is in the request.
+		pod.Namespace = req.Namespace
+	}
+	return pod, admission.Response{}
 }
 
 // decodePod decodes the pod of a request the way the API machinery's JSON serializer does

@@ -1,12 +1,10 @@
 package jobset_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fairway-sched/fairway/adapters"
@@ -16,53 +14,26 @@ import (
 )
 
 func TestDescribe(t *testing.T) {
-	cases := map[string]struct {
-		objects string
-		want    adapters.Workload
-		warns   int
-	}{
+	cases := map[string]adaptertest.DescribeCase{
 		"TrainJob (in order): one gang per replicated job; queue from the TrainJob": {
-			objects: "jobset-trainjob.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1-node", MinMember: 4,
+			Pod: "trainjob-node.yaml", Objects: "jobset-trainjob.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1-node", MinMember: 4,
 				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team", Recreatable: adapters.Bool(false)},
 		},
 		"JobSet started at once: one gang, replicated jobs are sub-groups": {
-			objects: "jobset-parallel.yaml",
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 7, SubGroup: "node",
+			Pod: "trainjob-node.yaml", Objects: "jobset-parallel.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 7, SubGroup: "node",
 				SubGroups:     []fairwayv1.SubGroup{{Name: "driver", MinMember: 1}, {Name: "node", MinMember: 6}},
 				PriorityClass: "fairway-training", GPUContainer: "node", QueueHint: "train-team", Recreatable: adapters.Bool(false)},
 		},
 		"JobSet CRD missing: degrade": {
-			want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 1, SubGroup: "node",
+			Pod: "trainjob-node.yaml",
+			Want: adapters.Workload{Kind: adapters.KindTraining, PodGroup: "jobset-tj1", MinMember: 1, SubGroup: "node",
 				PriorityClass: "fairway-training", GPUContainer: "node"},
-			warns: 1,
+			Warnings: 1,
 		},
 	}
-	a := jobset.New()
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			pod := adaptertest.LoadPod(t, filepath.Join("testdata", "trainjob-node.yaml"))
-			reader := adaptertest.NewReader()
-			if tc.objects != "" {
-				for _, o := range adaptertest.LoadObjects(t, filepath.Join("testdata", tc.objects)) {
-					reader.Add(o)
-				}
-			}
-			if !a.Recognize(pod) {
-				t.Fatalf("Recognize = false, want true")
-			}
-			got, err := a.Describe(context.Background(), pod, reader)
-			if err != nil {
-				t.Fatalf("Describe: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(adapters.Workload{}, "Warnings")); diff != "" {
-				t.Errorf("Describe (-want +got):\n%s", diff)
-			}
-			if len(got.Warnings) != tc.warns {
-				t.Errorf("warnings = %q, want %d", got.Warnings, tc.warns)
-			}
-		})
-	}
+	adaptertest.RunDescribe(t, jobset.New(), cases)
 }
 
 // A replicated job's pods come back after an eviction only when its Job template's

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,79 +20,50 @@ func TestDescribe(t *testing.T) {
 		w.Kind, w.PriorityClass = adapters.KindTraining, fairwayv1.PriorityClassTraining
 		return w
 	}
-	cases := map[string]struct {
-		pod     string
-		objects []string
-		want    adapters.Workload
-		warns   int
-	}{
+	cases := map[string]adaptertest.DescribeCase{
 		"Kueue plain pod group: its total count": {
-			pod:  "kueue-pod.yaml",
-			want: training(adapters.Workload{PodGroup: "gang-sample-group", MinMember: 2}),
+			Pod:  "kueue-pod.yaml",
+			Want: training(adapters.Workload{PodGroup: "gang-sample-group", MinMember: 2}),
 		},
 		"KAI: the PodGroup's leaf sub-groups": {
-			pod: "kai-pod.yaml", objects: []string{"kai-podgroup.yaml"},
-			want: training(adapters.Workload{PodGroup: "gang-sample1", MinMember: 5, SubGroup: "subgroup-a",
+			Pod: "kai-pod.yaml", Objects: "kai-podgroup.yaml",
+			Want: training(adapters.Workload{PodGroup: "gang-sample1", MinMember: 5, SubGroup: "subgroup-a",
 				SubGroups: []fairwayv1.SubGroup{{Name: "subgroup-a", MinMember: 2}, {Name: "subgroup-b", MinMember: 3}}}),
 		},
 		"KAI: PodGroup missing": {
-			pod:   "kai-pod.yaml",
-			want:  training(adapters.Workload{PodGroup: "gang-sample1", MinMember: 1, SubGroup: "subgroup-a"}),
-			warns: 1,
+			Pod:      "kai-pod.yaml",
+			Want:     training(adapters.Workload{PodGroup: "gang-sample1", MinMember: 1, SubGroup: "subgroup-a"}),
+			Warnings: 1,
 		},
 		"coscheduling: the PodGroup's minMember": {
-			pod: "coscheduling-pod.yaml", objects: []string{"coscheduling-podgroup.yaml"},
-			want: training(adapters.Workload{PodGroup: "gang-pg1", MinMember: 3}),
+			Pod: "coscheduling-pod.yaml", Objects: "coscheduling-podgroup.yaml",
+			Want: training(adapters.Workload{PodGroup: "gang-pg1", MinMember: 3}),
 		},
 		"coscheduling: CRD missing": {
-			pod:   "coscheduling-pod.yaml",
-			want:  training(adapters.Workload{PodGroup: "gang-pg1", MinMember: 1}),
-			warns: 1,
+			Pod:      "coscheduling-pod.yaml",
+			Want:     training(adapters.Workload{PodGroup: "gang-pg1", MinMember: 1}),
+			Warnings: 1,
 		},
 		"Workload API: the gang policy's minCount": {
-			pod: "workload-pod.yaml", objects: []string{"workload-podgroup.yaml"},
-			want: training(adapters.Workload{PodGroup: "gang-training-worker-0", MinMember: 4}),
+			Pod: "workload-pod.yaml", Objects: "workload-podgroup.yaml",
+			Want: training(adapters.Workload{PodGroup: "gang-training-worker-0", MinMember: 4}),
 		},
 		"Workload API not served": {
-			pod:   "workload-pod.yaml",
-			want:  training(adapters.Workload{PodGroup: "gang-training-worker-0", MinMember: 1}),
-			warns: 1,
+			Pod:      "workload-pod.yaml",
+			Want:     training(adapters.Workload{PodGroup: "gang-training-worker-0", MinMember: 1}),
+			Warnings: 1,
 		},
 		"indexed Job with fairway.dev/gang: parallelism": {
-			pod: "indexed-job-pod.yaml", objects: []string{"indexed-job.yaml"},
-			want: training(adapters.Workload{PodGroup: "job-sample-job", MinMember: 3, Recreatable: adapters.Bool(false)}),
+			Pod: "indexed-job-pod.yaml", Objects: "indexed-job.yaml",
+			Want: training(adapters.Workload{PodGroup: "job-sample-job", MinMember: 3, Recreatable: adapters.Bool(false)}),
 		},
 		"indexed Job not in the cache yet": {
-			pod:   "indexed-job-pod.yaml",
-			want:  training(adapters.Workload{PodGroup: "job-sample-job", MinMember: 1}),
-			warns: 1,
+			Pod:      "indexed-job-pod.yaml",
+			Want:     training(adapters.Workload{PodGroup: "job-sample-job", MinMember: 1}),
+			Warnings: 1,
 		},
 	}
-	a := usergang.New()
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			pod := adaptertest.LoadPod(t, filepath.Join("testdata", tc.pod))
-			reader := adaptertest.NewReader()
-			for _, f := range tc.objects {
-				for _, o := range adaptertest.LoadObjects(t, filepath.Join("testdata", f)) {
-					reader.Add(o)
-				}
-			}
-			if !a.Recognize(pod) {
-				t.Fatalf("Recognize = false, want true")
-			}
-			got, err := a.Describe(context.Background(), pod, reader)
-			if err != nil {
-				t.Fatalf("Describe: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(adapters.Workload{}, "Warnings")); diff != "" {
-				t.Errorf("Describe (-want +got):\n%s", diff)
-			}
-			if len(got.Warnings) != tc.warns {
-				t.Errorf("warnings = %q, want %d", got.Warnings, tc.warns)
-			}
-		})
-	}
+	adaptertest.RunDescribe(t, usergang.New(), cases)
 }
 
 // Input the user must fix is refused with the key, the value and what is allowed.

@@ -11,6 +11,7 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -189,21 +190,7 @@ func (ix *Index) Requested(series string) (Request, bool) {
 func (ix *Index) LabelRequests() []Request { return ix.labelReqs }
 
 // SeriesNames returns every exported series name, sorted.
-func (ix *Index) SeriesNames() []string {
-	out := make([]string, 0, len(ix.series))
-	for n := range ix.series {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
+func (ix *Index) SeriesNames() []string { return slices.Sorted(maps.Keys(ix.series)) }
 
 // RequestedNames returns every requested series name, sorted.
-func (ix *Index) RequestedNames() []string {
-	out := make([]string, 0, len(ix.requested))
-	for n := range ix.requested {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
+func (ix *Index) RequestedNames() []string { return slices.Sorted(maps.Keys(ix.requested)) }

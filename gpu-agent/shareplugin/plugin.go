@@ -1,6 +1,7 @@
 package shareplugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -515,7 +516,7 @@ func (p *Plugin) waiting(ctx context.Context) ([]candidate, error) {
 	for i := range out {
 		out[i].seq = p.order[out[i].pod.UID]
 	}
-	slices.SortFunc(out, func(a, b candidate) int { return compareUint(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b candidate) int { return cmp.Compare(a.seq, b.seq) })
 	return out, nil
 }
 
@@ -541,16 +542,6 @@ func scheduledAt(p *corev1.Pod) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // PreStartContainer puts the share's memory limit on the cgroup of the pod that holds the slots

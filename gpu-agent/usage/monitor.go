@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -242,10 +243,10 @@ func (m *Monitor) Poll(ctx context.Context) error {
 	}
 	slices.SortFunc(snap.Pods, func(a, b PodUsage) int {
 		if a.Namespace != b.Namespace {
-			return compare(a.Namespace, b.Namespace)
+			return cmp.Compare(a.Namespace, b.Namespace)
 		}
 		if a.Name != b.Name {
-			return compare(a.Name, b.Name)
+			return cmp.Compare(a.Name, b.Name)
 		}
 		return a.GPUIndex - b.GPUIndex
 	})
@@ -374,14 +375,4 @@ func identity(inv *fairwayv1alpha1.GPUInventory, index int) (uuid, model string)
 		}
 	}
 	return "", ""
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -180,12 +180,7 @@ func (s *Snapshot) syncGang(g *Gang) {
 		g.stalePos = len(s.stale)
 		s.stale = append(s.stale, g)
 	} else if !g.Stale() && g.stalePos >= 0 {
-		last := s.stale[len(s.stale)-1]
-		s.stale[g.stalePos] = last
-		last.stalePos = g.stalePos
-		s.stale[len(s.stale)-1] = nil
-		s.stale = s.stale[:len(s.stale)-1]
-		g.stalePos = -1
+		s.stale = swapRemove(s.stale, g, func(g *Gang) *int { return &g.stalePos })
 		g.StaleSince = time.Time{}
 	}
 }
@@ -195,12 +190,7 @@ func (s *Snapshot) unlinkQueueGang(g *Gang) {
 		return
 	}
 	q := g.Queue
-	last := q.PendingGangs[len(q.PendingGangs)-1]
-	q.PendingGangs[g.queuePos] = last
-	last.queuePos = g.queuePos
-	q.PendingGangs[len(q.PendingGangs)-1] = nil
-	q.PendingGangs = q.PendingGangs[:len(q.PendingGangs)-1]
-	g.queuePos = -1
+	q.PendingGangs = swapRemove(q.PendingGangs, g, func(g *Gang) *int { return &g.queuePos })
 }
 
 func (s *Snapshot) maybeDropGang(g *Gang) {

@@ -131,3 +131,18 @@ func (d *Domains) DomainOf(n *Node) int {
 	}
 	return -1
 }
+
+// swapRemove removes x from list in O(1) and returns the shorter list: the last element takes
+// x's place, so the order is not kept. The snapshot's unordered lists (a node's and a gang's
+// tasks, a gang's pending tasks, a queue's pending gangs, the stale and held gangs) keep each
+// element's index in the element itself; pos returns that field, which follows the move and is
+// -1 for x afterwards.
+func swapRemove[T any](list []*T, x *T, pos func(*T) *int) []*T {
+	i, end := *pos(x), len(list)-1
+	last := list[end]
+	list[i] = last
+	*pos(last) = i
+	list[end] = nil
+	*pos(x) = -1
+	return list[:end]
+}

@@ -266,12 +266,7 @@ func (s *Snapshot) unhold(g *Gang, h *Hold) {
 	n.Version++
 	s.chargeHold(g, h, -1)
 	if len(g.holds) == 0 && g.heldPos >= 0 {
-		last := s.held[len(s.held)-1]
-		s.held[g.heldPos] = last
-		last.heldPos = g.heldPos
-		s.held[len(s.held)-1] = nil
-		s.held = s.held[:len(s.held)-1]
-		g.heldPos = -1
+		s.held = swapRemove(s.held, g, func(g *Gang) *int { return &g.heldPos })
 	}
 }
 

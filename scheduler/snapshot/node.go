@@ -581,12 +581,7 @@ func (n *Node) detach(t *Task) {
 		n.Unmanaged.add(&t.Req, -1)
 		n.UnmanagedMilliGPU -= a.MilliGPU()
 	}
-	last := n.Tasks[len(n.Tasks)-1]
-	n.Tasks[t.nodePos] = last
-	last.nodePos = t.nodePos
-	n.Tasks[len(n.Tasks)-1] = nil
-	n.Tasks = n.Tasks[:len(n.Tasks)-1]
-	t.nodePos = -1
+	n.Tasks = swapRemove(n.Tasks, t, func(t *Task) *int { return &t.nodePos })
 	n.Version++
 }
 

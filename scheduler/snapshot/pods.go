@@ -621,12 +621,7 @@ func (s *Snapshot) removeTask(t *Task) {
 	case TaskReleasing:
 		g.Releasing--
 	}
-	last := g.Tasks[len(g.Tasks)-1]
-	g.Tasks[t.gangPos] = last
-	last.gangPos = t.gangPos
-	g.Tasks[len(g.Tasks)-1] = nil
-	g.Tasks = g.Tasks[:len(g.Tasks)-1]
-	t.gangPos = -1
+	g.Tasks = swapRemove(g.Tasks, t, func(t *Task) *int { return &t.gangPos })
 	s.releaseClass(t.Class)
 	s.refreshGang(g, nil)
 	s.syncGang(g)
@@ -635,12 +630,7 @@ func (s *Snapshot) removeTask(t *Task) {
 
 func (s *Snapshot) unlinkPending(t *Task) {
 	g := t.Gang
-	last := g.Pending[len(g.Pending)-1]
-	g.Pending[t.pendPos] = last
-	last.pendPos = t.pendPos
-	g.Pending[len(g.Pending)-1] = nil
-	g.Pending = g.Pending[:len(g.Pending)-1]
-	t.pendPos = -1
+	g.Pending = swapRemove(g.Pending, t, func(t *Task) *int { return &t.pendPos })
 }
 
 func (s *Snapshot) attachToNode(t *Task, indexes []int, preset bool) {

@@ -29,8 +29,9 @@ func (c *Cluster) startEtcd(clientPort, peerPort int) (*Process, error) {
 	}, nil)
 }
 
-// httpOK reports whether a GET of url answers 200.
-func httpOK(ctx context.Context, url string) bool {
+// HTTPOK reports whether a GET of url answers 200: the readiness check of the components
+// here and of fairway's own processes (fairwayproc).
+func HTTPOK(ctx context.Context, url string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false

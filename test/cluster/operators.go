@@ -246,6 +246,6 @@ func (c *Cluster) waitHTTP(ctx context.Context, p *Process, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	return poll(ctx, 100*time.Millisecond, p.Name()+" at "+url, []*Process{p}, func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, url), nil
+		return HTTPOK(ctx, url), nil
 	})
 }

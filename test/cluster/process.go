@@ -200,3 +200,18 @@ func CPUSeconds(pid int) float64 {
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
 }
+
+// RSSKiB is process pid's resident memory in KiB (VmRSS), from /proc (0 where there is none).
+func RSSKiB(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			return kib
+		}
+	}
+	return 0
+}

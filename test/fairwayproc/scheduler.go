@@ -3,7 +3,6 @@ package fairwayproc
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -99,25 +98,12 @@ func WaitReady(ctx context.Context, p *cluster.Process, url string, timeout time
 		if exited, err := p.Exited(); exited {
 			return false, fmt.Errorf("exited (%w):\n%s", err, p.Tail(30))
 		}
-		return httpOK(ctx, url), nil
+		return cluster.HTTPOK(ctx, url), nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for %s to be ready at %s: %w", p.Name(), url, err)
 	}
 	return nil
-}
-
-func httpOK(ctx context.Context, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // DefaultNamespace is fairway's own namespace in tests, as the chart installs it.

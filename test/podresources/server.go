@@ -1,6 +1,7 @@
 package podresources
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,9 +155,9 @@ func (s *Server) List(context.Context, *podresourcesv1.ListPodResourcesRequest) 
 	}
 	slices.SortFunc(resp.PodResources, func(x, y *podresourcesv1.PodResources) int {
 		if x.Namespace != y.Namespace {
-			return compare(x.Namespace, y.Namespace)
+			return cmp.Compare(x.Namespace, y.Namespace)
 		}
-		return compare(x.Name, y.Name)
+		return cmp.Compare(x.Name, y.Name)
 	})
 	return resp, nil
 }
@@ -193,14 +194,4 @@ func (s *Server) Serve(socket string) (stop func(), err error) {
 	podresourcesv1.RegisterPodResourcesListerServer(g, s)
 	go func() { _ = g.Serve(l) }()
 	return func() { g.Stop(); _ = os.Remove(socket) }, nil
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

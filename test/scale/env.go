@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -204,7 +202,7 @@ func (m *meter) sample() {
 	if pid == 0 {
 		return
 	}
-	cpu, kib := cluster.CPUSeconds(pid), rssKiB(pid)
+	cpu, kib := cluster.CPUSeconds(pid), cluster.RSSKiB(pid)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, seen := m.cpu[pid]
@@ -297,21 +295,6 @@ func (m *meter) end() Usage {
 		u.PlaneCPU += cluster.CPUSeconds(pid) - m.plane0[i]
 	}
 	return u
-}
-
-// rssKiB is a process's resident memory in KiB, from /proc; 0 where there is none.
-func rssKiB(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kib, _ := strconv.ParseInt(f[1], 10, 64)
-			return kib
-		}
-	}
-	return 0
 }
 
 // poll calls cond every interval until it is true, returns an error, ctx ends or timeout passes.

@@ -506,32 +506,12 @@ func (inf *Informers) PodsInNamespace(namespace string) []*corev1.Pod {
 // PodsByIndex returns fairway's pods under an index value (IndexPodGroup, IndexNode,
 // IndexClaim). The objects are shared.
 func (inf *Informers) PodsByIndex(index, value string) []*corev1.Pod {
-	objs, err := inf.Pods.GetIndexer().ByIndex(index, value)
-	if err != nil {
-		return nil
-	}
-	out := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return byIndex[corev1.Pod](inf.Pods.GetIndexer(), index, value)
 }
 
 // PodGroupsByClass returns the PodGroups naming a priority class.
 func (inf *Informers) PodGroupsByClass(class string) []*v1alpha1.PodGroup {
-	objs, err := inf.PodGroups.GetIndexer().ByIndex(IndexPriorityClass, class)
-	if err != nil {
-		return nil
-	}
-	out := make([]*v1alpha1.PodGroup, 0, len(objs))
-	for _, o := range objs {
-		if pg, ok := o.(*v1alpha1.PodGroup); ok {
-			out = append(out, pg)
-		}
-	}
-	return out
+	return byIndex[v1alpha1.PodGroup](inf.PodGroups.GetIndexer(), IndexPriorityClass, class)
 }
 
 // StorageClass returns a StorageClass, or nil (VolumeLookup).

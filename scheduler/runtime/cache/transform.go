@@ -8,6 +8,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
@@ -153,6 +154,26 @@ func TrimNode(n *corev1.Node) *corev1.Node {
 func TrimQueue(q *v1alpha1.Queue) *v1alpha1.Queue {
 	q.ManagedFields = nil
 	return q
+}
+
+// SpecOnly keeps of a framework object (an OptionalKind's, unstructured) its apiVersion, kind,
+// metadata and spec, without managed fields: what fairway reads of a gang's owner or a pipeline
+// run. A kind that also reads part of the status adds it to the result.
+func SpecOnly(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": u.Object["metadata"], "spec": u.Object["spec"],
+	}}
+	out.SetManagedFields(nil)
+	return out
+}
+
+// TrimToSpec is an OptionalKind.Trim that keeps SpecOnly of each object; anything else (a
+// tombstone) passes as it is.
+func TrimToSpec(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return SpecOnly(u), nil
+	}
+	return obj, nil
 }
 
 // TrimNamespace keeps a namespace's name and labels.

@@ -251,10 +251,7 @@ func trim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": u.Object["metadata"], "spec": u.Object["spec"],
-	}}
-	out.SetManagedFields(nil)
+	out := cache.SpecOnly(u)
 	if u.GetAnnotations()[v1alpha1.RunAdmissionAnnotation] == string(v1alpha1.RunStaged) {
 		status := map[string]any{}
 		if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "" {

@@ -126,31 +126,13 @@ func (f *Follower) NeedLeaderElection() bool { return true }
 
 // Start follows owners until ctx ends.
 func (f *Follower) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		f.queue.ShutDown()
-	}()
-	for !f.inf.Synced() {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	if len(f.kinds) == 0 {
+	if !startQueue(ctx, f.inf, f.queue.ShutDown) || len(f.kinds) == 0 {
 		return nil
 	}
 	go f.watchKinds(ctx)
-	var wg sync.WaitGroup
-	for range f.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f.processNext(ctx) {
-			}
-		}()
-	}
-	wg.Wait()
+	work(ctx, f.opts.Workers, f.queue, f.Reconcile, func(key ownerKey, err error) {
+		f.opts.Log.Error(err, "Following a gang's owner", "kind", f.kinds[key.kind].gvk.Kind, "owner", klog.KRef(key.namespace, key.name))
+	})
 	return nil
 }
 
@@ -160,7 +142,7 @@ func (f *Follower) watchKinds(ctx context.Context) {
 	kinds := make([]cache.OptionalKind, len(f.kinds))
 	for i, k := range f.kinds {
 		kinds[i] = cache.OptionalKind{
-			GVK: k.gvk, Trim: trimOwner,
+			GVK: k.gvk, Trim: cache.TrimToSpec, // GangShapes reads the metadata and the spec
 			Setup:    func(_ schema.GroupVersionResource, inf informers.GenericInformer) error { return f.setupKind(i, inf) },
 			Missing:  "Owner kind not served; its gangs keep their admission size until it is",
 			Watching: "Following gang owners",
@@ -198,36 +180,6 @@ func (f *Follower) setupKind(i int, inf informers.GenericInformer) error {
 	k.lister = inf.Lister()
 	f.mu.Unlock()
 	return nil
-}
-
-// trimOwner keeps what GangShapes reads, the metadata and the spec, without managed fields.
-func trimOwner(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	out := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": u.Object["metadata"], "spec": u.Object["spec"],
-	}}
-	out.SetManagedFields(nil)
-	return out, nil
-}
-
-func (f *Follower) processNext(ctx context.Context) bool {
-	key, quit := f.queue.Get()
-	if quit {
-		return false
-	}
-	defer f.queue.Done(key)
-	if err := f.Reconcile(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			f.opts.Log.Error(err, "Following a gang's owner", "kind", f.kinds[key.kind].gvk.Kind, "owner", klog.KRef(key.namespace, key.name))
-		}
-		f.queue.AddRateLimited(key)
-		return true
-	}
-	f.queue.Forget(key)
-	return true
 }
 
 // Reconcile writes the shapes of one owner object to the PodGroups the runtime made for them.

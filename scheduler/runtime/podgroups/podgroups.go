@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -213,46 +214,62 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start reconciles gangs until ctx ends. Gangs seen before it started are already queued.
 func (c *Controller) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	for !c.inf.Synced() {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
+	if !startQueue(ctx, c.inf, c.queue.ShutDown) {
+		return nil
 	}
-	done := make(chan struct{})
-	for range c.opts.Workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
-	for range c.opts.Workers {
-		<-done
-	}
+	work(ctx, c.opts.Workers, c.queue, c.Reconcile, func(key types.NamespacedName, err error) {
+		c.opts.Log.Error(err, "Reconciling a pod group", "podGroup", klog.KRef(key.Namespace, key.Name))
+	})
 	return nil
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Reconcile(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.opts.Log.Error(err, "Reconciling a pod group", "podGroup", klog.KRef(key.Namespace, key.Name))
+// startQueue ties a work queue to ctx (shutDown when it ends) and waits for the informers'
+// first sync, so that workers never reconcile against a partial cache; false when ctx ended
+// first. The Controller and the Follower both start so.
+func startQueue(ctx context.Context, inf *cache.Informers, shutDown func()) bool {
+	go func() {
+		<-ctx.Done()
+		shutDown()
+	}()
+	for !inf.Synced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
 		}
-		c.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// work runs n workers over q until it is shut down, and returns when all have stopped. Each key
+// goes to reconcile: on success the rate limiter forgets it, on failure it is logged (unless ctx
+// ended, which fails everything) and comes back rate-limited.
+func work[K comparable](ctx context.Context, n int, q workqueue.TypedRateLimitingInterface[K],
+	reconcile func(context.Context, K) error, logFailure func(K, error)) {
+	next := func() bool {
+		key, quit := q.Get()
+		if quit {
+			return false
+		}
+		defer q.Done(key)
+		if err := reconcile(ctx, key); err != nil {
+			if ctx.Err() == nil {
+				logFailure(key, err)
+			}
+			q.AddRateLimited(key)
+			return true
+		}
+		q.Forget(key)
 		return true
 	}
-	c.queue.Forget(key)
-	return true
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for next() {
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Reconcile creates the PodGroup of a gang that has pods and none, adds bare pods to the

@@ -383,7 +383,7 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		}
 	}
 	r := result{rate: float64(b.o.pods) / span.Seconds(), created: createdIn, span: span,
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: rssMiB(proc.Pid()),
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: cluster.RSSKiB(proc.Pid()) / 1024,
 		cpuPer1000: used[0] * 1000 / float64(b.o.pods), controlPlaneCPU: sum(used[1 : len(used)-1])}
 	fmt.Printf("bench-e2e: %s: CPU during the burst: %s; the scheduler's per 1,000 bound pods: %.2fs\n", sched, cpuText, r.cpuPer1000)
 	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
@@ -788,21 +788,6 @@ func (m cpuMeter) since(before []float64) (used []float64, text string) {
 		parts = append(parts, fmt.Sprintf("%s %.2fs", m.names[i], now[i]-before[i]))
 	}
 	return used, strings.Join(parts, ", ")
-}
-
-// rssMiB is a process's resident memory, from /proc (0 where there is none).
-func rssMiB(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kib, _ := strconv.ParseInt(f[1], 10, 64)
-			return kib / 1024
-		}
-	}
-	return 0
 }
 
 // leaseFlags keeps the node Lease renewals of a big cluster at the rate of a 2,000-node one.

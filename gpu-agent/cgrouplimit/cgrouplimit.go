@@ -113,12 +113,18 @@ func (l *Limiter) limiter(uuid string) (gpu.MemoryLimiter, error) {
 // function answers ErrUnsupported. Any other failure says the driver has it (a share is then
 // refused rather than started without its limit) and is returned for the log.
 func (l *Limiter) Supported(uuid string) (bool, error) {
+	ok, _, err := l.probe(uuid)
+	return ok, err
+}
+
+// probe is Supported, with the driver's answer (wrapping ErrUnsupported) when it has no limit.
+func (l *Limiter) probe(uuid string) (ok bool, unsupported, err error) {
 	m, err := l.limiter(uuid)
 	if err != nil {
 		if errors.Is(err, ErrUnsupported) {
-			return false, nil
+			return false, err, nil
 		}
-		return false, err
+		return false, nil, err
 	}
 	dir := l.root()
 	for _, p := range kubeletParents {
@@ -129,11 +135,11 @@ func (l *Limiter) Supported(uuid string) (bool, error) {
 	}
 	if _, err := m.MemoryLimits(dir); err != nil {
 		if errors.Is(err, gpu.ErrNotSupported) {
-			return false, nil
+			return false, fmt.Errorf("GPU %s: %w: %w", uuid, ErrUnsupported, err), nil
 		}
-		return true, fmt.Errorf("reading the GPU memory limits of %s: %w", dir, err)
+		return true, nil, fmt.Errorf("reading the GPU memory limits of %s: %w", dir, err)
 	}
-	return true, nil
+	return true, nil, nil
 }
 
 // Set puts the hard limit of hard bytes on the GPU uuid on the cgroup of pod uid and reads it
@@ -142,6 +148,15 @@ func (l *Limiter) Supported(uuid string) (bool, error) {
 func (l *Limiter) Set(uid types.UID, uuid string, hard uint64) (string, error) {
 	if hard == 0 || hard == gpu.NoMemoryLimit {
 		return "", fmt.Errorf("pod %s: no GPU memory limit to set on GPU %s (%d bytes)", uid, uuid, hard)
+	}
+	// The driver first: where it has no per-cgroup limit the pod's cgroup is never needed, and
+	// an agent that cannot see the kubelet's cgroups (a node whose kubelet runs in a container
+	// of its own, an agent without the host's cgroup mount) must not refuse the share for it.
+	if ok, unsupported, err := l.probe(uuid); !ok {
+		if err != nil {
+			return "", err
+		}
+		return "", unsupported
 	}
 	dir, err := PodDir(l.root(), uid)
 	if err != nil {

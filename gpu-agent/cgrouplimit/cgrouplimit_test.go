@@ -177,6 +177,14 @@ func TestSet(t *testing.T) {
 	if _, err := (&driver{}).limiter(t, t.TempDir()).Set(uid, "GPU-a", 1<<30); err == nil || !strings.Contains(err.Error(), "has no cgroup under") {
 		t.Errorf("Set without the pod's cgroup: %v", err)
 	}
+	// A driver without the limit never needs the pod's cgroup: the real-node tier's kubelet
+	// keeps its pods' cgroups where the agent does not look, and its shares must start.
+	if _, err := (&driver{setRet: nvml.ERROR_NOT_SUPPORTED}).limiter(t, t.TempDir()).Set(uid, "GPU-a", 1<<30); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Set without the pod's cgroup on a driver without the limit: %v; want ErrUnsupported", err)
+	}
+	if _, err := (&driver{missing: true}).limiter(t, t.TempDir()).Set(uid, "GPU-a", 1<<30); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Set without the pod's cgroup on a library without the function: %v; want ErrUnsupported", err)
+	}
 	if _, err := l.Set(uid, "GPU-a", 0); err == nil {
 		t.Error("Set of no limit succeeded")
 	}

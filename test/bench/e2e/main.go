@@ -79,6 +79,7 @@ type options struct {
 	// binary to run as the scheduler "baseline"; profile where to save fairway's profiles.
 	schedulers []string
 	baseline   string
+	fairway    string
 	profile    string
 }
 
@@ -97,16 +98,20 @@ func main() {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "internal: the no-op binder's kubeconfig")
 	scheds := flag.String("schedulers", "fairway,kube-scheduler,noop-binder", "comma-separated schedulers to run: fairway, kube-scheduler, noop-binder (or noop)")
 	flag.StringVar(&o.baseline, "baseline", "", "another fairway binary (e.g. built from main) to run in the same rotation, reported as the row \"baseline\"")
+	flag.StringVar(&o.fairway, "fairway", "", "a fairway binary to run as the row \"fairway\" instead of building this tree's (with -baseline, two builds compared in one rotation)")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an allocation profile of each fairway burst into this directory")
 	flag.Parse()
 	var err error
-	if o.baseline != "" {
-		// The cluster resolves a bare name in its bin directory; the baseline is the caller's file.
-		if o.baseline, err = filepath.Abs(o.baseline); err == nil {
-			_, err = os.Stat(o.baseline)
+	for name, path := range map[string]*string{"-baseline": &o.baseline, "-fairway": &o.fairway} {
+		if *path == "" {
+			continue
+		}
+		// The cluster resolves a bare name in its bin directory; these are the caller's files.
+		if *path, err = filepath.Abs(*path); err == nil {
+			_, err = os.Stat(*path)
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-e2e: -baseline:", err)
+			fmt.Fprintln(os.Stderr, "bench-e2e: "+name+":", err)
 			os.Exit(2)
 		}
 	}
@@ -139,9 +144,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := buildFairway(ctx, tmp)
-	if err != nil {
-		return err
+	bin := o.fairway
+	if bin == "" {
+		if bin, err = buildFairway(ctx, tmp); err != nil {
+			return err
+		}
 	}
 	// Enough GPUs that neither scheduler ever meets a full node: 1.5 pods' worth per node, at
 	// least 8, and the pods' count per node within the 110 pods a node takes.

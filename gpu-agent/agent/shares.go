@@ -40,7 +40,7 @@ func shareGPUs(inv *fairwayv1alpha1.GPUInventory, minors []int) []shareplugin.GP
 		if i >= len(minors) || minors[i] < 0 || g.MIGEnabled || g.UUID == "" {
 			continue
 		}
-		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, KernelMemoryLimit: g.KernelMemoryLimit})
+		out = append(out, shareplugin.GPU{UUID: g.UUID, Minor: minors[i], Healthy: g.Healthy, MemoryMiB: g.MemoryMiB})
 	}
 	return out
 }

@@ -92,10 +92,6 @@ type GPU struct {
 	Healthy bool
 	// MemoryMiB is the device's memory (a fraction's share of it is the share's limit).
 	MemoryMiB int64
-	// KernelMemoryLimit is true where the driver limits a cgroup's memory on this GPU (the
-	// agent's Options.Limit then sets each share's limit on its pod's cgroup), false where
-	// the share library's limit is all there is.
-	KernelMemoryLimit bool
 }
 
 // DeviceNode is the GPU's device node on the host.

@@ -10,6 +10,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // patchFor returns the JSON patch that turns raw, the pod as the API server sent it, into
@@ -62,8 +63,8 @@ func directPatch(original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool) {
 	}
 
 	var ops []jsonpatch.Operation
-	ops = mapOps(ops, "/metadata/labels", original.Labels, mutated.Labels)
-	ops = mapOps(ops, "/metadata/annotations", original.Annotations, mutated.Annotations)
+	ops = mapOps(ops, "/metadata/labels", original.Labels, mutated.Labels, sameString)
+	ops = mapOps(ops, "/metadata/annotations", original.Annotations, mutated.Annotations, sameString)
 	ops = scalarOp(ops, "/spec/schedulerName", original.Spec.SchedulerName, mutated.Spec.SchedulerName)
 	ops = scalarOp(ops, "/spec/priorityClassName", original.Spec.PriorityClassName, mutated.Spec.PriorityClassName)
 	ops = pointerOp(ops, "/spec/priority", original.Spec.Priority, mutated.Spec.Priority)
@@ -85,9 +86,10 @@ func directPatch(original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool) {
 	return ops, true
 }
 
-// mapOps patches a string map member: added whole when the pod had none (raw holds it absent,
-// null or empty), else key by key.
-func mapOps(ops []jsonpatch.Operation, path string, before, after map[string]string) []jsonpatch.Operation {
+// mapOps patches a map member: added whole when the pod had none (raw holds it absent, null or
+// empty), else key by key. Only changed keys are written, so a value the defaulter left alone
+// keeps the text raw has (a quantity's "1000m" stays "1000m").
+func mapOps[K ~string, V any](ops []jsonpatch.Operation, path string, before, after map[K]V, equal func(a, b V) bool) []jsonpatch.Operation {
 	if len(before) == 0 {
 		if len(after) > 0 {
 			ops = append(ops, jsonpatch.NewOperation("add", path, after))
@@ -95,17 +97,21 @@ func mapOps(ops []jsonpatch.Operation, path string, before, after map[string]str
 		return ops
 	}
 	for k, v := range after {
-		if old, ok := before[k]; !ok || old != v {
-			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escape(k), v))
+		if old, ok := before[k]; !ok || !equal(old, v) {
+			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escape(string(k)), v))
 		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
-			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escape(k), nil))
+			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escape(string(k)), nil))
 		}
 	}
 	return ops
 }
+
+func sameString(a, b string) bool { return a == b }
+
+func sameQuantity(a, b resource.Quantity) bool { return a.Equal(b) }
 
 // resourceOps patches a container's resource limits and requests name by name. A container
 // whose resources were empty gets the member whole: raw may lack it, hold it as null, or as {}.
@@ -116,30 +122,8 @@ func resourceOps(ops []jsonpatch.Operation, path string, before, after corev1.Re
 		}
 		return ops
 	}
-	ops = quantityOps(ops, path+"/limits", before.Limits, after.Limits)
-	return quantityOps(ops, path+"/requests", before.Requests, after.Requests)
-}
-
-// quantityOps is mapOps for a resource list: a quantity the defaulter left alone keeps the text
-// raw has ("1000m" stays "1000m"), since only changed names are written.
-func quantityOps(ops []jsonpatch.Operation, path string, before, after corev1.ResourceList) []jsonpatch.Operation {
-	if len(before) == 0 {
-		if len(after) > 0 {
-			ops = append(ops, jsonpatch.NewOperation("add", path, after))
-		}
-		return ops
-	}
-	for name, q := range after {
-		if old, ok := before[name]; !ok || !old.Equal(q) {
-			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escape(string(name)), q))
-		}
-	}
-	for name := range before {
-		if _, ok := after[name]; !ok {
-			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escape(string(name)), nil))
-		}
-	}
-	return ops
+	ops = mapOps(ops, path+"/limits", before.Limits, after.Limits, sameQuantity)
+	return mapOps(ops, path+"/requests", before.Requests, after.Requests, sameQuantity)
 }
 
 // scalarOp patches an omitempty string member. "add" also replaces an existing member.

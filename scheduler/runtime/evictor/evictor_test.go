@@ -111,6 +111,28 @@ func TestEvictOrderConditionEvictionEvents(t *testing.T) {
 	}
 }
 
+// A pod evicted with a grace period of 0 is deleted by the eviction itself: its reason is not
+// written back afterwards, one request fewer per victim of a large reclaim.
+func TestEvictGraceZeroSkipsTheRestore(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	ev := &events{}
+	e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{Events: ev})
+	r := reclaim()
+	r.GracePeriod = 0
+	if err := e.Evict(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(cs); got != "patch/status,create/eviction" {
+		t.Fatalf("API calls %v, want the status patch and the eviction only", got)
+	}
+	if c := condition(t, cs.Actions()[0]); c.Reason != "FairwayReclaim" {
+		t.Errorf("condition before the eviction: %+v", c)
+	}
+	if len(ev.victim) != 1 || len(ev.beneficiary) != 1 {
+		t.Errorf("events: victim %v beneficiary %v", ev.victim, ev.beneficiary)
+	}
+}
+
 // The events of an eviction name its beneficiary once, as the engine's message does: the
 // victim's says "Preempted by pod ..." (not "Preempted by X because preempted by X"), and is
 // related to the beneficiary's pod when the beneficiary is a gang of one pod, whose PodGroup is

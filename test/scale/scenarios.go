@@ -3,8 +3,10 @@ package scale
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +52,7 @@ var Scenarios = []Scenario{
 	{Name: "pending-background", Title: "Fill Cluster with single GPU Jobs with pending tasks in background", KAI: 16*time.Minute + 22*time.Second, run: pendingBackground},
 	{Name: "reclaim-impossible", Title: "Average time to unschedulable for distributed job", KAI: 9120 * time.Millisecond, run: reclaimImpossible},
 	{Name: "reclaim-large", Title: "Reclaim time for one very large job (single-GPU reclaimees)", KAI: 51800 * time.Millisecond, run: reclaimLarge},
+	{Name: "reclaim-floor", Title: "Not KAI's: reclaim-large's API work done by the harness, no scheduler", KAINote: "the machine's floor for reclaim-large", run: reclaimFloor},
 	{Name: "reclaim-single", Title: "Measuring reclaim time for single GPU", KAI: 4210 * time.Millisecond, run: reclaimSingle},
 	{Name: "reclaim-many", Title: "Reclaim single GPU Jobs (as many as the cluster's GPUs)", KAINote: "not in the issue's table", run: reclaimMany},
 	{Name: "reclaim-distributed", Title: "Multi Node Reclaim for distributed jobs", KAINote: "failed: 326 of 500 pods in 90 min", run: reclaimDistributed},
@@ -133,7 +136,7 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) ([]Result, error) {
 	if err := e.setGPU(ctx, queueSanity, gpuQuota{quota: ptr.To[int64](0), weight: ptr.To[int32](0)}); err != nil {
 		return out, err
 	}
-	err = play("reclaim-impossible", "reclaim-large", "reclaim-single", "reclaim-many", "reclaim-distributed", "reclaim-full-node")
+	err = play("reclaim-impossible", "reclaim-large", "reclaim-floor", "reclaim-single", "reclaim-many", "reclaim-distributed", "reclaim-full-node")
 	return out, err
 }
 
@@ -454,6 +457,98 @@ func reclaimOneLarge(ctx context.Context, e *env, name string, fillGPUs, pods in
 	r := Result{Figure: end.Sub(g.created), Usage: u,
 		Detail: fmt.Sprintf("gang of %d×%d GPUs bound whole; exactly %d GPUs of %d-GPU jobs evicted", pods, GPUsPerNode, owed, fillGPUs)}
 	return r, e.cleanup(ctx, leafQueues...)
+}
+
+// reclaimFloor is not one of KAI's specs: it is what reclaim-large costs the control plane at the
+// least, with no scheduler at all, so that reclaim-large's figure can be read against what the
+// machine allows. On the cluster full of one-GPU Jobs, with the scheduler stopped, the harness
+// creates the same gang, then deletes every pod of half the nodes (grace 0, one DELETE each, 64
+// at a time, no client rate limit) and binds one gang pod to each node as soon as its last pod
+// is gone. The Job controller recreates every deleted pod, as in reclaim-large. The figure runs
+// from the first deletion to the last binding: one write per victim and one per binding, where
+// a scheduler also says why (the DisruptionTarget condition), goes through the Eviction API
+// (budgets) and records events. A scheduler's reclaim-large cannot be faster than this here.
+func reclaimFloor(ctx context.Context, e *env) (Result, error) {
+	if _, err := e.fill(ctx, "", queueSanity, 1, true); err != nil {
+		return Result{}, err
+	}
+	if err := e.stopScheduler(); err != nil {
+		return Result{}, err
+	}
+	pods := e.o.Nodes / 2
+	g, err := e.createGang(ctx, queueReclaim, pods, GPUsPerNode, "")
+	if err != nil {
+		return Result{}, err
+	}
+	if err := e.watch.waitCreated(ctx, queueReclaim, pods, e.timeout()); err != nil {
+		return Result{}, err
+	}
+	var members []*corev1.Pod
+	for _, p := range e.watch.pods(queueReclaim) {
+		if inGang(g)(p) {
+			members = append(members, p)
+		}
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range e.watch.pods(queueSanity) {
+		if p.Spec.NodeName != "" {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	nodes := slices.Sorted(maps.Keys(byNode))
+	if len(nodes) < pods || len(members) != pods {
+		return Result{}, fmt.Errorf("%w: %d nodes hold pods and %d gang pods exist, want %d of each", errOutcome, len(nodes), len(members), pods)
+	}
+	nodes = nodes[:pods]
+	type victim struct {
+		pod  *corev1.Pod
+		node int
+	}
+	var victims []victim
+	left := make([]atomic.Int32, pods)
+	for i, n := range nodes {
+		for _, p := range byNode[n] {
+			victims = append(victims, victim{p, i})
+		}
+		left[i].Store(int32(len(byNode[n])))
+	}
+	e.watch.resetLost()
+	m := e.begin("reclaim-floor")
+	start := time.Now()
+	err = parallel(len(victims), 64, func(i int) error {
+		v := victims[i]
+		if err := ignoreNotFound(e.cs.CoreV1().Pods(queueSanity).Delete(ctx, v.pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &v.pod.UID}})); err != nil {
+			return fmt.Errorf("deleting %s: %w", v.pod.Name, err)
+		}
+		if left[v.node].Add(-1) > 0 {
+			return nil
+		}
+		p := members[v.node]
+		return e.cs.CoreV1().Pods(queueReclaim).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: queueReclaim, UID: p.UID},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: nodes[v.node]},
+		}, metav1.CreateOptions{})
+	})
+	if err != nil {
+		m.end()
+		return Result{}, err
+	}
+	end, err := e.watch.waitBound(ctx, queueReclaim, pods, inGang(g), e.timeout())
+	u := m.end()
+	if err != nil {
+		return Result{}, err
+	}
+	owed := int64(pods * GPUsPerNode)
+	if err := e.checkLost(ctx, queueSanity, owed); err != nil {
+		return Result{}, err
+	}
+	r := Result{Figure: end.Sub(start), Usage: u,
+		Detail: fmt.Sprintf("the harness deleted %d one-GPU pods and bound %d pods of %d GPUs, no scheduler", owed, pods, GPUsPerNode)}
+	if err := e.cleanup(ctx, leafQueues...); err != nil {
+		return r, err
+	}
+	return r, e.startScheduler(ctx)
 }
 
 // reclaimSingle is KAI's "reclaims single GPU Jobs at intervals to measure latency": on the full

@@ -150,6 +150,7 @@ func (s *Snapshot) Shadow(t *Task) *Task {
 // AddHold holds capacity on a node for a gang (see Hold).
 func (s *Snapshot) AddHold(g *Gang, h Hold) {
 	g.holds = append(g.holds, h)
+	g.hold(&h, 1)
 	n := h.Node
 	n.Held.MilliCPU += h.MilliCPU
 	n.Held.Memory += h.Memory
@@ -251,14 +252,8 @@ func (s *Snapshot) unhold(g *Gang, h *Hold) {
 	n.Held.Pods -= h.Pods
 	n.HeldWhole -= h.WholeGPUs
 	n.pin(h, -1)
-	still := false
-	for i := range g.holds {
-		if g.holds[i].Node == n {
-			still = true
-			break
-		}
-	}
-	if !still {
+	g.hold(h, -1)
+	if !g.holdsOn(n) {
 		if i := slices.Index(n.holds, g); i >= 0 {
 			n.holds = slices.Delete(n.holds, i, i+1)
 		}

@@ -285,14 +285,8 @@ func (n *Node) HeldFor(g *Gang) (res NodeResources, whole int64) {
 	if g == nil {
 		return
 	}
-	for i := range g.holds {
-		h := &g.holds[i]
-		if h.Node == n {
-			res.MilliCPU += h.MilliCPU
-			res.Memory += h.Memory
-			res.Pods += h.Pods
-			whole += h.WholeGPUs
-		}
+	if o := g.on[n]; o != nil {
+		return o.res, o.whole
 	}
 	return
 }
@@ -304,43 +298,20 @@ func (n *Node) PinnedByOthers(g *Gang) uint64 {
 	if n.pinned == 0 {
 		return 0
 	}
+	var mine []int32
+	if g != nil {
+		if o := g.on[n]; o != nil {
+			mine = o.pins
+		}
+	}
 	var m uint64
 	for i, c := range n.pins[:min(len(n.pins), 64)] {
-		if c > 0 {
+		// Slots only g's own holds pin are g's to use.
+		if c > 0 && (i >= len(mine) || c > mine[i]) {
 			m |= 1 << uint(i)
 		}
 	}
-	if g == nil || len(g.holds) == 0 {
-		return m
-	}
-	// Slots only g's own holds pin are g's to use.
-	for i := range g.holds {
-		h := &g.holds[i]
-		if h.Node != n {
-			continue
-		}
-		for _, s := range h.Slots {
-			if s >= 0 && s < 64 && int(s) < len(n.pins) && n.pins[s] <= n.ownPins(g, s) {
-				m &^= 1 << uint(s)
-			}
-		}
-	}
 	return m
-}
-
-// ownPins counts the holds of g on this node that pin slot s.
-func (n *Node) ownPins(g *Gang, s int32) int32 {
-	var c int32
-	for i := range g.holds {
-		if h := &g.holds[i]; h.Node == n {
-			for _, p := range h.Slots {
-				if p == s {
-					c++ // a slot shared by several of the gang's pods is pinned once for each
-				}
-			}
-		}
-	}
-	return c
 }
 
 // pin adds (by 1) or removes (by -1) a hold's pins.

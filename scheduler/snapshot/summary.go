@@ -135,6 +135,18 @@ func (s *Snapshot) Verify() error {
 	return errors.Join(errs...)
 }
 
+// samePins reports whether counts (by slot position) count exactly the positions listed.
+func samePins(counts, positions []int32) bool {
+	want := make([]int32, len(counts))
+	for _, p := range positions {
+		if int(p) >= len(want) {
+			return false
+		}
+		want[p]++
+	}
+	return slices.Equal(counts, want)
+}
+
 // verifyNode recomputes n's usage, holds, pins and free-GPU index from its tasks and holds.
 func (s *Snapshot) verifyNode(n *Node) []error {
 	var errs []error
@@ -162,7 +174,26 @@ func (s *Snapshot) verifyNode(n *Node) []error {
 	var held NodeResources
 	var heldWhole int64
 	for _, g := range n.holds {
-		r, w := n.HeldFor(g)
+		var r NodeResources
+		var w int64
+		var gpins []int32
+		for i := range g.holds {
+			if h := &g.holds[i]; h.Node == n {
+				r.MilliCPU += h.MilliCPU
+				r.Memory += h.Memory
+				r.Pods += h.Pods
+				w += h.WholeGPUs
+				for _, p := range h.Slots {
+					if p >= 0 {
+						gpins = append(gpins, p)
+					}
+				}
+			}
+		}
+		if o := g.on[n]; o == nil || o.res.MilliCPU != r.MilliCPU || o.res.Memory != r.Memory || o.res.Pods != r.Pods ||
+			o.whole != w || !samePins(o.pins, gpins) {
+			errs = append(errs, fmt.Errorf("node %s: gang %s's sums of its holds here are not %d mCPU, %d bytes, %d pods, %d GPUs pinning %v", n.Name, g.Key, r.MilliCPU, r.Memory, r.Pods, w, gpins))
+		}
 		held.MilliCPU += r.MilliCPU
 		held.Memory += r.Memory
 		held.Pods += r.Pods

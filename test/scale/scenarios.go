@@ -2,11 +2,12 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -462,9 +463,9 @@ func reclaimOneLarge(ctx context.Context, e *env, name string, fillGPUs, pods in
 // reclaimFloor is not one of KAI's specs: it is what reclaim-large costs the control plane at the
 // least, with no scheduler at all, so that reclaim-large's figure can be read against what the
 // machine allows. On the cluster full of one-GPU Jobs, with the scheduler stopped, the harness
-// creates the same gang, then deletes every pod of half the nodes (grace 0, one DELETE each, 64
-// at a time, no client rate limit) and binds one gang pod to each node as soon as its last pod
-// is gone. The Job controller recreates every deleted pod, as in reclaim-large. The figure runs
+// creates the same gang, then deletes every pod of half the nodes (grace 0, one DELETE each, 128
+// at a time, no client rate limit) and binds one gang pod to each node as soon as its pods are
+// gone. The Job controller recreates every deleted pod, as in reclaim-large. The figure runs
 // from the first deletion to the last binding: one write per victim and one per binding, where
 // a scheduler also says why (the DisruptionTarget condition), goes through the Eviction API
 // (budgets) and records events. A scheduler's reclaim-large cannot be faster than this here.
@@ -500,37 +501,38 @@ func reclaimFloor(ctx context.Context, e *env) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %d nodes hold pods and %d gang pods exist, want %d of each", errOutcome, len(nodes), len(members), pods)
 	}
 	nodes = nodes[:pods]
-	type victim struct {
-		pod  *corev1.Pod
-		node int
-	}
-	var victims []victim
-	left := make([]atomic.Int32, pods)
-	for i, n := range nodes {
-		for _, p := range byNode[n] {
-			victims = append(victims, victim{p, i})
-		}
-		left[i].Store(int32(len(byNode[n])))
+	var victims []*corev1.Pod
+	for _, n := range nodes {
+		victims = append(victims, byNode[n]...)
 	}
 	e.watch.resetLost()
 	m := e.begin("reclaim-floor")
 	start := time.Now()
-	err = parallel(len(victims), 64, func(i int) error {
-		v := victims[i]
-		if err := ignoreNotFound(e.cs.CoreV1().Pods(queueSanity).Delete(ctx, v.pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &v.pod.UID}})); err != nil {
-			return fmt.Errorf("deleting %s: %w", v.pod.Name, err)
+	var deleted error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		deleted = parallel(len(victims), 128, func(j int) error {
+			v := victims[j]
+			return ignoreNotFound(e.cs.CoreV1().Pods(queueSanity).Delete(ctx, v.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &v.UID}}))
+		})
+	})
+	// A node is free when its pods are gone, not when their deletion was accepted: a Job's pod
+	// waits for its controller to take off the tracking finalizer.
+	err = parallel(pods, pods, func(i int) error {
+		if err := poll(ctx, 10*time.Millisecond, e.timeout(), "the pods of node "+nodes[i]+" to be gone", func() (bool, error) {
+			return !slices.ContainsFunc(byNode[nodes[i]], e.watch.exists), nil
+		}); err != nil {
+			return err
 		}
-		if left[v.node].Add(-1) > 0 {
-			return nil
-		}
-		p := members[v.node]
+		p := members[i]
 		return e.cs.CoreV1().Pods(queueReclaim).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: queueReclaim, UID: p.UID},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: nodes[v.node]},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: nodes[i]},
 		}, metav1.CreateOptions{})
 	})
-	if err != nil {
+	wg.Wait()
+	if err = errors.Join(deleted, err); err != nil {
 		m.end()
 		return Result{}, err
 	}

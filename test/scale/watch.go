@@ -90,6 +90,12 @@ func (w *podWatch) pods(ns string) []*corev1.Pod {
 	return out
 }
 
+// exists reports whether the watch still holds p (the same pod, terminating or not).
+func (w *podWatch) exists(p *corev1.Pod) bool {
+	o, ok, _ := w.inf.GetIndexer().GetByKey(p.Namespace + "/" + p.Name)
+	return ok && o.(*corev1.Pod).UID == p.UID
+}
+
 // any reports whether the watch holds a pod of one of namespaces, terminating or not.
 func (w *podWatch) any(namespaces ...string) bool {
 	for _, ns := range namespaces {

@@ -56,6 +56,11 @@ type cycle struct {
 	// limitsAfterRelease makes limit checks count releasing pods as gone (a preemption what-if
 	// that freed room under a limit).
 	limitsAfterRelease bool
+	// classFits caches FilterClass.Matches by class and node for explain, which asks it of every
+	// node for every gang it explains: node objects do not change within a cycle, and matching
+	// node affinity allocates (issue 37: in a reclaim of 4,000 one-GPU jobs at 500 nodes it was
+	// 40% of the scheduler's CPU).
+	classFits map[*snapshot.FilterClass]*classFit
 
 	scratch scratch
 }

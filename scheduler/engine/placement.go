@@ -581,6 +581,28 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	return a, f
 }
 
+// classFit is what FilterClass.Matches says of each node for class cl (FitOK for nil ones),
+// computed once a cycle (cycle.classFits).
+type classFit struct{ codes []snapshot.FitCode }
+
+func (c *cycle) classFit(cl *snapshot.FilterClass) *classFit {
+	if f, ok := c.classFits[cl]; ok {
+		return f
+	}
+	nodes := c.snap.Nodes()
+	f := &classFit{codes: make([]snapshot.FitCode, len(nodes))}
+	for _, n := range nodes {
+		if n != nil {
+			f.codes[n.ID], _ = cl.Matches(n)
+		}
+	}
+	if c.classFits == nil {
+		c.classFits = map[*snapshot.FilterClass]*classFit{}
+	}
+	c.classFits[cl] = f
+	return f
+}
+
 // explain says why no node fits a pod: "0/12 nodes fit pod ns/p (8 GPU, 1 CPU, 1Gi memory): 6
 // not enough free GPUs, 4 untolerated taint (dedicated=infer:NoSchedule), ...".
 func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set, afterRelease bool) string {
@@ -588,19 +610,20 @@ func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set,
 	held := 0
 	example := ""
 	total := 0
+	fits := c.classFit(t.Class)
 	for _, n := range c.snap.Nodes() {
 		if n == nil {
 			continue
 		}
 		total++
 		f := Fits
-		switch code, detail := t.Class.Matches(n); code {
+		switch code := fits.codes[n.ID]; code {
 		case snapshot.FitUnschedulable:
 			f = FailCordoned
 		case snapshot.FitTaint:
 			f = FailTaint
 			if example == "" {
-				example = detail
+				_, example = t.Class.Matches(n)
 			}
 		case snapshot.FitAffinity:
 			f = FailAffinity

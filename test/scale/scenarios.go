@@ -562,7 +562,8 @@ func reclaimSingle(ctx context.Context, e *env) (Result, error) {
 	}
 	e.watch.resetLost()
 	m := e.begin("reclaim-single")
-	var total time.Duration
+	var total, created time.Duration
+	before := e.watch.seen(queueReclaim)
 	for i := range e.o.Samples {
 		start := time.Now()
 		if err := e.createJobs(ctx, queueReclaim, 1, 1); err != nil {
@@ -575,13 +576,22 @@ func reclaimSingle(ctx context.Context, e *env) (Result, error) {
 			return Result{}, fmt.Errorf("%w\n%s", err, e.schedTail())
 		}
 		total += end.Sub(start)
+		// The Job controller's part: from the Job's creation to its pod's.
+		now := e.watch.seen(queueReclaim)
+		for name, at := range now {
+			if _, old := before[name]; !old {
+				created += at.Sub(start)
+			}
+		}
+		before = now
 	}
 	u := m.end()
 	if err := e.checkLost(ctx, queueSanity, int64(e.o.Samples)); err != nil {
 		return Result{}, err
 	}
 	r := Result{Figure: total / time.Duration(e.o.Samples), Usage: u,
-		Detail: fmt.Sprintf("%d one-GPU jobs, one at a time, each for exactly one evicted GPU, %d running", e.o.Samples, e.o.Nodes*GPUsPerNode)}
+		Detail: fmt.Sprintf("%d one-GPU jobs, one at a time, each for exactly one evicted GPU, %d running; the Job controller's part (Job to pod) %v on average",
+			e.o.Samples, e.o.Nodes*GPUsPerNode, (created / time.Duration(e.o.Samples)).Round(time.Millisecond))}
 	return r, e.cleanup(ctx, leafQueues...)
 }
 

@@ -27,6 +27,7 @@ type podWatch struct {
 
 	mu      sync.Mutex
 	boundAt map[string]time.Time // namespace/name
+	seenAt  map[string]time.Time // namespace/name: when the watch first saw the pod
 	lostGPU map[string]int64     // namespace: GPUs of bound pods deleted
 }
 
@@ -36,15 +37,22 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	w := &podWatch{
 		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		boundAt: map[string]time.Time{}, lostGPU: map[string]int64{},
+		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{},
 	}
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Spec.NodeName == "" {
+		if !ok {
 			return
 		}
 		key := p.Namespace + "/" + p.Name
 		w.mu.Lock()
+		if _, seen := w.seenAt[key]; !seen {
+			w.seenAt[key] = time.Now()
+		}
+		if p.Spec.NodeName == "" {
+			w.mu.Unlock()
+			return
+		}
 		if _, seen := w.boundAt[key]; !seen {
 			w.boundAt[key] = time.Now()
 		}
@@ -65,6 +73,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 			w.lostGPU[p.Namespace] += podGPUs(p)
 		}
 		delete(w.boundAt, key)
+		delete(w.seenAt, key)
 	}
 	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: record, UpdateFunc: func(_, o any) { record(o) }, DeleteFunc: gone,
@@ -104,6 +113,19 @@ func (w *podWatch) any(namespaces ...string) bool {
 		}
 	}
 	return false
+}
+
+// seen is when the watch first saw each live pod of ns, by name.
+func (w *podWatch) seen(ns string) map[string]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, p := range w.pods(ns) {
+		if at, ok := w.seenAt[p.Namespace+"/"+p.Name]; ok {
+			out[p.Name] = at
+		}
+	}
+	return out
 }
 
 // resetLost starts counting deleted bound pods afresh.

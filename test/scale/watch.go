@@ -29,6 +29,7 @@ type podWatch struct {
 	boundAt map[string]time.Time // namespace/name
 	seenAt  map[string]time.Time // namespace/name: when the watch first saw the pod
 	lostGPU map[string]int64     // namespace: GPUs of bound pods deleted
+	lostAt  map[string]time.Time // namespace: when the last bound pod was deleted
 }
 
 func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error) {
@@ -37,7 +38,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	w := &podWatch{
 		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{},
+		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{}, lostAt: map[string]time.Time{},
 	}
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -71,6 +72,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 		key := p.Namespace + "/" + p.Name
 		if _, bound := w.boundAt[key]; bound || p.Spec.NodeName != "" {
 			w.lostGPU[p.Namespace] += podGPUs(p)
+			w.lostAt[p.Namespace] = time.Now()
 		}
 		delete(w.boundAt, key)
 		delete(w.seenAt, key)
@@ -133,6 +135,13 @@ func (w *podWatch) resetLost() {
 	w.mu.Lock()
 	clear(w.lostGPU)
 	w.mu.Unlock()
+}
+
+// lastLost is when the watch last saw a bound pod of ns deleted.
+func (w *podWatch) lastLost(ns string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lostAt[ns]
 }
 
 // lost is the GPUs of bound pods of ns deleted since the last reset.

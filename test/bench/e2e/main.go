@@ -81,6 +81,9 @@ type options struct {
 	baseline   string
 	fairway    string
 	profile    string
+	// idle is how long each scheduler runs with nothing to do before its burst, its and the
+	// control plane's CPU measured: what a scheduler costs the API server when there is no work.
+	idle time.Duration
 }
 
 func main() {
@@ -99,6 +102,7 @@ func main() {
 	scheds := flag.String("schedulers", "fairway,kube-scheduler,noop-binder", "comma-separated schedulers to run: fairway, kube-scheduler, noop-binder (or noop)")
 	flag.StringVar(&o.baseline, "baseline", "", "another fairway binary (e.g. built from main) to run in the same rotation, reported as the row \"baseline\"")
 	flag.StringVar(&o.fairway, "fairway", "", "a fairway binary to run as the row \"fairway\" instead of building this tree's (with -baseline, two builds compared in one rotation)")
+	flag.DurationVar(&o.idle, "idle", 0, "before each burst, measure the scheduler's and the control plane's CPU for this long with nothing to schedule")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an allocation profile of each fairway burst into this directory")
 	flag.Parse()
 	var err error
@@ -343,6 +347,17 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 	defer func() { _ = proc.Stop() }()
 	if err := b.waitReady(ctx, sched, name, proc); err != nil {
 		return result{}, err
+	}
+	if b.o.idle > 0 {
+		idle := newCPUMeter(b.c, proc)
+		before := idle.read()
+		select {
+		case <-ctx.Done():
+			return result{}, ctx.Err()
+		case <-time.After(b.o.idle):
+		}
+		_, text := idle.since(before)
+		fmt.Printf("bench-e2e: %s: CPU idle for %v: %s\n", sched, b.o.idle, text)
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -73,8 +73,13 @@ func (l *loop) metricsState(res *engine.Result) *metrics.State {
 		if n == nil {
 			continue
 		}
+		shared := false
 		for i := range n.Slots {
 			s := &n.Slots[i]
+			if s.Sharers == 0 && s.Reserved == 0 {
+				continue // most slots: one test
+			}
+			shared = true
 			if s.Sharers > 0 && s.Owners == 0 {
 				st.Shares = append(st.Shares, metrics.Share{Node: n.Name, GPUIndex: s.Index, Ratio: float64(s.UsedMilli) / snapshot.MilliPerGPU,
 					GPUUUID: uuids[gpushare.SlotKey{Node: n.Name, Slot: s.Index}]})
@@ -83,7 +88,9 @@ func (l *loop) metricsState(res *engine.Result) *metrics.State {
 		if !n.Unschedulable && (len(n.Slots) > 0 || n.InventoryGPUs > 0) {
 			st.NodeGPUs = append(st.NodeGPUs, nodeGPUs(n))
 		}
-		st.Swapped = append(st.Swapped, swappedGPUs(n, uuids)...)
+		if shared {
+			st.Swapped = append(st.Swapped, swappedGPUs(n, uuids)...)
+		}
 	}
 	st.PodGroups = l.podGroupCounts()
 	return st
@@ -135,13 +142,11 @@ func nodeGPUs(n *snapshot.Node) metrics.NodeGPUs {
 }
 
 // swappedGPUs lists the node's shared GPUs with holders whose memory their gpu-agent reports on
-// host RAM (fairway.dev/gpu-swap SwappedOut), in slot order.
+// host RAM (fairway.dev/gpu-swap SwappedOut), in slot order. Only tasks on a shared (or
+// reserved) slot can hold swapped memory: metricsState calls it only for nodes that have one,
+// which it sees in the walk over the slots it makes anyway (most nodes have none, and their
+// tasks are many pointers apart where their slots are one short array).
 func swappedGPUs(n *snapshot.Node, uuids map[gpushare.SlotKey]string) []metrics.Swapped {
-	// Only the tasks on a shared (or reserved) slot can hold swapped memory; most nodes have no
-	// such slot, and their slots are one short array where their tasks are pointers apart.
-	if !slices.ContainsFunc(n.Slots, func(s snapshot.GPUSlot) bool { return s.Sharers > 0 || s.Reserved > 0 }) {
-		return nil
-	}
 	var out []metrics.Swapped
 	at := map[int32]int{}
 	for _, t := range n.Tasks {

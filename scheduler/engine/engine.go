@@ -60,7 +60,7 @@ type cycle struct {
 	// node for every gang it explains: node objects do not change within a cycle, and matching
 	// node affinity allocates (issue 37: in a reclaim of 4,000 one-GPU jobs at 500 nodes it was
 	// 40% of the scheduler's CPU).
-	classFits map[*snapshot.FilterClass]*classFit
+	classFits map[*snapshot.FilterClass][]snapshot.FitCode
 
 	scratch scratch
 }

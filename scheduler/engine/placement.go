@@ -581,26 +581,24 @@ func (c *cycle) tryNode(n *snapshot.Node, t *snapshot.Task, g *snapshot.Gang, af
 	return a, f
 }
 
-// classFit is what FilterClass.Matches says of each node for class cl (FitOK for nil ones),
-// computed once a cycle (cycle.classFits).
-type classFit struct{ codes []snapshot.FitCode }
-
-func (c *cycle) classFit(cl *snapshot.FilterClass) *classFit {
-	if f, ok := c.classFits[cl]; ok {
-		return f
+// classFit is what FilterClass.Matches says of each node for class cl, by node ID (FitOK for
+// IDs of no node), computed once a cycle (cycle.classFits).
+func (c *cycle) classFit(cl *snapshot.FilterClass) []snapshot.FitCode {
+	if codes, ok := c.classFits[cl]; ok {
+		return codes
 	}
 	nodes := c.snap.Nodes()
-	f := &classFit{codes: make([]snapshot.FitCode, len(nodes))}
+	codes := make([]snapshot.FitCode, len(nodes))
 	for _, n := range nodes {
 		if n != nil {
-			f.codes[n.ID], _ = cl.Matches(n)
+			codes[n.ID], _ = cl.Matches(n)
 		}
 	}
 	if c.classFits == nil {
-		c.classFits = map[*snapshot.FilterClass]*classFit{}
+		c.classFits = map[*snapshot.FilterClass][]snapshot.FitCode{}
 	}
-	c.classFits[cl] = f
-	return f
+	c.classFits[cl] = codes
+	return codes
 }
 
 // explain says why no node fits a pod: "0/12 nodes fit pod ns/p (8 GPU, 1 CPU, 1Gi memory): 6
@@ -617,7 +615,7 @@ func (c *cycle) explain(t *snapshot.Task, g *snapshot.Gang, restrict bitset.Set,
 		}
 		total++
 		f := Fits
-		switch code := fits.codes[n.ID]; code {
+		switch fits[n.ID] {
 		case snapshot.FitUnschedulable:
 			f = FailCordoned
 		case snapshot.FitTaint:

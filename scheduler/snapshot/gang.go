@@ -183,15 +183,7 @@ func (g *Gang) hold(h *Hold, sign int64) {
 	o.res.Memory += sign * h.Memory
 	o.res.Pods += sign * h.Pods
 	o.whole += sign * h.WholeGPUs
-	for _, s := range h.Slots {
-		if s < 0 {
-			continue
-		}
-		for int(s) >= len(o.pins) {
-			o.pins = append(o.pins, 0)
-		}
-		o.pins[s] += int32(sign)
-	}
+	o.pins, _ = addPins(o.pins, h.Slots, int32(sign))
 }
 
 // holdsOn reports whether any of the gang's holds is on n. An entry of g.on whose holds went

@@ -316,16 +316,26 @@ func (n *Node) PinnedByOthers(g *Gang) uint64 {
 
 // pin adds (by 1) or removes (by -1) a hold's pins.
 func (n *Node) pin(h *Hold, by int32) {
-	for _, s := range h.Slots {
+	var c int32
+	n.pins, c = addPins(n.pins, h.Slots, by)
+	n.pinned += c * by
+}
+
+// addPins adds by to pins at each slot position of slots (negative ones are no slot), growing
+// pins as needed, and returns it with the number of positions counted.
+func addPins(pins, slots []int32, by int32) ([]int32, int32) {
+	var c int32
+	for _, s := range slots {
 		if s < 0 {
 			continue
 		}
-		for int(s) >= len(n.pins) {
-			n.pins = append(n.pins, 0)
+		for int(s) >= len(pins) {
+			pins = append(pins, 0)
 		}
-		n.pins[s] += by
-		n.pinned += by
+		pins[s] += by
+		c++
 	}
+	return pins, c
 }
 
 // PortFree reports whether no pod on the node binds a host port that conflicts with p.

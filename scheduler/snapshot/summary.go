@@ -173,6 +173,8 @@ func (s *Snapshot) verifyNode(n *Node) []error {
 	}
 	var held NodeResources
 	var heldWhole int64
+	pins := make([]int32, len(n.pins))
+	var pinned int32
 	for _, g := range n.holds {
 		var r NodeResources
 		var w int64
@@ -184,8 +186,13 @@ func (s *Snapshot) verifyNode(n *Node) []error {
 				r.Pods += h.Pods
 				w += h.WholeGPUs
 				for _, p := range h.Slots {
-					if p >= 0 {
-						gpins = append(gpins, p)
+					if p < 0 {
+						continue
+					}
+					gpins = append(gpins, p)
+					if int(p) < len(pins) {
+						pins[p]++
+						pinned++
 					}
 				}
 			}
@@ -201,20 +208,6 @@ func (s *Snapshot) verifyNode(n *Node) []error {
 	}
 	if held.MilliCPU != n.Held.MilliCPU || held.Memory != n.Held.Memory || held.Pods != n.Held.Pods || heldWhole != n.HeldWhole {
 		errs = append(errs, fmt.Errorf("node %s: held %+v/%d, recomputed %+v/%d", n.Name, n.Held, n.HeldWhole, held, heldWhole))
-	}
-	pins := make([]int32, len(n.pins))
-	var pinned int32
-	for _, g := range n.holds {
-		for i := range g.holds {
-			if h := &g.holds[i]; h.Node == n {
-				for _, p := range h.Slots {
-					if p >= 0 && int(p) < len(pins) {
-						pins[p]++
-						pinned++
-					}
-				}
-			}
-		}
 	}
 	if !slices.Equal(pins, n.pins) || pinned != n.pinned {
 		errs = append(errs, fmt.Errorf("node %s: pinned slots %v (%d), recomputed %v (%d)", n.Name, n.pins, n.pinned, pins, pinned))

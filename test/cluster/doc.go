@@ -7,7 +7,9 @@
 // Nodes are kwok fake nodes described by NodePools (GPU type, count, memory, topology labels);
 // kwok plays their kubelet through the Stages in stages/, which make nodes Ready, pods Running,
 // Job pods Succeeded, and any pod annotated with pod-complete.stage.kwok.x-k8s.io/delay
-// Succeeded after that delay (Argo step pods get it through the Workflow's podMetadata).
+// Succeeded after that delay (Argo step pods get it through the Workflow's podMetadata). A
+// deleted pod turns Failed before it is removed, as with a kubelet, so that a pod kept by a
+// finalizer shows that it holds nothing.
 //
 // Everything listens on 127.0.0.1 on free ports and lives in a temporary directory, so tests can
 // run side by side. Children run in their own process group with a parent-death signal, so they

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,7 +60,7 @@ func TestEvictions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cluster.StartT(t, cluster.Config{
-		NodePools:      []cluster.NodePool{cluster.H100Pool(3)}, // one node per subtest that fills one
+		NodePools:      []cluster.NodePool{cluster.H100Pool(4)}, // one node per subtest that fills one
 		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
 	})
 	ensureSchedFixtures(t, c)
@@ -66,6 +69,73 @@ func TestEvictions(t *testing.T) {
 	t.Run("OwnGracePeriod", func(t *testing.T) { testOwnGrace(t, c, auditLog) })
 	t.Run("PodDisruptionBudget", func(t *testing.T) { testBudget(t, c) })
 	t.Run("BudgetTimeout", func(t *testing.T) { testBudgetTimeout(t, c, auditLog) })
+	t.Run("TerminalVictimHoldsNothing", func(t *testing.T) { testTerminalVictim(t, c) })
+}
+
+// testTerminalVictim: a borrower's eight pods fill a node, each kept by a finalizer of its own
+// (as a Job's pod is kept by the Job's tracking finalizer until the Job controller syncs). A
+// claimant reclaims one GPU. The victim turns Failed (kwok, as a kubelet, ends a deleted pod's
+// containers before the final delete) and stays, held by its finalizer; the claimant binds to
+// the node while the victim is still there. A scheduler that waited for the object to go would
+// never bind it: the finalizer is only taken off after the check.
+func testTerminalVictim(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	const keep = "e2e.fairway.dev/keep"
+	newNamespace(t, c, "term-a")
+	newNamespace(t, c, "term-b")
+	schedQueue(t, c, "term-a", "1", "term-a")
+	schedQueue(t, c, "term-b", "", "term-b")
+	defer deleteNamespace(t, c, "term-a", "term-a")
+	defer deleteNamespace(t, c, "term-b", "term-b")
+	defer func() { // before the namespace goes: nothing else takes the finalizer off
+		pods, err := listPods(context.Background(), c, "term-b", nil)
+		if err != nil {
+			t.Errorf("listing term-b's pods to release them: %v", err)
+		}
+		for i := range pods {
+			p := &pods[i]
+			if len(p.Finalizers) == 0 {
+				continue
+			}
+			patch := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
+			if err := c.Client().Patch(context.Background(), p, patch); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("releasing pod %s: %v", p.Name, err)
+			}
+		}
+	}()
+	node := "h100-3"
+	for i := range 8 {
+		p := schedPod("term-b", fmt.Sprintf("held-%d", i), "term-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj()
+		p.Finalizers = []string{keep}
+		mustCreate(t, c, p)
+	}
+	eventually(t, 30*time.Second, "the borrower's 8 pods bound", func(ctx context.Context) (bool, error) {
+		n := len(bound(podsIn(t, c, ctx, "term-b", nil)))
+		return n == 8, fmt.Errorf("%d bound", n)
+	})
+
+	mustCreate(t, c, schedPod("term-a", "claim", "term-a").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node).Obj())
+	eventually(t, 30*time.Second, "the claimant bound", func(ctx context.Context) (bool, error) {
+		n := len(bound(podsIn(t, c, ctx, "term-a", nil)))
+		return n == 1, fmt.Errorf("%d bound", n)
+	})
+	var victims []string
+	for _, p := range podsIn(t, c, ctx, "term-b", nil) {
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		victims = append(victims, p.Name)
+		if p.Status.Phase != corev1.PodFailed || !slices.Contains(p.Finalizers, keep) {
+			t.Errorf("victim %s: phase %s, finalizers %v; want Failed and still held by %s", p.Name, p.Status.Phase, p.Finalizers, keep)
+		}
+	}
+	if len(victims) != 1 {
+		t.Fatalf("victims still present when the claimant bound: %v; want exactly one, Failed and held by its finalizer", victims)
+	}
+	if n := len(bound(podsIn(t, c, ctx, "term-b", nil))); n != 7 {
+		t.Errorf("%d of the borrower's pods still run, want 7", n)
+	}
+	t.Logf("the claimant bound beside victim %s, Failed and still held by its finalizer", victims[0])
 }
 
 // testBudgetTimeout: a borrower runs eight training pods on one node with a PodDisruptionBudget

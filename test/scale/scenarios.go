@@ -200,8 +200,10 @@ type fillResult struct {
 
 // fill is KAI's fillClusterWithJobs: as many one-pod Jobs of gpus GPUs in queue as the cluster
 // has room for; with off, the scheduler is stopped while they are created and the clock starts
-// when it starts again, else the clock starts before the first Job. It returns when every pod
-// is bound, and checks that no node holds more GPUs than it has.
+// when it starts again, else the clock starts before the first Job. The clock stops when every
+// pod is bound; fill returns when every pod also runs (the reclaims start from a full cluster of
+// running jobs, KAI's "running jobs": kwok may still be starting the last ones, and its backlog
+// would delay the first evictions' ends), and checks that no node holds more GPUs than it has.
 func (e *env) fill(ctx context.Context, name, queue string, gpus int, off bool) (fillResult, error) {
 	r := fillResult{jobs: e.o.Nodes * GPUsPerNode / gpus}
 	var m *meter
@@ -231,6 +233,9 @@ func (e *env) fill(ctx context.Context, name, queue string, gpus int, off bool) 
 	}
 	end, err := e.watch.waitBound(ctx, queue, r.jobs, nil, e.timeout())
 	r.end, r.Usage = end, m.end()
+	if err == nil {
+		err = e.watch.waitRunning(ctx, queue, r.jobs, e.timeout())
+	}
 	if err != nil {
 		return r, fmt.Errorf("%w\n%s", err, e.schedTail())
 	}
@@ -464,11 +469,11 @@ func reclaimOneLarge(ctx context.Context, e *env, name string, fillGPUs, pods in
 // least, with no scheduler at all, so that reclaim-large's figure can be read against what the
 // machine allows. On the cluster full of one-GPU Jobs, with the scheduler stopped, the harness
 // creates the same gang, then deletes every pod of half the nodes (grace 0, one DELETE each, 128
-// at a time, no client rate limit) and binds one gang pod to each node as soon as its pods are
-// gone. The Job controller recreates every deleted pod, as in reclaim-large. The figure runs
-// from the first deletion to the last binding: one write per victim and one per binding, where
-// a scheduler also says why (the DisruptionTarget condition), goes through the Eviction API
-// (budgets) and records events. A scheduler's reclaim-large cannot be faster than this here.
+// at a time, no client rate limit) and binds one gang pod to each node as soon as its pods have
+// stopped (turned terminal or gone). The Job controller recreates every deleted pod, as in
+// reclaim-large. The figure runs from the first deletion to the last binding: one write per
+// victim and one per binding, where a scheduler also says why (the DisruptionTarget condition),
+// goes through the Eviction API (budgets) and records events. A scheduler's reclaim-large cannot be faster than this here.
 func reclaimFloor(ctx context.Context, e *env) (Result, error) {
 	if _, err := e.fill(ctx, "", queueSanity, 1, true); err != nil {
 		return Result{}, err
@@ -517,11 +522,12 @@ func reclaimFloor(ctx context.Context, e *env) (Result, error) {
 				GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &v.UID}}))
 		})
 	})
-	// A node is free when its pods are gone, not when their deletion was accepted: a Job's pod
-	// waits for its controller to take off the tracking finalizer.
+	// A node is free when its pods have stopped (turned terminal, or gone), not when their
+	// deletion was accepted, as kube-scheduler reads it: a Job's pod stays, terminal, until its
+	// controller takes off the tracking finalizer.
 	err = parallel(pods, pods, func(i int) error {
-		if err := poll(ctx, 10*time.Millisecond, e.timeout(), "the pods of node "+nodes[i]+" to be gone", func() (bool, error) {
-			return !slices.ContainsFunc(byNode[nodes[i]], e.watch.exists), nil
+		if err := poll(ctx, 10*time.Millisecond, e.timeout(), "the pods of node "+nodes[i]+" to stop", func() (bool, error) {
+			return !slices.ContainsFunc(byNode[nodes[i]], e.watch.holds), nil
 		}); err != nil {
 			return err
 		}
@@ -576,9 +582,10 @@ func reclaimSingle(ctx context.Context, e *env) (Result, error) {
 			return Result{}, fmt.Errorf("%w\n%s", err, e.schedTail())
 		}
 		total += end.Sub(start)
-		// The parts: the Job controller's (from the Job to its pod), then until the victim is
-		// gone (the decision, the eviction, and the Job controller's removal of the victim's
-		// tracking finalizer), then until the binding.
+		// The parts: the Job controller's (from the Job to its pod), then until the victim has
+		// stopped (the decision, the eviction, and the victim turning terminal; with kwok's
+		// stock stages, which skip the terminal phase, the Job controller's removal of the
+		// victim's tracking finalizer), then until the binding.
 		now := e.watch.seen(queueReclaim)
 		for name, at := range now {
 			if _, old := before[name]; !old {
@@ -594,7 +601,7 @@ func reclaimSingle(ctx context.Context, e *env) (Result, error) {
 		return Result{}, err
 	}
 	r := Result{Figure: total / time.Duration(e.o.Samples), Usage: u,
-		Detail: fmt.Sprintf("%d one-GPU jobs, one at a time, each for exactly one evicted GPU, %d running; on average %v from the Job to its pod, %v from the pod to its victim's removal, %v from there to the binding",
+		Detail: fmt.Sprintf("%d one-GPU jobs, one at a time, each for exactly one evicted GPU, %d running; on average %v from the Job to its pod, %v from the pod to its victim's stop, %v from there to the binding",
 			e.o.Samples, e.o.Nodes*GPUsPerNode, mean(created), mean(gone), mean(total-created-gone))}
 	return r, e.cleanup(ctx, leafQueues...)
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -21,7 +22,10 @@ const appLabel, appValue = "app", "fairway-scale"
 
 // podWatch follows the suite's pods: when each was first seen bound (the clocks stop there), and
 // how many GPUs of bound pods were deleted per namespace since the last reset (evictions: the
-// suite deletes nothing inside a measured window).
+// suite deletes nothing inside a measured window). A deleted pod counts once, when the watch first
+// sees its deletion; it has stopped, and holds nothing, from when it turns terminal or is removed,
+// whichever the watch sees first (a Job's pod stays until the Job controller takes off its
+// finalizer).
 type podWatch struct {
 	inf cache.SharedIndexInformer
 
@@ -29,7 +33,9 @@ type podWatch struct {
 	boundAt map[string]time.Time // namespace/name
 	seenAt  map[string]time.Time // namespace/name: when the watch first saw the pod
 	lostGPU map[string]int64     // namespace: GPUs of bound pods deleted
-	lostAt  map[string]time.Time // namespace: when the last bound pod was deleted
+	lostAt  map[string]time.Time // namespace: when a deleted bound pod last stopped
+	counted map[types.UID]bool   // deleted bound pods in lostGPU
+	stopped map[types.UID]bool   // deleted bound pods in lostAt
 }
 
 func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error) {
@@ -39,6 +45,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 	w := &podWatch{
 		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{}, lostAt: map[string]time.Time{},
+		counted: map[types.UID]bool{}, stopped: map[types.UID]bool{},
 	}
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -57,6 +64,9 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 		if _, seen := w.boundAt[key]; !seen {
 			w.boundAt[key] = time.Now()
 		}
+		if p.DeletionTimestamp != nil {
+			w.deleted(p, p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded)
+		}
 		w.mu.Unlock()
 	}
 	gone := func(obj any) {
@@ -71,11 +81,12 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 		defer w.mu.Unlock()
 		key := p.Namespace + "/" + p.Name
 		if _, bound := w.boundAt[key]; bound || p.Spec.NodeName != "" {
-			w.lostGPU[p.Namespace] += podGPUs(p)
-			w.lostAt[p.Namespace] = time.Now()
+			w.deleted(p, true)
 		}
 		delete(w.boundAt, key)
 		delete(w.seenAt, key)
+		delete(w.counted, p.UID)
+		delete(w.stopped, p.UID)
 	}
 	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: record, UpdateFunc: func(_, o any) { record(o) }, DeleteFunc: gone,
@@ -101,10 +112,29 @@ func (w *podWatch) pods(ns string) []*corev1.Pod {
 	return out
 }
 
-// exists reports whether the watch still holds p (the same pod, terminating or not).
-func (w *podWatch) exists(p *corev1.Pod) bool {
+// deleted counts bound pod p, seen deleted, once; and when it has stopped, when it stopped.
+// The caller holds w.mu.
+func (w *podWatch) deleted(p *corev1.Pod, stopped bool) {
+	if !w.counted[p.UID] {
+		w.counted[p.UID] = true
+		w.lostGPU[p.Namespace] += podGPUs(p)
+	}
+	if stopped && !w.stopped[p.UID] {
+		w.stopped[p.UID] = true
+		w.lostAt[p.Namespace] = time.Now()
+	}
+}
+
+// holds reports whether p still holds its node's resources: the watch holds the same pod, and
+// it is not terminal (kube-scheduler's informer drops terminal pods; a kubelet admits against
+// the pods it has not seen stop).
+func (w *podWatch) holds(p *corev1.Pod) bool {
 	o, ok, _ := w.inf.GetIndexer().GetByKey(p.Namespace + "/" + p.Name)
-	return ok && o.(*corev1.Pod).UID == p.UID
+	if !ok {
+		return false
+	}
+	q := o.(*corev1.Pod)
+	return q.UID == p.UID && q.Status.Phase != corev1.PodFailed && q.Status.Phase != corev1.PodSucceeded
 }
 
 // any reports whether the watch holds a pod of one of namespaces, terminating or not.
@@ -137,7 +167,7 @@ func (w *podWatch) resetLost() {
 	w.mu.Unlock()
 }
 
-// lastLost is when the watch last saw a bound pod of ns deleted.
+// lastLost is when a deleted bound pod of ns was last seen to stop.
 func (w *podWatch) lastLost(ns string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -155,6 +185,19 @@ func (w *podWatch) lost(ns string) int64 {
 func (w *podWatch) waitCreated(ctx context.Context, ns string, n int, timeout time.Duration) error {
 	return poll(ctx, 100*time.Millisecond, timeout, fmt.Sprintf("%d pods in %s", n, ns), func() (bool, error) {
 		return len(w.pods(ns)) >= n, nil
+	})
+}
+
+// waitRunning waits until at least n live pods of ns run (kwok has played their kubelet).
+func (w *podWatch) waitRunning(ctx context.Context, ns string, n int, timeout time.Duration) error {
+	return poll(ctx, 100*time.Millisecond, timeout, fmt.Sprintf("%d running pods in %s", n, ns), func() (bool, error) {
+		running := 0
+		for _, p := range w.pods(ns) {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running >= n, nil
 	})
 }
 

@@ -36,9 +36,11 @@ import (
 //     asks for CPU only) but does not start without its workers: none of its pods is bound.
 //  2. A node of 2 GPUs joins: the MPIJob starts whole, launcher with its workers.
 //  3. Project prod, whose guarantee is the 6 GPUs, asks for them: fairway reclaims both jobs
-//     whole (every pod of both gangs is evicted), the operator makes their pods again, and
-//     they wait, none bound, while prod runs.
-//  4. prod's pods finish: both jobs come back whole.
+//     whole (every pod of both gangs is evicted). The evicted pods turn Failed, as on a real
+//     node: the operator makes the PyTorchJob's pods again (restart policy OnFailure), and they
+//     wait, none bound, while prod runs; it fails the MPIJob, whose launcher failed
+//     (training-operator v1.8.1; docs/gangs.md), and makes none of its pods again.
+//  4. prod's pods finish: the PyTorchJob comes back whole, the MPIJob stays failed.
 //  5. A TFJob, an XGBoostJob and a PaddleJob of the operator's own examples: the pods the real
 //     operator makes for them are recognised, one gang each.
 //
@@ -47,10 +49,8 @@ import (
 // launcher's kubectl-delivery init container, which on a real node waits until every worker is
 // Ready, and the PyTorch workers' init container, which waits for the master's DNS name, pass at
 // once; the operator itself creates the launcher right after the workers, without waiting for
-// them. An evicted pod is deleted at once, with no terminal phase, so the operator sees it gone
-// and makes it again. On a real node the kubelet first marks it Failed: the PyTorchJob (restart
-// policy OnFailure) then still replaces it, but training-operator v1.8.1 fails an MPIJob whose
-// launcher failed, and that job would not come back (docs/gangs.md).
+// them. An evicted pod turns Failed at once (kwok's pod-terminate stage, as a kubelet reports
+// it), without waiting out its grace period.
 func TestExampleTrainingOperator(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -228,19 +228,27 @@ func TestExampleTrainingOperator(t *testing.T) {
 		return len(bound(podsIn(t, c, ctx, "prod", nil))) == 2, nil
 	})
 	t.Logf("prod's pods bound %v after asking", time.Since(begin).Round(time.Millisecond))
-	eventually(t, 30*time.Second, "both jobs' pods made again by the operator, none bound", func(ctx context.Context) (bool, error) {
-		for _, j := range []*job{pt, mpi} {
-			pods := podsIn(t, c, ctx, ns, j.sel)
-			for _, p := range pods {
-				if j.firstUIDs[p.UID] {
-					return false, fmt.Errorf("%s's pod %s is still there", j.obj.GetName(), p.Name)
-				}
-			}
-			if len(pods) != j.size || len(bound(pods)) != 0 {
-				return false, fmt.Errorf("%s: %s", j.obj.GetName(), describePods(pods))
+	eventually(t, 30*time.Second, "the PyTorchJob's pods made again by the operator, none bound", func(ctx context.Context) (bool, error) {
+		pods := podsIn(t, c, ctx, ns, pt.sel)
+		for _, p := range pods {
+			if pt.firstUIDs[p.UID] {
+				return false, fmt.Errorf("%s's pod %s is still there", pt.obj.GetName(), p.Name)
 			}
 		}
+		if len(pods) != pt.size || len(bound(pods)) != 0 {
+			return false, fmt.Errorf("%s: %s", pt.obj.GetName(), describePods(pods))
+		}
 		return true, nil
+	})
+	// The evicted launcher turned Failed, as on a real node: training-operator v1.8.1 fails the
+	// MPIJob and makes none of its pods again (docs/gangs.md).
+	eventually(t, 30*time.Second, "the MPIJob failed, none of its pods bound", func(ctx context.Context) (bool, error) {
+		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(mpi.obj), mpi.obj); err != nil {
+			return false, err
+		}
+		pods := podsIn(t, c, ctx, ns, mpi.sel)
+		s := lastCondition(mpi.obj)
+		return s == "Failed" && len(bound(pods)) == 0, fmt.Errorf("%s is %q: %s", mpi.obj.GetName(), s, describePods(pods))
 	})
 	if notes := eventsFor(t, c, ctx, ns, "Reclaim"); len(notes) < pt.size+mpi.size {
 		t.Errorf("want a Reclaim event on each of the %d pods, got %d: %v", pt.size+mpi.size, len(notes), notes)
@@ -248,15 +256,20 @@ func TestExampleTrainingOperator(t *testing.T) {
 		t.Logf("%d Reclaim events, e.g. %s", len(notes), notes[0])
 	}
 
-	// 4. prod is done: both jobs come back whole.
+	// 4. prod is done: the PyTorchJob comes back whole; the failed MPIJob does not.
 	begin = time.Now()
-	eventually(t, 90*time.Second, "both jobs bound whole again", func(ctx context.Context) (bool, error) {
-		return len(bound(podsIn(t, c, ctx, ns, pt.sel))) == pt.size && len(bound(podsIn(t, c, ctx, ns, mpi.sel))) == mpi.size, nil
+	eventually(t, 90*time.Second, "the PyTorchJob bound whole again", func(ctx context.Context) (bool, error) {
+		return len(bound(podsIn(t, c, ctx, ns, pt.sel))) == pt.size, nil
 	})
-	t.Logf("both jobs bound whole again %v after prod's pods bound", time.Since(begin).Round(time.Millisecond))
+	t.Logf("the PyTorchJob bound whole again %v after prod's pods bound", time.Since(begin).Round(time.Millisecond))
+	if pods := podsIn(t, c, ctx, ns, mpi.sel); len(bound(pods)) != 0 || lastCondition(mpi.obj) != "Failed" {
+		t.Errorf("the failed MPIJob (%s) came back: %s", lastCondition(mpi.obj), describePods(pods))
+	}
 	for _, j := range []*job{pt, mpi} {
 		pods := podsIn(t, c, ctx, ns, j.sel)
-		checkGang(j, pods)
+		if j == pt {
+			checkGang(j, pods)
+		}
 		// The PyTorchJob's replicas restart OnFailure; the MPIJob's launcher fails its job.
 		want := map[string]string{pytorchjob.Name: "true", mpijob.Name: "false"}[j.framework]
 		for _, p := range pods {

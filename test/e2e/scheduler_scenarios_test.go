@@ -179,13 +179,15 @@ func testSharedGPU(t *testing.T, c *cluster.Cluster, fleet *gpuagents.Fleet, sch
 		t.Errorf("the kubelet gave the reservation %v; the notebooks see %s", got, uuid)
 	}
 	t.Logf("3 notebooks on %s GPU slot %s = %s, held by %s", node, index, uuid, r.Name)
-	fams, err := scrape(ctx, sched.MetricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := value(fams, "fairway_gpu_share_allocated", map[string]string{"node": node, "gpu_index": index}); !ok || v < 0.99 || v > 1 {
-		t.Errorf("fairway_gpu_share_allocated{node=%s,gpu_index=%s} = %v (%v), want 0.999", node, index, v, ok)
-	}
+	// The state metrics follow the cycles that bound the notebooks by up to stateGap (250 ms).
+	eventually(t, 5*time.Second, "fairway_gpu_share_allocated at 0.999", func(ctx context.Context) (bool, error) {
+		fams, err := scrape(ctx, sched.MetricsURL)
+		if err != nil {
+			return false, err
+		}
+		v, ok := value(fams, "fairway_gpu_share_allocated", map[string]string{"node": node, "gpu_index": index})
+		return ok && v >= 0.99 && v <= 1, fmt.Errorf("fairway_gpu_share_allocated{node=%s,gpu_index=%s} = %v (%v), want 0.999", node, index, v, ok)
+	})
 
 	// The notebooks end: the reservation is released.
 	for _, p := range pods {
@@ -311,7 +313,13 @@ func testInferenceBurst(t *testing.T, c *cluster.Cluster, sched *schedProc) {
 		pods := podsIn(t, c, ctx, ns, sel)
 		return len(bound(pods)) == 5 && len(pendingPods(pods)) == 3, nil
 	})
-	if notes := eventsFor(t, c, ctx, ns, "Preempt"); len(notes) != 3 {
+	// The events are written by the recorder's own goroutine: wait for them.
+	var notes []string
+	eventually(t, 10*time.Second, "3 Preempt events", func(ctx context.Context) (bool, error) {
+		notes = eventsFor(t, c, ctx, ns, "Preempt")
+		return len(notes) >= 3, fmt.Errorf("%d Preempt events", len(notes))
+	})
+	if len(notes) != 3 {
 		t.Errorf("want 3 Preempt events, got %v", notes)
 	} else {
 		t.Logf("victim event: %s", notes[0])

@@ -224,6 +224,9 @@ func TestSchedulerCrashSafety(t *testing.T) {
 	// The API server's own record: every pod bound exactly once. A binding whose client was
 	// killed while the API server wrote it is recorded as a timeout (504, context canceled)
 	// although it took effect: it counts as the pod's binding when it names the pod's node.
+	// Two such requests for one pod (two leaders cut in turn, or a loaded API server timing one
+	// out) are one binding: the API server refuses to bind a bound pod, so at most one took
+	// effect, and the pod is on their node.
 	audit := readBindings(t, auditLog)
 	final := map[string]string{}
 	for _, p := range podsIn(t, c, context.Background(), ns, nil) {
@@ -247,7 +250,7 @@ func TestSchedulerCrashSafety(t *testing.T) {
 		case ok > 1:
 			twice++
 			t.Errorf("pod %s bound %d times", key, ok)
-		case ok == 0 && cut == 1:
+		case ok == 0 && cut >= 1:
 			interrupted++
 		case ok == 0:
 			never++

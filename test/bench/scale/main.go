@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/scale"
@@ -46,6 +47,12 @@ func main() {
 	o.SchedulerArgs = strings.Fields(schedArgs)
 	o.Logf = func(format string, args ...any) {
 		fmt.Printf("bench-scale: "+format+"\n", args...)
+	}
+	// The cluster's controller-runtime clients log through its global logger; unset, it prints
+	// a stack trace into the output on the second run's first client.
+	ctrllog.SetLogger(logr.Discard())
+	if verbose {
+		ctrllog.SetLogger(logger())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -81,12 +81,7 @@ func TestEvictions(t *testing.T) {
 func testTerminalVictim(t *testing.T, c *cluster.Cluster) {
 	ctx := t.Context()
 	const keep = "e2e.fairway.dev/keep"
-	newNamespace(t, c, "term-a")
-	newNamespace(t, c, "term-b")
-	schedQueue(t, c, "term-a", "1", "term-a")
-	schedQueue(t, c, "term-b", "", "term-b")
-	defer deleteNamespace(t, c, "term-a", "term-a")
-	defer deleteNamespace(t, c, "term-b", "term-b")
+	defer claimantAndBorrower(t, c, "term-a", "1", "term-b")()
 	defer func() { // before the namespace goes: nothing else takes the finalizer off
 		pods, err := listPods(context.Background(), c, "term-b", nil)
 		if err != nil {
@@ -244,12 +239,7 @@ func testBudgetTimeout(t *testing.T, c *cluster.Cluster, auditLog string) {
 // was told to stop (kwok deletes a terminating pod at once, so nothing waits the 120 s).
 func testOwnGrace(t *testing.T, c *cluster.Cluster, auditLog string) {
 	ctx := t.Context()
-	newNamespace(t, c, "grace-a")
-	newNamespace(t, c, "grace-b")
-	schedQueue(t, c, "grace-a", "2", "grace-a")
-	schedQueue(t, c, "grace-b", "", "grace-b")
-	defer deleteNamespace(t, c, "grace-a", "grace-a")
-	defer deleteNamespace(t, c, "grace-b", "grace-b")
+	defer claimantAndBorrower(t, c, "grace-a", "2", "grace-b")()
 	node := "h100-0"
 
 	long := schedPod("grace-b", "long", "grace-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node)

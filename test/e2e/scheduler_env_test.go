@@ -258,6 +258,22 @@ func pendingPods(pods []corev1.Pod) (out []corev1.Pod) {
 
 // deleteNamespace removes a scenario's namespace and waits for its pods to be gone, so that the
 // next scenario starts on an empty cluster.
+// claimantAndBorrower makes the two projects of a reclaim test, each a namespace with its queue:
+// claimant, guaranteed gpus GPUs, and borrower, with no guarantee. The caller defers what it
+// returns, which deletes both (a defer, not t.Cleanup: deleteNamespace waits with t's context,
+// which has ended when cleanups run).
+func claimantAndBorrower(t *testing.T, c *cluster.Cluster, claimant, gpus, borrower string) (deleteBoth func()) {
+	t.Helper()
+	for _, q := range []struct{ name, gpus string }{{claimant, gpus}, {borrower, ""}} {
+		newNamespace(t, c, q.name)
+		schedQueue(t, c, q.name, q.gpus, q.name)
+	}
+	return func() {
+		deleteNamespace(t, c, borrower, borrower)
+		deleteNamespace(t, c, claimant, claimant)
+	}
+}
+
 func deleteNamespace(t *testing.T, c *cluster.Cluster, name string, queues ...string) {
 	t.Helper()
 	ctx := context.Background()

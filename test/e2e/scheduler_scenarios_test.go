@@ -53,12 +53,7 @@ func TestScheduler(t *testing.T) {
 // wait, with the reason on the pod.
 func testReclaim(t *testing.T, c *cluster.Cluster, sched *schedProc) {
 	ctx := t.Context()
-	newNamespace(t, c, "team-a")
-	newNamespace(t, c, "team-b")
-	schedQueue(t, c, "team-a", "2", "team-a")
-	schedQueue(t, c, "team-b", "", "team-b")
-	defer deleteNamespace(t, c, "team-a", "team-a")
-	defer deleteNamespace(t, c, "team-b", "team-b")
+	defer claimantAndBorrower(t, c, "team-a", "2", "team-b")()
 	node := "h100-0"
 
 	mustCreate(t, c, replicaSet(schedPod("team-b", "train-b", "team-b").GPUs(1).Priority(fairwayv1.PriorityClassTraining).OnNodes(node), 8))

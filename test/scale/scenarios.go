@@ -473,7 +473,8 @@ func reclaimOneLarge(ctx context.Context, e *env, name string, fillGPUs, pods in
 // stopped (turned terminal or gone). The Job controller recreates every deleted pod, as in
 // reclaim-large. The figure runs from the first deletion to the last binding: one write per
 // victim and one per binding, where a scheduler also says why (the DisruptionTarget condition),
-// goes through the Eviction API (budgets) and records events. A scheduler's reclaim-large cannot be faster than this here.
+// goes through the Eviction API (budgets) and records events. A scheduler's reclaim-large
+// cannot be faster than this here.
 func reclaimFloor(ctx context.Context, e *env) (Result, error) {
 	if _, err := e.fill(ctx, "", queueSanity, 1, true); err != nil {
 		return Result{}, err

@@ -65,7 +65,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 			w.boundAt[key] = time.Now()
 		}
 		if p.DeletionTimestamp != nil {
-			w.deleted(p, p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded)
+			w.deleted(p, terminal(p))
 		}
 		w.mu.Unlock()
 	}
@@ -134,7 +134,12 @@ func (w *podWatch) holds(p *corev1.Pod) bool {
 		return false
 	}
 	q := o.(*corev1.Pod)
-	return q.UID == p.UID && q.Status.Phase != corev1.PodFailed && q.Status.Phase != corev1.PodSucceeded
+	return q.UID == p.UID && !terminal(q)
+}
+
+// terminal reports whether p's containers have stopped for good (its phase says so).
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 }
 
 // any reports whether the watch holds a pod of one of namespaces, terminating or not.

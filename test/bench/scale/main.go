@@ -49,11 +49,13 @@ func main() {
 		fmt.Printf("bench-scale: "+format+"\n", args...)
 	}
 	// The cluster's controller-runtime clients log through its global logger; unset, it prints
-	// a stack trace into the output on the second run's first client.
-	ctrllog.SetLogger(logr.Discard())
+	// a stack trace into the output on the second run's first client. Set once: a second
+	// SetLogger does not reach the loggers the first one fulfilled.
+	crLog := logr.Discard()
 	if verbose {
-		ctrllog.SetLogger(logger())
+		crLog = logger()
 	}
+	ctrllog.SetLogger(crLog)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, runs, keep, verbose); err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fairway-sched/fairway/test/bench/apicalls"
 	"github.com/fairway-sched/fairway/test/cluster"
 	"github.com/fairway-sched/fairway/test/fairwayproc"
 )
@@ -160,6 +161,9 @@ type meter struct {
 	plane    []int
 	plane0   []float64
 	profiles int
+	// calls0 and own0 are the API server's requests and the scheduler's own at begin (nil when
+	// they could not be read).
+	calls0, own0 apicalls.Calls
 }
 
 func (e *env) begin(name string) *meter {
@@ -171,6 +175,7 @@ func (e *env) begin(name string) *meter {
 			m.plane0 = append(m.plane0, cluster.CPUSeconds(p.Pid()))
 		}
 	}
+	m.calls0, m.own0 = m.readCalls()
 	m.sample()
 	m.mu.Lock()
 	m.started = true
@@ -270,11 +275,36 @@ func (m *meter) saveMetrics() {
 	}
 }
 
+// readCalls reads the API server's requests and the running scheduler's own; nil for what
+// could not be read (logged), so that a window's figure never depends on its metrics.
+func (m *meter) readCalls() (all, own apicalls.Calls) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all, err := apicalls.APIServer(ctx, m.e.cs)
+	if err != nil {
+		m.e.logf("%s: %v", m.name, err)
+	}
+	m.e.mu.Lock()
+	s := m.e.sched
+	m.e.mu.Unlock()
+	if s == nil {
+		return all, nil
+	}
+	if own, err = apicalls.Client(ctx, s.MetricsURL); err != nil {
+		m.e.logf("%s: %v", m.name, err)
+	}
+	return all, own
+}
+
 // Usage is what a scenario's measured window cost.
 type Usage struct {
 	SchedCPU    float64 // the scheduler's CPU seconds
 	SchedRSSMiB int64   // its peak resident memory
 	PlaneCPU    float64 // kube-apiserver's, etcd's, kwok's and kube-controller-manager's CPU seconds
+	// Requests are the API server's requests in the window, everyone's, the most frequent
+	// first, by verb, resource and subresource; SchedRequests the scheduler's own, by method
+	// and code (one scheduler across the window, else empty): where the writes went.
+	Requests, SchedRequests string
 }
 
 func (m *meter) end() Usage {
@@ -284,9 +314,16 @@ func (m *meter) end() Usage {
 	}
 	close(m.stop)
 	m.done.Wait()
+	var u Usage
+	all, own := m.readCalls()
+	if all != nil && m.calls0 != nil {
+		u.Requests = all.Since(m.calls0, 10)
+	}
+	if own != nil && m.own0 != nil {
+		u.SchedRequests = own.Since(m.own0, 6)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var u Usage
 	for _, v := range m.cpu {
 		u.SchedCPU += v[1] - v[0]
 	}

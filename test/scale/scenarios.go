@@ -109,6 +109,7 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) ([]Result, error) {
 			}
 			e.logf("%s: %v (%s); scheduler CPU %.1fs, peak RSS %d MiB; control plane CPU %.1fs",
 				s.Name, r.Figure.Round(time.Millisecond), r.Detail, r.SchedCPU, r.SchedRSSMiB, r.PlaneCPU)
+			e.logf("%s: API requests in the window: %s; the scheduler's own: %s", s.Name, r.Requests, r.SchedRequests)
 			out = append(out, r)
 		}
 		return nil
@@ -461,7 +462,8 @@ func reclaimOneLarge(ctx context.Context, e *env, name string, fillGPUs, pods in
 		return Result{}, err
 	}
 	r := Result{Figure: end.Sub(g.created), Usage: u,
-		Detail: fmt.Sprintf("gang of %d×%d GPUs bound whole; exactly %d GPUs of %d-GPU jobs evicted", pods, GPUsPerNode, owed, fillGPUs)}
+		Detail: fmt.Sprintf("gang of %d×%d GPUs bound whole; exactly %d GPUs of %d-GPU jobs evicted; from the PodGroup: %s",
+			pods, GPUsPerNode, owed, fillGPUs, e.watch.phases(g.created, queueSanity, queueReclaim, inGang(g)))}
 	return r, e.cleanup(ctx, leafQueues...)
 }
 
@@ -553,7 +555,8 @@ func reclaimFloor(ctx context.Context, e *env) (Result, error) {
 		return Result{}, err
 	}
 	r := Result{Figure: end.Sub(start), Usage: u,
-		Detail: fmt.Sprintf("the harness deleted %d one-GPU pods and bound %d pods of %d GPUs, no scheduler", owed, pods, GPUsPerNode)}
+		Detail: fmt.Sprintf("the harness deleted %d one-GPU pods and bound %d pods of %d GPUs, no scheduler; from the first deletion: %s",
+			owed, pods, GPUsPerNode, e.watch.phases(start, queueSanity, queueReclaim, inGang(g)))}
 	if err := e.cleanup(ctx, leafQueues...); err != nil {
 		return r, err
 	}

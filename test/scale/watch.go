@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,28 @@ type podWatch struct {
 	lostAt  map[string]time.Time // namespace: when a deleted bound pod last stopped
 	counted map[types.UID]bool   // deleted bound pods in lostGPU
 	stopped map[types.UID]bool   // deleted bound pods in lostAt
+	// deletions and stops are, per namespace since the last reset, when the watch first and
+	// last saw a bound pod deleted, and stop: the phases of a reclaim.
+	deletions, stops map[string]*span
+}
+
+// span is the first and the last of a series of moments.
+type span struct{ first, last time.Time }
+
+func (s *span) add(t time.Time) {
+	if s.first.IsZero() {
+		s.first = t
+	}
+	s.last = t
+}
+
+// since prints the span relative to start, to the millisecond.
+func (s span) since(start time.Time) string {
+	if s.first.IsZero() {
+		return "none"
+	}
+	ms := func(t time.Time) string { return t.Sub(start).Round(time.Millisecond).String() }
+	return "+" + ms(s.first) + " to +" + ms(s.last)
 }
 
 func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error) {
@@ -45,7 +68,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 	w := &podWatch{
 		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{}, lostAt: map[string]time.Time{},
-		counted: map[types.UID]bool{}, stopped: map[types.UID]bool{},
+		counted: map[types.UID]bool{}, stopped: map[types.UID]bool{}, deletions: map[string]*span{}, stops: map[string]*span{},
 	}
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -115,14 +138,26 @@ func (w *podWatch) pods(ns string) []*corev1.Pod {
 // deleted counts bound pod p, seen deleted, once; and when it has stopped, when it stopped.
 // The caller holds w.mu.
 func (w *podWatch) deleted(p *corev1.Pod, stopped bool) {
+	now := time.Now()
 	if !w.counted[p.UID] {
 		w.counted[p.UID] = true
 		w.lostGPU[p.Namespace] += podGPUs(p)
+		spanOf(w.deletions, p.Namespace).add(now)
 	}
 	if stopped && !w.stopped[p.UID] {
 		w.stopped[p.UID] = true
-		w.lostAt[p.Namespace] = time.Now()
+		w.lostAt[p.Namespace] = now
+		spanOf(w.stops, p.Namespace).add(now)
 	}
+}
+
+func spanOf(m map[string]*span, key string) *span {
+	s, ok := m[key]
+	if !ok {
+		s = &span{}
+		m[key] = s
+	}
+	return s
 }
 
 // holds reports whether p still holds its node's resources: the watch holds the same pod, and
@@ -169,7 +204,30 @@ func (w *podWatch) seen(ns string) map[string]time.Time {
 func (w *podWatch) resetLost() {
 	w.mu.Lock()
 	clear(w.lostGPU)
+	clear(w.deletions)
+	clear(w.stops)
 	w.mu.Unlock()
+}
+
+// phases says when, relative to start, bound pods of ns were seen deleted and seen to stop
+// (since the last reset), and when the pods of boundNs that keep matches were first seen bound:
+// where a reclaim's time went.
+func (w *podWatch) phases(start time.Time, ns, boundNs string, keep func(*corev1.Pod) bool) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var bound span
+	var at []time.Time
+	for _, p := range w.pods(boundNs) {
+		if t, ok := w.boundAt[p.Namespace+"/"+p.Name]; ok && (keep == nil || keep(p)) {
+			at = append(at, t)
+		}
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	for _, t := range at {
+		bound.add(t)
+	}
+	del, stop := *spanOf(w.deletions, ns), *spanOf(w.stops, ns)
+	return fmt.Sprintf("victims seen deleted %s, stopped %s; bound %s", del.since(start), stop.since(start), bound.since(start))
 }
 
 // lastLost is when a deleted bound pod of ns was last seen to stop.

@@ -62,6 +62,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
+	"github.com/fairway-sched/fairway/test/bench/apicalls"
 	"github.com/fairway-sched/fairway/test/cluster"
 )
 
@@ -368,13 +369,13 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 
 	cpu := newCPUMeter(b.c, proc)
 	cpuBefore := cpu.read()
-	callsBefore, cerr := readAPICalls(ctx, b.cs)
+	callsBefore, cerr := apicalls.APIServer(ctx, b.cs)
 	if cerr != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
 	}
-	var ownBefore apiCalls
+	var ownBefore apicalls.Calls
 	if addrs.metrics != "" {
-		if ownBefore, cerr = readClientCalls(ctx, addrs.metrics); cerr != nil {
+		if ownBefore, cerr = apicalls.Client(ctx, "http://"+addrs.metrics+"/metrics"); cerr != nil {
 			fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", cerr)
 		}
 	}
@@ -408,12 +409,12 @@ func (b *bench) runOnce(ctx context.Context, sched string, run int) (result, err
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rssMiB: cluster.RSSKiB(proc.Pid()) / 1024,
 		cpuPer1000: used[0] * 1000 / float64(b.o.pods), controlPlaneCPU: sum(used[1 : len(used)-1])}
 	fmt.Printf("bench-e2e: %s: CPU during the burst: %s; the scheduler's per 1,000 bound pods: %.2fs\n", sched, cpuText, r.cpuPer1000)
-	if after, err := readAPICalls(ctx, b.cs); err == nil && callsBefore != nil {
-		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.since(callsBefore, 10))
+	if after, err := apicalls.APIServer(ctx, b.cs); err == nil && callsBefore != nil {
+		fmt.Printf("bench-e2e: %s: API calls during the burst (everyone's): %s\n", sched, after.Since(callsBefore, 10))
 	}
 	if ownBefore != nil {
-		if after, err := readClientCalls(ctx, addrs.metrics); err == nil {
-			fmt.Printf("bench-e2e: %s: its own requests during the burst, by method and code: %s\n", sched, after.since(ownBefore, 10))
+		if after, err := apicalls.Client(ctx, "http://"+addrs.metrics+"/metrics"); err == nil {
+			fmt.Printf("bench-e2e: %s: its own requests during the burst, by method and code: %s\n", sched, after.Since(ownBefore, 10))
 		}
 	}
 	cancel()

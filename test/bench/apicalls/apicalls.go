@@ -1,4 +1,8 @@
-package main
+// Package apicalls counts API requests, from the API server's apiserver_request_total and from a
+// client's rest_client_requests_total, so that a benchmark can say where a window's writes went:
+// the API server's write rate is the first bottleneck a scheduler meets at scale on a small
+// machine.
+package apicalls
 
 import (
 	"bytes"
@@ -14,13 +18,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// apiCalls counts the API server's requests by verb, resource and subresource, from its
-// apiserver_request_total metric. Only one scheduler runs at a time, so the difference between
-// two readings around a burst is the calls of that scheduler, of the creator and of the
-// cluster's controllers meanwhile: it shows where a scheduler's calls go.
-type apiCalls map[string]float64
+// Calls counts requests by a key (verb, resource and subresource for the API server's; method and
+// code for a client's). The difference between two readings around a window is the calls of
+// everyone meanwhile (the API server's) or of one process (a client's).
+type Calls map[string]float64
 
-func readAPICalls(ctx context.Context, cs kubernetes.Interface) (apiCalls, error) {
+// APIServer reads the API server's requests by verb, resource and subresource.
+func APIServer(ctx context.Context, cs kubernetes.Interface) (Calls, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
@@ -34,12 +38,13 @@ func readAPICalls(ctx context.Context, cs kubernetes.Interface) (apiCalls, error
 	})
 }
 
-// readClientCalls counts the requests one fairway process made, by method and response code,
-// from the client-go metric rest_client_requests_total on its metrics endpoint (addr). Unlike
+// Client counts the requests one fairway process made, by method and response code,
+// from the client-go metric rest_client_requests_total on its metrics endpoint. Unlike
 // apiserver_request_total it holds that process's calls alone, so it tells fairway's writes
-// from kwok's and the controllers' (client-go labels them by method, not by resource).
-func readClientCalls(ctx context.Context, addr string) (apiCalls, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+// from kwok's and the controllers' (client-go labels them by method, not by resource). url is
+// the process's /metrics.
+func Client(ctx context.Context, url string) (Calls, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -55,13 +60,13 @@ func readClientCalls(ctx context.Context, addr string) (apiCalls, error) {
 
 // sumCounter parses a Prometheus text exposition and sums the counter name's samples by the key
 // each one's labels give.
-func sumCounter(r io.Reader, name string, key func(labels map[string]string) string) (apiCalls, error) {
+func sumCounter(r io.Reader, name string, key func(labels map[string]string) string) (Calls, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the metrics: %w", err)
 	}
-	out := apiCalls{}
+	out := Calls{}
 	for _, m := range families[name].GetMetric() {
 		labels := make(map[string]string, len(m.GetLabel()))
 		for _, l := range m.GetLabel() {
@@ -72,8 +77,8 @@ func sumCounter(r io.Reader, name string, key func(labels map[string]string) str
 	return out, nil
 }
 
-// since returns the calls made after before, the largest first, at most n of them.
-func (c apiCalls) since(before apiCalls, n int) string {
+// Since returns the calls made after before, the largest first, at most n of them.
+func (c Calls) Since(before Calls, n int) string {
 	type kv struct {
 		k string
 		v float64

@@ -1,4 +1,4 @@
-package main
+package apicalls
 
 import (
 	"strings"

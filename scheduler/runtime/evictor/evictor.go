@@ -7,7 +7,9 @@
 //  2. adds the DisruptionTarget condition (status subresource) with a reason per cause
 //     (FairwayReclaim, FairwayPreempt, FairwayConsolidate, FairwayStaleGang, FairwayLoanReturn,
 //     FairwayNodeDeleted)
-//     and the engine's message, so the pod's owner and its users see why it goes;
+//     and the engine's message, so the pod's owner and its users see why it goes, and it can
+//     checkpoint before its signal (not for a grace period of 0: there is no time to act on it,
+//     and the eviction sets the condition itself);
 //  3. evicts the pod through the Eviction API (policy/v1), so that the API server enforces
 //     PodDisruptionBudgets, with the grace period the engine gave (the pod's own, capped by its
 //     queue), guarded by the pod's UID; a pod of a deleted node is deleted instead, and a
@@ -272,12 +274,20 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 			return e.evictionError(err)
 		}
 	}
-	if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
-		return err
+	// With a grace period of 0 nothing can act on the condition before the kill (the kubelet
+	// kills at once) and the eviction writes DisruptionTarget itself in the same request, the
+	// type a Job's podFailurePolicy matches; the why is in the victim's event. Skipping the write
+	// halves fairway's requests per victim where they cost most: reclaims of thousands of such
+	// pods (issue 37's reclaim-large evicts 2,000).
+	announce := r.GracePeriod > 0
+	if announce {
+		if err := e.setCondition(ctx, r, corev1.ConditionTrue, ConditionReason(r.Reason), conditionMessage(r)); err != nil {
+			return err
+		}
 	}
 	if err := e.evict(ctx, r, false); err != nil {
 		err = e.evictionError(err)
-		if _, refused := errors.AsType[*BudgetError](err); refused {
+		if _, refused := errors.AsType[*BudgetError](err); refused && announce {
 			if cerr := e.setCondition(ctx, r, corev1.ConditionFalse, ConditionEvictionRefused,
 				"fairway's eviction was refused by a PodDisruptionBudget; it will be tried again later"); cerr != nil && !errors.Is(cerr, errGone) {
 				e.opts.Log.Error(cerr, "Setting the DisruptionTarget condition back to False", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name))
@@ -291,12 +301,11 @@ func (e *Evictor) Evict(ctx context.Context, r *Request) error {
 }
 
 // restoreReason sets fairway's DisruptionTarget reason again after the API server's eviction
-// replaced it, for the grace period the pod lives on. With a grace period of 0 there is none:
-// the eviction deletes the pod in the same request and its kubelet kills it at once, and a pod
-// a finalizer keeps a moment longer (a Job's tracking finalizer) is read by its controller,
-// whose podFailurePolicy matches the condition's type, not its reason. Skipping the write there
-// saves one request per victim where it costs most, in reclaims of thousands of such pods
-// (issue 37's reclaim-large evicts 2,000).
+// replaced it, for the grace period the pod lives on. With a grace period of 0 there is none
+// (and fairway wrote no reason before, see Evict): the eviction deletes the pod in the same
+// request and its kubelet kills it at once, and a pod a finalizer keeps a moment longer (a Job's
+// tracking finalizer) is read by its controller, whose podFailurePolicy matches the condition's
+// type, not its reason.
 func (e *Evictor) restoreReason(ctx context.Context, r *Request) {
 	if r.GracePeriod <= 0 {
 		return

@@ -111,9 +111,11 @@ func TestEvictOrderConditionEvictionEvents(t *testing.T) {
 	}
 }
 
-// A pod evicted with a grace period of 0 is deleted by the eviction itself: its reason is not
-// written back afterwards, one request fewer per victim of a large reclaim.
-func TestEvictGraceZeroSkipsTheRestore(t *testing.T) {
+// A pod evicted with a grace period of 0 is deleted by the eviction itself, which sets
+// DisruptionTarget in the same request, and killed at once: fairway writes no condition, before
+// or after, only the eviction and the events (one request per victim, not three, in a large
+// reclaim of such pods).
+func TestEvictGraceZeroWritesNoCondition(t *testing.T) {
 	cs := fake.NewClientset(victim())
 	ev := &events{}
 	e := New(cs, func(cache.Outcome) { t.Error("no outcome expected") }, Options{Events: ev})
@@ -122,14 +124,27 @@ func TestEvictGraceZeroSkipsTheRestore(t *testing.T) {
 	if err := e.Evict(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	if got := actions(cs); got != "patch/status,create/eviction" {
-		t.Fatalf("API calls %v, want the status patch and the eviction only", got)
+	if got := actions(cs); got != "create/eviction" {
+		t.Fatalf("API calls %v, want the eviction only", got)
 	}
-	if c := condition(t, cs.Actions()[0]); c.Reason != "FairwayReclaim" {
-		t.Errorf("condition before the eviction: %+v", c)
+	if len(ev.victim) != 1 || !strings.Contains(ev.victim[0], "Reclaimed for gang team-a/train") || len(ev.beneficiary) != 1 {
+		t.Errorf("events: victim %v beneficiary %v; want the why on the victim's", ev.victim, ev.beneficiary)
 	}
-	if len(ev.victim) != 1 || len(ev.beneficiary) != 1 {
-		t.Errorf("events: victim %v beneficiary %v", ev.victim, ev.beneficiary)
+}
+
+// A budget that refuses a grace-0 eviction finds nothing to take back: no condition was set.
+func TestEvictGraceZeroRefusedLeavesNoCondition(t *testing.T) {
+	cs := fake.NewClientset(victim())
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, budgetRefusal() })
+	e := New(cs, func(cache.Outcome) {}, Options{Events: &events{}})
+	r := reclaim()
+	r.GracePeriod = 0
+	err := e.Evict(context.Background(), r)
+	if !isBudgetErr(err) {
+		t.Fatalf("err %v, want the budget's refusal", err)
+	}
+	if got := actions(cs); got != "create/eviction" {
+		t.Fatalf("API calls %v, want the refused eviction only", got)
 	}
 }
 

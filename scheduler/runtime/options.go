@@ -10,6 +10,7 @@ import (
 	"github.com/fairway-sched/fairway/api/v1alpha1"
 	"github.com/fairway-sched/fairway/scheduler/engine"
 	"github.com/fairway-sched/fairway/scheduler/runtime/binder"
+	"github.com/fairway-sched/fairway/scheduler/runtime/evictor"
 	"github.com/fairway-sched/fairway/scheduler/runtime/pipelines"
 )
 
@@ -29,7 +30,7 @@ type Options struct {
 
 	// BindWorkers bound the bindings in flight. Default binder.DefaultWorkers (32).
 	BindWorkers int
-	// EvictWorkers bound the evictions in flight. Default 8.
+	// EvictWorkers bound the evictions in flight. Default evictor.DefaultWorkers (32).
 	EvictWorkers int
 	// WriteTimeout is the server-side deadline of the scheduling client's writes
 	// (--write-timeout): a binding whose answer was lost is looked at this long after, when it
@@ -119,7 +120,7 @@ func (o Options) withDefaults() Options {
 		o.BindWorkers = binder.DefaultWorkers
 	}
 	if o.EvictWorkers <= 0 {
-		o.EvictWorkers = 8
+		o.EvictWorkers = evictor.DefaultWorkers
 	}
 	if o.UsageSyncPeriod <= 0 {
 		o.UsageSyncPeriod = time.Minute

@@ -24,11 +24,24 @@ import (
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
+// consolidate tries moves for the waiting gangs in order, at most
+// Options.MaxConsolidationsPerCycle what-ifs a cycle. A failed what-if changes nothing, so a
+// gang identical to one that failed this cycle (failKeyOf: the same pods of the same class in
+// the same queue) would fail the same way: it is skipped, as a gang past the budget is, and
+// leaves the budget to gangs of other shapes. (The failure's message names the pod it tried,
+// so it is not copied to the skipped gang.) A reclaim's recreated victims are thousands of
+// such gangs, each a what-if over the whole cluster every cycle until the reclaim is done
+// (issue 37's reclaim-large).
 func (c *cycle) consolidate() {
 	budget := c.e.opts.MaxConsolidationsPerCycle
+	failed := map[failKey]bool{}
 	for _, g := range c.waitingOrder() {
 		if budget <= 0 {
 			return
+		}
+		key, cacheable := c.failKeyOf(g)
+		if cacheable && failed[key] {
+			continue
 		}
 		a := c.newAttempt(g)
 		if a == nil || !c.fragmented(a) {
@@ -37,6 +50,7 @@ func (c *cycle) consolidate() {
 		budget--
 		if why := c.tryVictims(g, kindConsolidate); why != "" {
 			c.appendReason(g, "consolidate", why)
+			failed[key] = cacheable
 		}
 	}
 }

@@ -105,7 +105,7 @@ func (c *Cluster) startControllerManager() (*Process, error) {
 // node lifecycle watches) and the embedded stages.
 func (c *Cluster) startKwok() (*Process, error) {
 	conf := filepath.Join(c.workDir, "kwok.yaml")
-	if err := writeKwokConfig(conf, c.cfg.KwokMetrics); err != nil {
+	if err := writeKwokConfig(conf, c.cfg.KwokMetrics, c.cfg.KwokPodParallelism); err != nil {
 		return nil, err
 	}
 	var server []string

@@ -44,6 +44,11 @@ type Config struct {
 	// (test/cluster/kwokmetrics). Off by default: only tests that scrape usage need kwok's server.
 	KwokMetrics bool
 
+	// KwokPodParallelism is how many pod stages kwok plays at once for all its nodes (its
+	// podPlayStageParallelism); kwok's default, 4, when 0. Each real node has a kubelet of its
+	// own, so hundreds of nodes report their pods' phases in parallel.
+	KwokPodParallelism uint
+
 	// Logger receives progress and component events; discarded when unset.
 	Logger logr.Logger
 

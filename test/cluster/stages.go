@@ -25,8 +25,9 @@ var stageFiles embed.FS
 var metricFiles embed.FS
 
 // writeKwokConfig concatenates the embedded stages (and, with metrics, the resource metrics and
-// usage of kwokmetrics) into one multi-document file for kwok's -c.
-func writeKwokConfig(path string, metrics bool) error {
+// usage of kwokmetrics), and its options when podParallelism is set, into one multi-document
+// file for kwok's -c.
+func writeKwokConfig(path string, metrics bool, podParallelism uint) error {
 	names, err := fs.Glob(stageFiles, "stages/*.yaml")
 	if err != nil {
 		return fmt.Errorf("listing kwok stages: %w", err)
@@ -56,6 +57,12 @@ func writeKwokConfig(path string, metrics bool) error {
 		buf.WriteString("---\n")
 		buf.Write(bytes.TrimSpace(b))
 		buf.WriteString("\n")
+	}
+	if podParallelism > 0 {
+		// kwok does not default the options of a configuration it reads (v0.8.0): the other
+		// parallelisms are its defaults, spelled out.
+		fmt.Fprintf(&buf, "---\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"+
+			"  podPlayStageParallelism: %d\n  nodePlayStageParallelism: 4\n  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n", podParallelism)
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("writing the kwok config: %w", err)

@@ -129,6 +129,18 @@ type reclaimFailure struct {
 	// moves is the what-if whose moves a PodDisruptionBudget held, if that is the gang's wait:
 	// those gangs wait for the budget too (the reason's code), with no budget timeout.
 	moves *victimPolicy
+	// pod is the pod the messages name (firstPending of the gang that failed first).
+	pod string
+}
+
+// forGang is the failure told to gang g of the same shape: its messages name g's pod, not the
+// pod of the gang that failed first.
+func (cf reclaimFailure) forGang(g *snapshot.Gang) placeFailure {
+	f, pod := cf.f, firstPending(g)
+	f.msg = strings.ReplaceAll(f.msg, cf.pod, pod)
+	f.nodes = strings.ReplaceAll(f.nodes, cf.pod, pod)
+	f.refusal = strings.ReplaceAll(f.refusal, cf.pod, pod)
+	return f
 }
 
 func (c *cycle) reclaim() {
@@ -159,7 +171,7 @@ func (c *cycle) reclaim() {
 		// A gang past its budget timeout fails differently from one that is not.
 		cacheable = cacheable && !c.limited[g] && !c.budgetOverdue(g)
 		if cf, ok := failures[key]; cacheable && ok {
-			f := cf.f
+			f := cf.forGang(g)
 			if cf.moves != nil && isWithin() {
 				c.waitForBudget(g, cf.moves)
 			}
@@ -204,6 +216,7 @@ func (c *cycle) reclaim() {
 			c.tellBudgetTimeout(g, &f)
 		}
 		if cacheable {
+			cf.pod = firstPending(g)
 			failures[key] = cf
 		}
 		c.appendReason(g, "reclaim", f.msg, f.nodes)

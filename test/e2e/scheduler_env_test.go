@@ -256,8 +256,6 @@ func pendingPods(pods []corev1.Pod) (out []corev1.Pod) {
 	return out
 }
 
-// deleteNamespace removes a scenario's namespace and waits for its pods to be gone, so that the
-// next scenario starts on an empty cluster.
 // claimantAndBorrower makes the two projects of a reclaim test, each a namespace with its queue:
 // claimant, guaranteed gpus GPUs, and borrower, with no guarantee. The caller defers what it
 // returns, which deletes both (a defer, not t.Cleanup: deleteNamespace waits with t's context,
@@ -274,6 +272,8 @@ func claimantAndBorrower(t *testing.T, c *cluster.Cluster, claimant, gpus, borro
 	}
 }
 
+// deleteNamespace removes a scenario's namespace and waits for its pods to be gone, so that the
+// next scenario starts on an empty cluster.
 func deleteNamespace(t *testing.T, c *cluster.Cluster, name string, queues ...string) {
 	t.Helper()
 	ctx := context.Background()

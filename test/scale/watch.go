@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -34,22 +33,23 @@ type podWatch struct {
 	boundAt map[string]time.Time // namespace/name
 	seenAt  map[string]time.Time // namespace/name: when the watch first saw the pod
 	lostGPU map[string]int64     // namespace: GPUs of bound pods deleted
-	lostAt  map[string]time.Time // namespace: when a deleted bound pod last stopped
 	counted map[types.UID]bool   // deleted bound pods in lostGPU
-	stopped map[types.UID]bool   // deleted bound pods in lostAt
+	stopped map[types.UID]bool   // deleted bound pods in stops
 	// deletions and stops are, per namespace since the last reset, when the watch first and
-	// last saw a bound pod deleted, and stop: the phases of a reclaim.
+	// last saw a bound pod deleted, and stop (lastLost): the phases of a reclaim.
 	deletions, stops map[string]*span
 }
 
-// span is the first and the last of a series of moments.
+// span is the earliest and the latest of a set of moments.
 type span struct{ first, last time.Time }
 
 func (s *span) add(t time.Time) {
-	if s.first.IsZero() {
+	if s.first.IsZero() || t.Before(s.first) {
 		s.first = t
 	}
-	s.last = t
+	if t.After(s.last) {
+		s.last = t
+	}
 }
 
 // since prints the span relative to start, to the millisecond.
@@ -67,7 +67,7 @@ func startWatch(ctx context.Context, cs kubernetes.Interface) (*podWatch, error)
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	w := &podWatch{
 		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{}, lostAt: map[string]time.Time{},
+		boundAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, lostGPU: map[string]int64{},
 		counted: map[types.UID]bool{}, stopped: map[types.UID]bool{}, deletions: map[string]*span{}, stops: map[string]*span{},
 	}
 	record := func(obj any) {
@@ -146,7 +146,6 @@ func (w *podWatch) deleted(p *corev1.Pod, stopped bool) {
 	}
 	if stopped && !w.stopped[p.UID] {
 		w.stopped[p.UID] = true
-		w.lostAt[p.Namespace] = now
 		spanOf(w.stops, p.Namespace).add(now)
 	}
 }
@@ -216,25 +215,20 @@ func (w *podWatch) phases(start time.Time, ns, boundNs string, keep func(*corev1
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var bound span
-	var at []time.Time
 	for _, p := range w.pods(boundNs) {
 		if t, ok := w.boundAt[p.Namespace+"/"+p.Name]; ok && (keep == nil || keep(p)) {
-			at = append(at, t)
+			bound.add(t)
 		}
-	}
-	slices.SortFunc(at, time.Time.Compare)
-	for _, t := range at {
-		bound.add(t)
 	}
 	del, stop := *spanOf(w.deletions, ns), *spanOf(w.stops, ns)
 	return fmt.Sprintf("victims seen deleted %s, stopped %s; bound %s", del.since(start), stop.since(start), bound.since(start))
 }
 
-// lastLost is when a deleted bound pod of ns was last seen to stop.
+// lastLost is when a deleted bound pod of ns was last seen to stop, since the last reset.
 func (w *podWatch) lastLost(ns string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lostAt[ns]
+	return spanOf(w.stops, ns).last
 }
 
 // lost is the GPUs of bound pods of ns deleted since the last reset.

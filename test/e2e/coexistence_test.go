@@ -154,12 +154,17 @@ func TestCoexistence(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	placedAtGang := placed.Load()
 
-	evictions := 0
+	// Pods evicted, not eviction requests: an eviction whose answer came after the scheduler's
+	// write timeout (a loaded CI machine) is sent again, guarded by the pod's UID, and the API
+	// server answers it again for the pod still terminating; it disrupts nothing more.
+	evicted, requests := map[string]int{}, 0
 	for _, e := range readEvictions(t, auditLog, "borrow") {
-		if !e.dryRun && (e.code == 200 || e.code == 201) {
-			evictions++
+		if e.succeeded() {
+			evicted[e.pod]++
+			requests++
 		}
 	}
+	evictions := len(evicted)
 	// fairway's writes of nodes: patches of the node object (not its status) that add the taint
 	// (the key is in the body) or take it off (a taint list without it); by user, so that the
 	// count is fairway's own.
@@ -183,14 +188,14 @@ func TestCoexistence(t *testing.T) {
 			foreignOnFreed++
 		}
 	}
-	t.Logf("coexistence (hold taints %v): gang bound %d/2 after %v; fairway evictions %d (the gang needs 16); fairway's node taint patches %d; kube-scheduler placed %d of %d plain pods, %d of them on the 2 nodes freed for the gang",
-		!off, len(gangBound), took.Round(100*time.Millisecond), evictions, taintWrites, placedAtGang, created.Load(), foreignOnFreed)
+	t.Logf("coexistence (hold taints %v): gang bound %d/2 after %v; fairway evicted %d pods (the gang needs 16) in %d eviction requests; fairway's node taint patches %d; kube-scheduler placed %d of %d plain pods, %d of them on the 2 nodes freed for the gang",
+		!off, len(gangBound), took.Round(100*time.Millisecond), evictions, requests, taintWrites, placedAtGang, created.Load(), foreignOnFreed)
 
 	if waitErr != nil {
 		t.Errorf("the gang did not start within 90s: %d of its pods bound", len(gangBound))
 	}
 	if evictions != 16 {
-		t.Errorf("fairway evicted %d of the borrower's pods; the gang needs 16 (one node's worth each for its two 8-GPU pods)", evictions)
+		t.Errorf("fairway evicted %d of the borrower's pods; the gang needs 16 (one node's worth each for its two 8-GPU pods): %v", evictions, evicted)
 	}
 	if off {
 		return

@@ -18,29 +18,55 @@ package engine
 // allocation order places them next cycle like any other pending pod.
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/fairway-sched/fairway/scheduler/internal/bitset"
 	"github.com/fairway-sched/fairway/scheduler/snapshot"
 )
 
-// consolidate tries moves for the waiting gangs in order, at most
-// Options.MaxConsolidationsPerCycle what-ifs a cycle. A failed what-if changes nothing, so a
-// gang identical to one that failed this cycle (failKeyOf: the same pods of the same class in
-// the same queue) would fail the same way: it is skipped, as a gang past the budget is, and
-// leaves the budget to gangs of other shapes. (The failure's message names the pod it tried,
-// so it is not copied to the skipped gang.) A reclaim's recreated victims are thousands of
-// such gangs, each a what-if over the whole cluster every cycle until the reclaim is done
-// (issue 37's reclaim-large).
+// consolidate tries moves for the waiting gangs, at most Options.MaxConsolidationsPerCycle
+// what-ifs a cycle, each a search over the whole cluster.
+//
+// The budget goes round: gangs whose what-if failed in an earlier cycle wait behind those not
+// tried since (consolidationTurns), in waiting order within each, as kube-scheduler retries an
+// unschedulable pod after the others. A what-if that failed fails again until the cluster
+// changes, and without turns the first gangs in waiting order, hopeless ones of a queue with a
+// lower share, would take the whole budget every cycle: a gang behind them that a move would
+// place would wait for as long as they do. With turns a fragmented gang is tried within ⌈(D+1)/B⌉
+// cycles, D being the distinct shapes of the gangs failing ahead of it and B the budget
+// (TestConsolidationTurns).
+//
+// A failed what-if changes nothing, so a gang identical to one that failed this cycle
+// (failKeyOf: the same pods of the same class in the same queue) would fail the same way: it is
+// skipped, takes its turn as failed, and leaves the budget to gangs of other shapes. (The
+// failure's message names the pod it tried, so it is not copied to the skipped gang.) A
+// reclaim's recreated victims are thousands of such gangs, each a what-if over the whole
+// cluster every cycle until the reclaim is done (issue 37's reclaim-large).
 func (c *cycle) consolidate() {
+	turns := &c.e.turns
+	turns.cycle++
+	gangs := c.waitingOrder()
+	slices.SortStableFunc(gangs, func(a, b *snapshot.Gang) int {
+		return cmp.Compare(turns.failedAt[a.Key], turns.failedAt[b.Key])
+	})
+	next := make(map[snapshot.GangKey]uint64, len(turns.failedAt))
 	budget := c.e.opts.MaxConsolidationsPerCycle
 	failed := map[failKey]bool{}
-	for _, g := range c.waitingOrder() {
-		if budget <= 0 {
-			return
+	for _, g := range gangs {
+		if at, ok := turns.failedAt[g.Key]; ok {
+			next[g.Key] = at // kept while the gang waits, whatever this cycle does with it
+		}
+		if budget <= 0 && len(failed) == 0 {
+			continue
 		}
 		key, cacheable := c.failKeyOf(g)
 		if cacheable && failed[key] {
+			next[g.Key] = turns.cycle // also past the budget: it waits behind the shapes not tried
+			continue
+		}
+		if budget <= 0 {
 			continue
 		}
 		a := c.newAttempt(g)
@@ -51,8 +77,20 @@ func (c *cycle) consolidate() {
 		if why := c.tryVictims(g, kindConsolidate); why != "" {
 			c.appendReason(g, "consolidate", why)
 			failed[key] = cacheable
+			next[g.Key] = turns.cycle
+		} else {
+			delete(next, g.Key)
 		}
 	}
+	turns.failedAt = next // gangs no longer waiting are forgotten
+}
+
+// consolidationTurns is the consolidation budget's memory across cycles: the cycle in which each
+// waiting gang's what-if last failed (or was skipped as identical to one that failed). Gangs
+// never tried (zero) come first.
+type consolidationTurns struct {
+	cycle    uint64
+	failedAt map[snapshot.GangKey]uint64
 }
 
 // fragmented reports whether the nodes the gang may use have, in total, the GPUs it needs free

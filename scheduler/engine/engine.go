@@ -23,6 +23,8 @@ type Engine struct {
 	frag *fragModel
 	// cel caches the compiled CEL selectors of DRA device classes and claims (dra.go).
 	cel *cel.Cache
+	// turns is when each waiting gang's consolidation what-if last failed (consolidate.go).
+	turns consolidationTurns
 }
 
 // New returns an engine with the given options (zero fields take their defaults).

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,12 +83,13 @@ func TestTemplateDefaults(t *testing.T) {
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
 		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5, "Secret": 1,
+		"FlowSchema": 2,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
 	}
 	for _, o := range r.Objects {
-		if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "PriorityClass" || strings.HasPrefix(o.GetKind(), "Cluster") ||
+		if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "PriorityClass" || o.GetKind() == "FlowSchema" || strings.HasPrefix(o.GetKind(), "Cluster") ||
 			strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 			continue
 		}
@@ -155,6 +157,22 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 	if env["NODE_NAME"] != "spec.nodeName" || env["NVIDIA_VISIBLE_DEVICES"] != "all" {
 		t.Errorf("agent env %v", env)
+	}
+
+	// API Priority and Fairness: the scheduler's ServiceAccount, its requests in workload-high
+	// (kube-scheduler's level), its Leases in leader-election, both before the API server's
+	// service-accounts schema (9000), which would put it in workload-low.
+	for name, level := range map[string]string{"fairway-scheduler": "workload-high", "fairway-scheduler-leader-election": "leader-election"} {
+		fs := into[flowcontrolv1.FlowSchema](t, r.Find("FlowSchema", name))
+		sa := fs.Spec.Rules[0].Subjects[0].ServiceAccount
+		if fs.Spec.PriorityLevelConfiguration.Name != level || fs.Spec.MatchingPrecedence >= 9000 || sa == nil ||
+			sa.Name != sched.Spec.Template.Spec.ServiceAccountName || sa.Namespace != Namespace {
+			t.Errorf("FlowSchema %s: level %q, precedence %d, subject %+v; want %s for the scheduler's ServiceAccount",
+				name, fs.Spec.PriorityLevelConfiguration.Name, fs.Spec.MatchingPrecedence, fs.Spec.Rules[0].Subjects[0], level)
+		}
+	}
+	if n := render(t, Options{Set: []string{"scheduler.flowSchema.enabled=false"}}).Kinds()["FlowSchema"]; n != 0 {
+		t.Errorf("%d FlowSchemas with scheduler.flowSchema.enabled=false", n)
 	}
 
 	prio := map[string]int64{}

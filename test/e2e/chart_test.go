@@ -93,6 +93,7 @@ func TestChart(t *testing.T) {
 	}
 	t.Cleanup(s.Stop)
 	t.Logf("fairway runs under the chart's ServiceAccounts, %v after the install", time.Since(begin).Round(time.Millisecond))
+	checkFlowSchemas(t, c)
 
 	chartWorkload(t, c, func() error { return s.RestartScheduler(ctx, c) })
 	checkWebhookOutage(t, c, s.Webhook.Process.Stop, "team-c")

@@ -524,9 +524,6 @@ func transcript(out *strings.Builder, s *sim, res engine.Result) {
 	for _, r := range res.SwapRequests {
 		fmt.Fprintf(out, "swap-request %s (idle since %s)\n", r.Pod, r.IdleSince.Format(time.RFC3339))
 	}
-	for _, r := range res.SwapRequests {
-		fmt.Fprintf(out, "swap-request %s (idle since %s)\n", r.Pod, r.IdleSince.Format(time.RFC3339))
-	}
 	for _, r := range s.refused {
 		fmt.Fprintf(out, "refused eviction %s (429: PodDisruptionBudget %s allows no more disruptions)\n", r.pod, r.budget)
 	}

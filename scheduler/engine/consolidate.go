@@ -29,14 +29,16 @@ import (
 // consolidate tries moves for the waiting gangs, at most Options.MaxConsolidationsPerCycle
 // what-ifs a cycle, each a search over the whole cluster.
 //
-// The budget goes round: gangs whose what-if failed in an earlier cycle wait behind those not
-// tried since (consolidationTurns), in waiting order within each, as kube-scheduler retries an
-// unschedulable pod after the others. A what-if that failed fails again until the cluster
-// changes, and without turns the first gangs in waiting order, hopeless ones of a queue with a
-// lower share, would take the whole budget every cycle: a gang behind them that a move would
-// place would wait for as long as they do. With turns a fragmented gang is tried within ⌈(D+1)/B⌉
-// cycles, D being the distinct shapes of the gangs failing ahead of it and B the budget
-// (TestConsolidationTurns).
+// The budget goes round, by queue and then by gang (consolidationTurns.order): each round takes
+// one gang of every queue with gangs waiting, the queues whose gangs had a what-if least lately
+// first, and a queue's gangs whose what-if failed in an earlier cycle wait behind its gangs not
+// tried since, as kube-scheduler retries an unschedulable pod after the others. A what-if that
+// failed fails again until the cluster changes; without turns the first gangs in waiting order
+// (hopeless ones of a queue with a lower share) would take the whole budget every cycle, and a
+// gang behind them that a move would place would wait as long as they do. With turns a
+// fragmented gang is tried within (D+1)·⌈Q/B⌉ cycles, D being the distinct shapes failing ahead
+// of it in its own queue, Q the queues with gangs waiting and B the budget, however many gangs
+// the other queues submit; within ⌈(D+1)/B⌉ when its queue is alone (TestConsolidationTurns).
 //
 // A failed what-if changes nothing, so a gang identical to one that failed this cycle
 // (failKeyOf: the same pods of the same class in the same queue) would fail the same way: it is
@@ -47,14 +49,15 @@ import (
 func (c *cycle) consolidate() {
 	turns := &c.e.turns
 	turns.cycle++
-	gangs := c.waitingOrder()
-	slices.SortStableFunc(gangs, func(a, b *snapshot.Gang) int {
-		return cmp.Compare(turns.failedAt[a.Key], turns.failedAt[b.Key])
-	})
+	gangs := turns.order(c.waitingOrder())
 	next := make(map[snapshot.GangKey]uint64, len(turns.failedAt))
+	served := make(map[string]uint64, len(turns.servedAt))
 	budget := c.e.opts.MaxConsolidationsPerCycle
 	failed := map[failKey]bool{}
 	for _, g := range gangs {
+		if _, ok := served[g.Queue.Name]; !ok {
+			served[g.Queue.Name] = turns.servedAt[g.Queue.Name] // kept while the queue has gangs waiting
+		}
 		if at, ok := turns.failedAt[g.Key]; ok {
 			next[g.Key] = at // kept while the gang waits, whatever this cycle does with it
 		}
@@ -74,6 +77,7 @@ func (c *cycle) consolidate() {
 			continue
 		}
 		budget--
+		served[g.Queue.Name] = turns.cycle
 		if why := c.tryVictims(g, kindConsolidate); why != "" {
 			c.appendReason(g, "consolidate", why)
 			failed[key] = cacheable
@@ -82,15 +86,75 @@ func (c *cycle) consolidate() {
 			delete(next, g.Key)
 		}
 	}
-	turns.failedAt = next // gangs no longer waiting are forgotten
+	turns.failedAt, turns.servedAt = next, served // gangs and queues no longer waiting are forgotten
 }
 
 // consolidationTurns is the consolidation budget's memory across cycles: the cycle in which each
-// waiting gang's what-if last failed (or was skipped as identical to one that failed). Gangs
-// never tried (zero) come first.
+// waiting gang's what-if last failed (or was skipped as identical to one that failed), and in
+// which each queue's gang last had a what-if. Zero is never.
 type consolidationTurns struct {
 	cycle    uint64
 	failedAt map[snapshot.GangKey]uint64
+	servedAt map[string]uint64
+}
+
+// consolidationQueue is one queue's gangs in the order they get their turns.
+type consolidationQueue struct {
+	name   string
+	served uint64
+	first  int // the queue's place in waiting order, for ties
+	gangs  []*snapshot.Gang
+}
+
+// order returns the gangs, given in waiting order, in the order their what-ifs are tried: round
+// by round over the queues, those served least lately first (ties in waiting order), each round
+// taking each queue's next gang, a queue's gangs not tried since first. A tenant's many hopeless
+// gangs, however many shapes they have, then take one what-if of each round, not all of them.
+func (t *consolidationTurns) order(gangs []*snapshot.Gang) []*snapshot.Gang {
+	byName := map[string]*consolidationQueue{}
+	var qs []*consolidationQueue
+	for i, g := range gangs {
+		qt := byName[g.Queue.Name]
+		if qt == nil {
+			qt = &consolidationQueue{name: g.Queue.Name, served: t.servedAt[g.Queue.Name], first: i}
+			byName[qt.name] = qt
+			qs = append(qs, qt)
+		}
+		qt.gangs = append(qt.gangs, g)
+	}
+	if len(qs) == 1 {
+		return stableByFailure(qs[0].gangs, t.failedAt)
+	}
+	slices.SortStableFunc(qs, func(a, b *consolidationQueue) int {
+		if c := cmp.Compare(a.served, b.served); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.first, b.first)
+	})
+	for _, qt := range qs {
+		qt.gangs = stableByFailure(qt.gangs, t.failedAt)
+	}
+	out := make([]*snapshot.Gang, 0, len(gangs))
+	for round := 0; len(qs) > 0; round++ {
+		left := qs[:0]
+		for _, qt := range qs {
+			out = append(out, qt.gangs[round])
+			if round+1 < len(qt.gangs) {
+				left = append(left, qt)
+			}
+		}
+		qs = left
+	}
+	return out
+}
+
+// stableByFailure sorts gangs by the cycle of their last failed what-if, keeping their order
+// within a cycle.
+func stableByFailure(gangs []*snapshot.Gang, failedAt map[snapshot.GangKey]uint64) []*snapshot.Gang {
+	slices.SortStableFunc(gangs, func(a, b *snapshot.Gang) int {
+		return cmp.Compare(failedAt[a.Key], failedAt[b.Key])
+	})
+	return gangs
 }
 
 // fragmented reports whether the nodes the gang may use have, in total, the GPUs it needs free

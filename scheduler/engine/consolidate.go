@@ -100,7 +100,6 @@ type consolidationTurns struct {
 
 // consolidationQueue is one queue's gangs in the order they get their turns.
 type consolidationQueue struct {
-	name   string
 	served uint64
 	first  int // the queue's place in waiting order, for ties
 	gangs  []*snapshot.Gang
@@ -116,14 +115,11 @@ func (t *consolidationTurns) order(gangs []*snapshot.Gang) []*snapshot.Gang {
 	for i, g := range gangs {
 		qt := byName[g.Queue.Name]
 		if qt == nil {
-			qt = &consolidationQueue{name: g.Queue.Name, served: t.servedAt[g.Queue.Name], first: i}
-			byName[qt.name] = qt
+			qt = &consolidationQueue{served: t.servedAt[g.Queue.Name], first: i}
+			byName[g.Queue.Name] = qt
 			qs = append(qs, qt)
 		}
 		qt.gangs = append(qt.gangs, g)
-	}
-	if len(qs) == 1 {
-		return stableByFailure(qs[0].gangs, t.failedAt)
 	}
 	slices.SortStableFunc(qs, func(a, b *consolidationQueue) int {
 		if c := cmp.Compare(a.served, b.served); c != 0 {

@@ -23,7 +23,8 @@ type Engine struct {
 	frag *fragModel
 	// cel caches the compiled CEL selectors of DRA device classes and claims (dra.go).
 	cel *cel.Cache
-	// turns is when each waiting gang's consolidation what-if last failed (consolidate.go).
+	// turns is when each waiting gang's consolidation what-if last failed, and each queue's
+	// gangs last had one (consolidate.go).
 	turns consolidationTurns
 }
 

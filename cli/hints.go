@@ -46,6 +46,11 @@ var hints = map[fairwayv1.UnschedulableReason]string{
 		"why, per node). Ask for less (fewer GPUs, a GPU share), wait for running work to end, or check node " +
 		"selectors, tolerations and the GPU type asked for; nodes the queue's policy closes are counted as such " +
 		"(`fairway policy` lists the GPU types each kind of work may use).",
+	fairwayv1.ReasonOverFairShare: "The gang fits only if capacity is taken from other queues, and that would take its queue " +
+		"above its fair share of the resource the message names (what the queue holds, its share, what the gang needs). " +
+		"Fair share is what the queue gets while other queues want theirs, not a promise: the gang starts when capacity " +
+		"frees up or other queues want less. To get it sooner, ask for less, or ask an administrator for a larger " +
+		"guaranteed quota or over-quota weight (`fairway queues` shows each queue's share and holdings).",
 	fairwayv1.ReasonTopology: "No domain of the required topology level (an NVLink domain, a rack) can hold the whole gang. " +
 		"Shrink the gang, or make the topology preferred instead of required.",
 	fairwayv1.ReasonWaitingEvictions: "Capacity is being freed for the gang: pods are being preempted or reclaimed and get their " +

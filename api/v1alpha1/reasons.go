@@ -47,6 +47,13 @@ const (
 	// ReasonNoNodeFits: no placement fits, and neither reclaim, preemption nor consolidation
 	// could make room; the message says why, per node and per refused victim.
 	ReasonNoNodeFits UnschedulableReason = "NoNodeFits"
+	// ReasonOverFairShare: no placement fits on free capacity, and taking capacity from other
+	// queues would take the gang's queue above its fair share of a resource the gang needs,
+	// which the cluster has enough of: other queues' claims, not the cluster's size or shape,
+	// keep the gang waiting. The message names the resource, what the queue holds, its fair
+	// share and what the gang needs; the gang starts when capacity frees, when other queues
+	// want less, or with a larger guarantee or weight.
+	ReasonOverFairShare UnschedulableReason = "OverFairShare"
 	// ReasonTopology: no domain of the required topology level can take the gang.
 	ReasonTopology UnschedulableReason = "TopologyNoDomain"
 	// ReasonWaitingEvictions: the gang is nominated on capacity being freed for it.
@@ -75,6 +82,7 @@ var unschedulableReasons = []UnschedulableReason{
 	ReasonNonPreemptible,
 	ReasonQueuePolicy,
 	ReasonNoNodeFits,
+	ReasonOverFairShare,
 	ReasonTopology,
 	ReasonWaitingEvictions,
 	ReasonStarvationHold,

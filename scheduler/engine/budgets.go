@@ -67,9 +67,11 @@ func (c *cycle) movesWhy(p *victimPolicy) string {
 }
 
 // waitForBudget makes the reason of a gang that found no capacity say that it waits for a
-// PodDisruptionBudget, when the what-if that failed had to leave pods of a blocked budget alone.
+// PodDisruptionBudget, when the what-if that failed had to leave pods of a blocked budget alone:
+// also when its fair share refused a reclaim, since a later what-if (consolidation) would have
+// placed it but for the budget.
 func (c *cycle) waitForBudget(g *snapshot.Gang, p *victimPolicy) {
-	if r, ok := c.reasons[g]; ok && r.Code == ReasonNoNodeFits && whyCode(p) == ReasonWaitingForBudget {
+	if r, ok := c.reasons[g]; ok && (r.Code == ReasonNoNodeFits || r.Code == ReasonOverFairShare) && whyCode(p) == ReasonWaitingForBudget {
 		r.Code = ReasonWaitingForBudget
 		c.reasons[g] = r
 	}

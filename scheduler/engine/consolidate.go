@@ -187,7 +187,7 @@ func (c *cycle) fragmented(a *attempt) bool {
 	return milli >= need*snapshot.MilliPerGPU
 }
 
-func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
+func (c *cycle) consolidatePolicy(a *attempt) *victimPolicy {
 	g := a.g
 	message := "moved to make room for " + claimantName(g) + ", which fits only if pods move; there is room for this pod on another node or GPU"
 	return &victimPolicy{
@@ -216,7 +216,7 @@ func (c *cycle) consolidatePolicy(a *attempt) (*victimPolicy, string) {
 			return k
 		},
 		message: func(*snapshot.Task) string { return message },
-	}, ""
+	}
 }
 
 // replaceVictims places a shadow of every moved pod on capacity free now, else on capacity free

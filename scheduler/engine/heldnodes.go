@@ -42,7 +42,7 @@ func (c *cycle) heldNodes() {
 // pods (`fairway why` counts them).
 func (c *cycle) foreignCompetition(g *snapshot.Gang, code ReasonCode) string {
 	switch code {
-	case ReasonNoNodeFits, ReasonWaitingEvictions, ReasonStarvationHold, ReasonTopology:
+	case ReasonNoNodeFits, ReasonOverFairShare, ReasonWaitingEvictions, ReasonStarvationHold, ReasonTopology:
 	default:
 		return ""
 	}

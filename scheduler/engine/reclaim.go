@@ -180,6 +180,7 @@ func (c *cycle) reclaim() {
 				c.noteBudget(g, cf.budget)
 				c.tellBudgetTimeout(g, &f)
 			}
+			c.takeCode(g, f)
 			c.appendReason(g, "reclaim", f.msg, f.nodes)
 			continue
 		}
@@ -219,7 +220,20 @@ func (c *cycle) reclaim() {
 			cf.pod = firstPending(g)
 			failures[key] = cf
 		}
+		c.takeCode(g, f)
 		c.appendReason(g, "reclaim", f.msg, f.nodes)
+	}
+}
+
+// takeCode gives a gang that no node fits the code of the reclaim that failed, when that has a
+// code of its own (ReasonOverFairShare): the reclaim says more precisely what the gang waits for.
+func (c *cycle) takeCode(g *snapshot.Gang, f placeFailure) {
+	if f.code != ReasonOverFairShare {
+		return
+	}
+	if r, ok := c.reasons[g]; ok && r.Code == ReasonNoNodeFits {
+		r.Code = f.code
+		c.reasons[g] = r
 	}
 }
 
@@ -353,9 +367,9 @@ func (c *cycle) victimsWhatIfMode(g *snapshot.Gang, kind victimKind, mode reclai
 	if a == nil {
 		return placeFailure{msg: "no pod to place"}, nil
 	}
-	pol, why := c.policyFor(kind, a, mode)
+	pol, none := c.policyFor(kind, a, mode)
 	if pol == nil {
-		return placeFailure{msg: why}, nil
+		return none, nil
 	}
 	pol.noSpare = mode.evictAgain
 	// Without room unless pods evicted for the gang lately go again, a guarantee reclaim or a
@@ -713,15 +727,16 @@ func (c *cycle) nominate(g *snapshot.Gang, cp int, pol *victimPolicy) {
 	}
 }
 
-// policyFor builds the victim policy of a what-if, or says why there is none.
-func (c *cycle) policyFor(kind victimKind, a *attempt, mode reclaimMode) (*victimPolicy, string) {
+// policyFor builds the victim policy of a what-if, or says why there is none (the failure's
+// code is set when the why has a code of its own).
+func (c *cycle) policyFor(kind victimKind, a *attempt, mode reclaimMode) (*victimPolicy, placeFailure) {
 	switch kind {
 	case kindReclaimFair, kindReclaimGuarantee:
 		return c.reclaimPolicy(a, kind == kindReclaimGuarantee, mode)
 	case kindPreempt:
-		return c.preemptPolicy(a)
+		return c.preemptPolicy(a), placeFailure{}
 	default:
-		return c.consolidatePolicy(a)
+		return c.consolidatePolicy(a), placeFailure{}
 	}
 }
 
@@ -731,7 +746,7 @@ func evictabilityKey(v *snapshot.Task) victimKey {
 	return victimKey{prio: v.Gang.Priority, lost: !v.Recreatable, start: v.Gang.LastStart.UnixNano()}
 }
 
-func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*victimPolicy, string) {
+func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*victimPolicy, placeFailure) {
 	g, q := a.g, a.g.Queue
 	level := "fair share"
 	bound := func(x *snapshot.Queue, d int) int64 { return x.FairShare.At(d) }
@@ -743,8 +758,15 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 		g2.dims = guaranteedDims(a)
 		a = &g2
 	}
-	if why := c.reclaimClaimantOver(a, level, bound); why != "" {
-		return nil, why
+	if over := c.reclaimClaimantOver(a, level, bound); over.msg != "" {
+		if !guarantee && over.policy {
+			// The fair share, not the cluster, keeps the gang out: a code of its own, so that
+			// `fairway why`, the metrics and dashboards tell policy from shape without reading
+			// the message. Over its guarantee the gang's queue is within it by construction
+			// (reclaimGuarantee runs only then), so no code is needed there.
+			return nil, placeFailure{code: ReasonOverFairShare, msg: over.msg}
+		}
+		return nil, placeFailure{msg: over.msg}
 	}
 	contested := func(x *snapshot.Queue, d int) bool { return guarantee || x.FairShare.At(d) < x.Demand(d) }
 	facts := newReclaimFacts(a, bound, contested, c.now, len(c.snap.Queues()))
@@ -813,12 +835,21 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 	if mode.moves {
 		c.allowMoves(pol, g)
 	}
-	return pol, ""
+	return pol, placeFailure{}
+}
+
+// claimantOver is why a gang's queue may not reclaim: msg says which bound of which dimension
+// it would cross ("" when it may), policy whether the cluster has that much of the dimension
+// for fairway's queues, so that only other queues' claims keep it below the bound, not the
+// cluster's size.
+type claimantOver struct {
+	msg    string
+	policy bool
 }
 
 // reclaimClaimantOver says why the gang's queue may not reclaim at level (bound): with the gang,
-// it would go above its bound of a dimension the gang needs. "" when it may.
-func (c *cycle) reclaimClaimantOver(a *attempt, level string, bound func(*snapshot.Queue, int) int64) string {
+// it would go above its bound of a dimension the gang needs.
+func (c *cycle) reclaimClaimantOver(a *attempt, level string, bound func(*snapshot.Queue, int) int64) claimantOver {
 	g, q := a.g, a.g.Queue
 	for _, d := range a.dims {
 		eff := q.Effective(d) - gangHeld(g, d)
@@ -827,11 +858,14 @@ func (c *cycle) reclaimClaimantOver(a *attempt, level string, bound func(*snapsh
 			if h := q.Held.At(d) - gangHeld(g, d); h > 0 {
 				holds += " plus " + snapshot.FormatAmount(d, h) + " held for its waiting gangs"
 			}
-			return fmt.Sprintf("queue %s would go above its %s of %s (it holds %s, %s is %s, the gang needs %s), so it cannot take capacity from other queues",
-				q.Name, level, c.snap.DimName(d), holds, level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d]))
+			return claimantOver{
+				msg: fmt.Sprintf("queue %s would go above its %s of %s (it holds %s, %s is %s, the gang needs %s), so it cannot take capacity from other queues",
+					q.Name, level, c.snap.DimName(d), holds, level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d])),
+				policy: d < len(c.e.fsCap) && eff+a.req[d] <= c.e.fsCap[d],
+			}
 		}
 	}
-	return ""
+	return claimantOver{}
 }
 
 // allowMoves lets pol move (evict to re-create elsewhere) the pods that may be moved: recreatable,
@@ -973,7 +1007,7 @@ func givable(x, q *snapshot.Queue, d int) int64 {
 	return v
 }
 
-func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
+func (c *cycle) preemptPolicy(a *attempt) *victimPolicy {
 	g, q := a.g, a.g.Queue
 	by := claimantName(g)
 	return &victimPolicy{
@@ -1000,7 +1034,7 @@ func (c *cycle) preemptPolicy(a *attempt) (*victimPolicy, string) {
 			const format = "preempted by %s of priority %d in queue %s (this pod has priority %d)"
 			return fmt.Sprintf(lostFormat(v, format, format+notRecreatedSuffix), by, g.Priority, q.Name, v.Gang.Priority)
 		},
-	}, ""
+	}
 }
 
 // freeLimitRoom evicts, for a gang a queue limit keeps out, the preemption policy's victims of

@@ -164,6 +164,7 @@ const (
 	ReasonNonPreemptible   = v1alpha1.ReasonNonPreemptible
 	ReasonQueuePolicy      = v1alpha1.ReasonQueuePolicy
 	ReasonNoNodeFits       = v1alpha1.ReasonNoNodeFits
+	ReasonOverFairShare    = v1alpha1.ReasonOverFairShare
 	ReasonTopology         = v1alpha1.ReasonTopology
 	ReasonWaitingEvictions = v1alpha1.ReasonWaitingEvictions
 	ReasonStarvationHold   = v1alpha1.ReasonStarvationHold

@@ -290,7 +290,8 @@ func waitRows(pods []corev1.Pod) []waitRow {
 	return out
 }
 
-// podFit is the start of the scheduler's NoNodeFits message that names the pod and its request.
+// podFit is the start of the scheduler's no-room messages (NoNodeFits, OverFairShare) that name the pod
+// and its request.
 var podFit = regexp.MustCompile(`^(\w+): \d+/\d+ nodes fit pod \S+ \([^)]*\): `)
 
 // shortReason drops from a waiting pod's message what the view shows already (the pod).

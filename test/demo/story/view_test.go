@@ -66,7 +66,7 @@ func dayState() *state {
 	}
 	waiting := pod("team-b", "sweep-train-9999999999", "", "team-b", map[string]string{workflowLabel: "sweep"}, nil, 1)
 	waiting.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Message: "NoNodeFits: 0/4 nodes fit pod team-b/sweep-train-9999999999 (1 GPU, 4 CPU, 16Gi memory): on 4 nodes: not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share"}}
+		Message: "OverFairShare: 0/4 nodes fit pod team-b/sweep-train-9999999999 (1 GPU, 4 CPU, 16Gi memory): on 4 nodes: not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share"}}
 	pods = append(pods, waiting)
 	q := func(name, quota string, alloc, borrowed float64) fairwayv1.Queue {
 		v := resource.MustParse(quota)
@@ -102,7 +102,7 @@ func TestGPURows(t *testing.T) {
 	if got := s.nodes[1].gpus[0]; got.holder != "sweep-500" || got.queue != "team-b" {
 		t.Errorf("h100-1 GPU 0: %+v", got)
 	}
-	if len(s.waiting) != 1 || s.waiting[0].count != 1 || s.waiting[0].reason != "NoNodeFits: on 4 nodes: not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share" {
+	if len(s.waiting) != 1 || s.waiting[0].count != 1 || s.waiting[0].reason != "OverFairShare: on 4 nodes: not enough free GPUs (1 needed); reclaim: queue team-b would go above its fair share" {
 		t.Errorf("waiting %+v", s.waiting)
 	}
 }
@@ -211,7 +211,7 @@ func TestRenderFits(t *testing.T) {
 	}
 	plain := renderScreen(dayState(), 100, 40, false)
 	for _, want := range []string{"act 2/4", "FAIR SHARE", "BORROWED", "team-b", "4×0.25", "alice bob carol dave", "slot 0", slotLegend,
-		"sweep-500", "WAITING", "team-b       1 pod, e.g. sweep-train-9999999999:", "NoNodeFits: on 4 nodes: not enough free GPUs", "EVICTIONS", "Reclaim", "✓ team A's Ray cluster starts whole", "… 12 trials"} {
+		"sweep-500", "WAITING", "team-b       1 pod, e.g. sweep-train-9999999999:", "OverFairShare: on 4 nodes: not enough free GPUs", "EVICTIONS", "Reclaim", "✓ team A's Ray cluster starts whole", "… 12 trials"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("the view lacks %q:\n%s", want, plain)
 		}

@@ -761,9 +761,9 @@ func (c *cycle) reclaimPolicy(a *attempt, guarantee bool, mode reclaimMode) (*vi
 	if over := c.reclaimClaimantOver(a, level, bound); over.msg != "" {
 		if !guarantee && over.policy {
 			// The fair share, not the cluster, keeps the gang out: a code of its own, so that
-			// `fairway why`, the metrics and dashboards tell policy from shape without reading
-			// the message. Over its guarantee the gang's queue is within it by construction
-			// (reclaimGuarantee runs only then), so no code is needed there.
+			// `fairway why`, the metrics and dashboards tell policy from size without reading
+			// the message. A refusal at the guarantee level keeps NoNodeFits: that what-if runs
+			// only for a gang within its queue's guarantee, and its message says the rest.
 			return nil, placeFailure{code: ReasonOverFairShare, msg: over.msg}
 		}
 		return nil, placeFailure{msg: over.msg}

@@ -235,14 +235,27 @@ func (w *Writer) writePodGroups(ctx context.Context, r *Report, now metav1.Time)
 }
 
 // writePods sets PodScheduled=False with the engine's reason on pods that have waited at least
-// one interval (a pod bound a moment after it was created needs no condition).
+// one interval (a pod bound a moment after it was created needs no condition), at most
+// MaxPodWrites of them a round. A newer cycle's report that comes during the round replaces r
+// (that cycle may have bound some of the pods), and the round goes on from it: a busy
+// scheduler's cycles end every few tens of milliseconds, and a round that stopped at each new
+// report wrote one or two pods, so that under load 400 waiting pods were not all told why
+// within two minutes (KAI's pending-background scale spec). Each pod is written at most once
+// a round.
 func (w *Writer) writePods(ctx context.Context, r *Report, now metav1.Time) int {
 	n := 0
+	written := map[types.UID]bool{}
+	for r != nil && !w.writePodsOf(ctx, r, now, &n, written) {
+		r = w.latest.Load()
+	}
+	return n
+}
+
+// writePodsOf is a pass of writePods over r's waiting pods. It returns false when a newer report
+// came after a write and the round's budget is not spent: the round goes on from that report.
+func (w *Writer) writePodsOf(ctx context.Context, r *Report, now metav1.Time, n *int, written map[types.UID]bool) bool {
 	minAge := w.opts.Interval
 	for key, reason := range r.Waiting {
-		if w.latest.Load() != r {
-			return n // a newer cycle may have bound some of these pods
-		}
 		var pods []*corev1.Pod
 		for _, k := range r.Pending[key] {
 			if p := w.inf.Pod(k.Namespace, k.Name); p != nil {
@@ -251,10 +264,10 @@ func (w *Writer) writePods(ctx context.Context, r *Report, now metav1.Time) int 
 		}
 		cond := PodUnschedulable(reason, now)
 		for _, p := range pods {
-			if n >= w.opts.MaxPodWrites {
-				return n
+			if *n >= w.opts.MaxPodWrites || ctx.Err() != nil {
+				return true
 			}
-			if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || now.Sub(p.CreationTimestamp.Time) < minAge || !PodConditionDiffers(p, cond) {
+			if written[p.UID] || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || now.Sub(p.CreationTimestamp.Time) < minAge || !PodConditionDiffers(p, cond) {
 				continue
 			}
 			patch, _ := json.Marshal(map[string]any{
@@ -268,8 +281,12 @@ func (w *Writer) writePods(ctx context.Context, r *Report, now metav1.Time) int 
 				}
 				continue
 			}
-			n++
+			*n++
+			written[p.UID] = true
+			if w.latest.Load() != r {
+				return false // a newer cycle may have bound some of these pods
+			}
 		}
 	}
-	return n
+	return true
 }

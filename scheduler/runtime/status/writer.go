@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -236,57 +237,85 @@ func (w *Writer) writePodGroups(ctx context.Context, r *Report, now metav1.Time)
 
 // writePods sets PodScheduled=False with the engine's reason on pods that have waited at least
 // one interval (a pod bound a moment after it was created needs no condition), at most
-// MaxPodWrites of them a round. A newer cycle's report that comes during the round replaces r
-// (that cycle may have bound some of the pods), and the round goes on from it: a busy
-// scheduler's cycles end every few tens of milliseconds, and a round that stopped at each new
-// report wrote one or two pods, so that under load 400 waiting pods were not all told why
-// within two minutes (KAI's pending-background scale spec). Each pod is written at most once
-// a round.
+// MaxPodWrites of them a round, pods fairway has not told why first, then pods whose code
+// changed, then pods whose message did: so that no tenant's many waiting pods, whose messages
+// may change every cycle, keep another team's new pod from being told why.
+//
+// The round's pods are those r says wait; each is written with the reason of the newest report,
+// and not at all when that report no longer says it waits (a newer cycle may have bound it: a
+// condition written after the binding would contradict it). Until the round followed newer
+// reports it ended at the first one, and a busy scheduler, whose cycles end every few tens of
+// milliseconds, wrote a pod or two a round: under load 400 waiting pods of KAI's
+// pending-background scale spec were not all told why within two minutes.
 func (w *Writer) writePods(ctx context.Context, r *Report, now metav1.Time) int {
+	type candidate struct {
+		pod  *corev1.Pod
+		gang snapshot.GangKey
+		rank int
+	}
+	var cands []candidate
+	minAge := w.opts.Interval
+	for key, reason := range r.Waiting {
+		cond := PodUnschedulable(reason, now)
+		for _, k := range r.Pending[key] {
+			p := w.inf.Pod(k.Namespace, k.Name)
+			if p == nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || now.Sub(p.CreationTimestamp.Time) < minAge || !PodConditionDiffers(p, cond) {
+				continue
+			}
+			cands = append(cands, candidate{pod: p, gang: key, rank: toldRank(p, reason.Code)})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(a.rank, b.rank) })
 	n := 0
-	written := map[types.UID]bool{}
-	for r != nil && !w.writePodsOf(ctx, r, now, &n, written) {
-		r = w.latest.Load()
+	for _, c := range cands {
+		if n >= w.opts.MaxPodWrites || ctx.Err() != nil {
+			break
+		}
+		latest := w.latest.Load()
+		if latest == nil {
+			latest = r
+		}
+		reason, ok := latest.Waiting[c.gang]
+		if !ok || !slices.Contains(latest.Pending[c.gang], types.NamespacedName{Namespace: c.pod.Namespace, Name: c.pod.Name}) {
+			continue
+		}
+		cond := PodUnschedulable(reason, now)
+		if !PodConditionDiffers(c.pod, cond) {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": c.pod.UID},
+			"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+		})
+		_, err := w.core.CoreV1().Pods(c.pod.Namespace).Patch(ctx, c.pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			if !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) && ctx.Err() == nil {
+				w.opts.Log.V(1).Info("Writing a waiting pod's condition", "pod", klog.KObj(c.pod), "err", err.Error())
+			}
+			continue
+		}
+		n++
 	}
 	return n
 }
 
-// writePodsOf is a pass of writePods over r's waiting pods. It returns false when a newer report
-// came after a write and the round's budget is not spent: the round goes on from that report.
-func (w *Writer) writePodsOf(ctx context.Context, r *Report, now metav1.Time, n *int, written map[types.UID]bool) bool {
-	minAge := w.opts.Interval
-	for key, reason := range r.Waiting {
-		var pods []*corev1.Pod
-		for _, k := range r.Pending[key] {
-			if p := w.inf.Pod(k.Namespace, k.Name); p != nil {
-				pods = append(pods, p)
-			}
+// toldRank orders the waiting pods a round writes: 0 for a pod fairway has not told why it waits
+// (no PodScheduled condition of fairway's), 1 for one told another code, 2 for one told this
+// code with another message.
+func toldRank(p *corev1.Pod, code engine.ReasonCode) int {
+	for _, c := range p.Status.Conditions {
+		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse {
+			continue
 		}
-		cond := PodUnschedulable(reason, now)
-		for _, p := range pods {
-			if *n >= w.opts.MaxPodWrites || ctx.Err() != nil {
-				return true
-			}
-			if written[p.UID] || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || now.Sub(p.CreationTimestamp.Time) < minAge || !PodConditionDiffers(p, cond) {
-				continue
-			}
-			patch, _ := json.Marshal(map[string]any{
-				"metadata": map[string]any{"uid": p.UID},
-				"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
-			})
-			_, err := w.core.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-			if err != nil {
-				if !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) && ctx.Err() == nil {
-					w.opts.Log.V(1).Info("Writing a waiting pod's condition", "pod", klog.KObj(p), "err", err.Error())
-				}
-				continue
-			}
-			*n++
-			written[p.UID] = true
-			if w.latest.Load() != r {
-				return false // a newer cycle may have bound some of these pods
-			}
+		told, _, ok := v1alpha1.ParsePodScheduledMessage(c.Message)
+		switch {
+		case !ok:
+			return 0
+		case told != code:
+			return 1
+		default:
+			return 2
 		}
 	}
-	return true
+	return 0
 }

@@ -67,9 +67,9 @@ func (c *cycle) movesWhy(p *victimPolicy) string {
 }
 
 // waitForBudget makes the reason of a gang that found no capacity say that it waits for a
-// PodDisruptionBudget, when the what-if that failed had to leave pods of a blocked budget alone:
-// also when its fair share refused a reclaim, since a later what-if (consolidation) would have
-// placed it but for the budget.
+// PodDisruptionBudget, when the what-if that failed had to leave pods of a blocked budget alone;
+// also when its fair share refused it a reclaim (OverFairShare): a later what-if, consolidation,
+// that the budget held is the nearer thing it waits for.
 func (c *cycle) waitForBudget(g *snapshot.Gang, p *victimPolicy) {
 	if r, ok := c.reasons[g]; ok && (r.Code == ReasonNoNodeFits || r.Code == ReasonOverFairShare) && whyCode(p) == ReasonWaitingForBudget {
 		r.Code = ReasonWaitingForBudget

@@ -861,7 +861,7 @@ func (c *cycle) reclaimClaimantOver(a *attempt, level string, bound func(*snapsh
 			return claimantOver{
 				msg: fmt.Sprintf("queue %s would go above its %s of %s (it holds %s, %s is %s, the gang needs %s), so it cannot take capacity from other queues",
 					q.Name, level, c.snap.DimName(d), holds, level, snapshot.FormatAmount(d, bound(q, d)), snapshot.FormatAmount(d, a.req[d])),
-				policy: d < len(c.e.fsCap) && eff+a.req[d] <= c.e.fsCap[d],
+				policy: eff+a.req[d] <= c.e.fsCap[d],
 			}
 		}
 	}

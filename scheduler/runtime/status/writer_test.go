@@ -82,11 +82,6 @@ func newWaitingPods(t *testing.T, n int, opts Options) *waitingPods {
 		wp.after(name)
 		return true, &corev1.Pod{}, nil
 	})
-	t.Cleanup(func() {
-		for _, p := range wp.pods {
-			_ = store.GetStore().Delete(p)
-		}
-	})
 	for _, p := range wp.pods {
 		if err := store.GetStore().Add(p); err != nil {
 			t.Fatal(err)

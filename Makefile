@@ -100,7 +100,7 @@ e2e-run:
 .PHONY: e2e-nodes
 e2e-nodes: tools build ## The real-node tier: kubelets and containerd in Docker containers (needs Docker and `make images`; not part of `make test`).
 	@hack/images/check.sh
-	$(GO) test $(GOTEST_FLAGS) -tags e2enodes -timeout $(E2E_TIMEOUT) -v ./test/e2enodes/... 2>&1 | hack/test-summary.sh
+	$(GO) test $(GOTEST_FLAGS) -tags e2enodes -timeout $(E2E_TIMEOUT) -v ./test/nodes/... ./test/e2enodes/... 2>&1 | hack/test-summary.sh
 
 .PHONY: chart-test
 chart-test: ## helm lint and helm template of charts/fairway (defaults, every option, bad values) through the pinned helm.

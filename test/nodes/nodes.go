@@ -150,6 +150,9 @@ func Start(ctx context.Context, c *cluster.Cluster, cfg Config) (_ *Nodes, err e
 	if out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", "{{.Id}}", cfg.Image).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("node image %s: %s (build it with `make images`)", cfg.Image, bytes.TrimSpace(out))
 	}
+	if _, err := reapOrphans(ctx, cfg.Log); err != nil {
+		return nil, err
+	}
 	suffix, subnet, err := randomNames()
 	if err != nil {
 		return nil, err
@@ -251,8 +254,9 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
-	args := []string{"run", "-d", "--name", n.Container,
-		"--label", "fairway.dev/test-node=" + n.Name,
+	args := []string{"run", "-d", "--name", n.Container}
+	args = append(args, n.labels(ns.dir)...)
+	args = append(args,
 		// The kubelet and containerd manage cgroups, mounts, devices and the pods' network
 		// namespaces: a node needs what a privileged container gets. Not --privileged itself:
 		// it asks for every capability, and where the Docker daemon's own bounding set lacks
@@ -272,11 +276,11 @@ func (ns *Nodes) run(ctx context.Context, n *Node, healthzPort int, cfg Config) 
 		// fuse-overlayfs: cAdvisor finds the device for the node's file system stats. Anonymous
 		// volumes: removed with the container (docker rm -v).
 		"-v", "/var/lib/kubelet", "-v", "/var/lib/containerd",
-		"-v", conf + ":/etc/fairway-node:ro",
-		"-v", filepath.Join(n.Dir, "logs") + ":/var/log/fairway-node",
-		"-v", filepath.Join(n.Dir, "device-plugins") + ":/var/lib/kubelet/device-plugins",
-		"-v", filepath.Join(n.Dir, "pod-resources") + ":/var/lib/kubelet/pod-resources",
-	}
+		"-v", conf+":/etc/fairway-node:ro",
+		"-v", filepath.Join(n.Dir, "logs")+":/var/log/fairway-node",
+		"-v", filepath.Join(n.Dir, "device-plugins")+":/var/lib/kubelet/device-plugins",
+		"-v", filepath.Join(n.Dir, "pod-resources")+":/var/lib/kubelet/pod-resources",
+	)
 	for _, c := range missingCapabilities() {
 		args = append(args, "--cap-drop", c)
 	}
@@ -512,23 +516,10 @@ func (ns *Nodes) Stop() error {
 				if n.Plugin != nil {
 					n.Plugin.stop()
 				}
-				if out, err := exec.Command("docker", "rm", "-f", "-v", n.Container).CombinedOutput(); err != nil && !strings.Contains(string(out), "No such container") {
+				if err := removeContainer(n.ref()); err != nil {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("removing %s: %w: %s", n.Container, err, bytes.TrimSpace(out)))
+					errs = append(errs, err)
 					mu.Unlock()
-				}
-				// The bridge and the dummy link live in the host's network namespace and outlive the
-				// container. The container (which has NET_ADMIN there) removes them when it still
-				// runs; the host's ip otherwise.
-				// So do the CNI firewall plugin's per-pod rules of pods that never got a CNI DEL.
-				// And the kubernetes Service's routing (KubernetesService), tagged with the node's name.
-				links := "ip link delete " + n.Bridge + " 2>/dev/null; ip link delete " + n.Link + " 2>/dev/null; " +
-					"iptables -S CNI-FORWARD 2>/dev/null | grep -F -- ' " + strings.TrimSuffix(n.PodCIDR, "0/24") + "' | " +
-					"sed 's/^-A/-D/' | while read -r r; do iptables $r; done; " +
-					"for t in nat filter; do iptables -t $t -S 2>/dev/null | grep -F -- '--comment fairway-node-" + n.Name + " ' | " +
-					"sed 's/^-A/-D/' | while read -r r; do iptables -t $t $r; done; done; true"
-				if exec.Command("docker", "exec", n.Container, "sh", "-c", links).Run() != nil {
-					_ = exec.Command("sh", "-c", links).Run()
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()

@@ -30,7 +30,7 @@ func StartT(t testing.TB, c *cluster.Cluster, cfg Config) *Nodes {
 	}
 	t.Cleanup(func() {
 		if hold, err := time.ParseDuration(os.Getenv(HoldEnv)); t.Failed() && err == nil {
-			t.Logf("%s: holding the failed test's nodes for %s (docker ps --filter label=fairway.dev/test-node)", HoldEnv, hold)
+			t.Logf("%s: holding the failed test's nodes for %s (docker ps --filter label=%s)", HoldEnv, hold, LabelNode)
 			time.Sleep(hold)
 		}
 		if t.Failed() {

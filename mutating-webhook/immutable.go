@@ -61,8 +61,9 @@ func (ImmutableHandler) Handle(_ context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
 	}
 	if old.Metadata.Labels[fairwayv1.ManagedLabel] != "true" {
-		// Not admitted by fairway (a pod that gains the label gains nothing: the scheduler does
-		// not read it).
+		// Not admitted by fairway. A pod that gains the label gains nothing: the scheduler
+		// places only pods the webhook sealed, and nobody but the scheduler creates one that
+		// names it already bound (policy fairway-binds-its-own-pods).
 		return admission.Allowed("")
 	}
 	changed := changedKeys("label", fairwayv1.ImmutablePodLabels, old.Metadata.Labels, cur.Metadata.Labels)

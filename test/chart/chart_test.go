@@ -82,7 +82,7 @@ func TestTemplateDefaults(t *testing.T) {
 	want := map[string]int{
 		"CustomResourceDefinition": 2, "PriorityClass": 3, "ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 4,
 		"Role": 2, "RoleBinding": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "PodDisruptionBudget": 1,
-		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5, "Secret": 1,
+		"ConfigMap": 5, "Job": 1, "ValidatingAdmissionPolicy": 6, "ValidatingAdmissionPolicyBinding": 6, "Secret": 1,
 		"FlowSchema": 2,
 	}
 	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
@@ -271,6 +271,7 @@ func TestAdmissionPolicies(t *testing.T) {
 	for name, user := range map[string]string{
 		"fairway-agent-own-node":            "system:serviceaccount:" + Namespace + ":fairway-agent",
 		"fairway-webhook-own-configuration": "system:serviceaccount:" + Namespace + ":fairway-webhook",
+		"fairway-binds-its-own-pods":        "system:serviceaccount:" + Namespace + ":fairway-scheduler",
 	} {
 		p := r.Find("ValidatingAdmissionPolicy", name)
 		if p == nil {
@@ -315,7 +316,7 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("no binding of %s", name)
 		}
 	}
-	for opts, want := range map[string]int{"agent.enabled=false": 4, "admissionPolicies.enabled=false": 0} {
+	for opts, want := range map[string]int{"agent.enabled=false": 5, "admissionPolicies.enabled=false": 0} {
 		if n := render(t, Options{Set: []string{opts}}).Kinds()["ValidatingAdmissionPolicy"]; n != want {
 			t.Errorf("--set %s: %d policies, want %d", opts, n, want)
 		}

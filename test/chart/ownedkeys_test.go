@@ -14,8 +14,8 @@ import (
 
 // TestOwnedKeysPolicyMatchesTheContract keeps the key lists of the chart's
 // ValidatingAdmissionPolicy fairway-owned-pod-keys equal to the pod contract's
-// (api/v1alpha1/podcontract.go): a key added to the contract but not to the policy would be
-// writable by every tenant.
+// (api/v1alpha1/podcontract.go, podkeys.go): a key added to the contract but not to the policy
+// would be writable by every tenant (the immutable keys, through pods/status).
 func TestOwnedKeysPolicyMatchesTheContract(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -30,6 +30,8 @@ func TestOwnedKeysPolicyMatchesTheContract(t *testing.T) {
 		"bindingAnnotations":   fairwayv1.BindingPodAnnotations,
 		"admissionLabels":      fairwayv1.AdmissionPodLabels,
 		"admissionAnnotations": fairwayv1.AdmissionPodAnnotations,
+		"immutableLabels":      fairwayv1.ImmutablePodLabels,
+		"immutableAnnotations": fairwayv1.ImmutablePodAnnotations,
 	} {
 		m := regexp.MustCompile(`(?m)^\s+- name: ` + name + `\n\s+expression: "\[([^\]]*)\]"$`).FindSubmatch(raw)
 		if m == nil {

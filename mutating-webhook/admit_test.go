@@ -141,9 +141,10 @@ func TestAdmitWidestOfSharedNamespace(t *testing.T) {
 }
 
 // TestUnevaluatedConstraintsGoToKubeScheduler: a pod fairway would take but whose requirements
-// fairway's scheduler does not evaluate is left to its own scheduler, with a warning saying so;
-// one that names fairway's scheduler itself is still taken (the scheduler then reports
-// UnsupportedConstraint).
+// fairway's scheduler does not evaluate is left to its own scheduler, with a warning saying so,
+// unless it asks for whole GPUs: kube-scheduler would give it GPUs charged to no queue, so it is
+// refused, saying why and what to use instead. One that names fairway's scheduler itself is still
+// taken (the scheduler then reports UnsupportedConstraint).
 func TestUnevaluatedConstraintsGoToKubeScheduler(t *testing.T) {
 	term := corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}
 	cases := map[string]struct {
@@ -162,9 +163,10 @@ func TestUnevaluatedConstraintsGoToKubeScheduler(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			pod := makePod("constrained").limits(oneGPU).obj()
+			// No GPU (fairway takes it under spec.admit All): left to kube-scheduler, warned.
+			pod := makePod("constrained").obj()
 			tc.mutate(pod)
-			req := createRequest(t, pod, "team-a")
+			req := createRequest(t, pod, "team-a") // team-a's queue takes every pod (defaultState)
 			resp := newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), req)
 			if !resp.Allowed || len(resp.Patches) > 0 {
 				t.Fatalf("want allowed and untouched; got %v, patches %v", resp.Result, resp.Patches)
@@ -172,6 +174,15 @@ func TestUnevaluatedConstraintsGoToKubeScheduler(t *testing.T) {
 			want := "fairway: pod uses " + tc.want + ", which fairway does not evaluate, so it is left to scheduler default-scheduler: "
 			if len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], want) {
 				t.Errorf("warnings %q, want one starting %q", resp.Warnings, want)
+			}
+
+			// A GPU: refused.
+			pod.Spec.Containers[0].Resources.Limits = oneGPU
+			resp = newHandler(defaultState(), nil, mutatingwebhook.Options{}).Handle(context.Background(), createRequest(t, pod, "team-a"))
+			want = "pod constrained asks for 1 nvidia.com/gpu (container c) in namespace team-a, which a fairway queue serves, but uses " + tc.want +
+				", which fairway does not evaluate: GPUs here are placed by fairway and counted against the queue's quota"
+			if resp.Allowed || !strings.HasPrefix(resp.Result.Message, want) || !strings.Contains(resp.Result.Message, "use a node selector, node affinity or a fairway topology annotation instead") {
+				t.Errorf("a GPU pod: allowed %v, %q; want refused with %q...", resp.Allowed, resp.Result.Message, want)
 			}
 
 			// Named fairway's scheduler itself: taken, no warning from the webhook.

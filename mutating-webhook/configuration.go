@@ -28,12 +28,15 @@ import (
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// Names of the two webhooks in fairway's MutatingWebhookConfiguration.
+// Names of the webhooks in fairway's MutatingWebhookConfiguration.
 const (
 	// PodsWebhookName rewrites the pods of namespaces that queues serve.
 	PodsWebhookName = "pods.fairway.dev"
 	// GuardWebhookName refuses pods that ask for fairway where fairway does not serve them.
 	GuardWebhookName = "guard.pods.fairway.dev"
+	// BypassWebhookName refuses pods of served namespaces that ask for whole GPUs under another
+	// scheduler.
+	BypassWebhookName = "bypass.pods.fairway.dev"
 	// ImmutableWebhookName refuses updates that change fairway's keys on managed pods.
 	ImmutableWebhookName = "immutable.pods.fairway.dev"
 	// WorkflowsWebhookName admits Argo Workflows (and Kubeflow Pipelines runs) as a whole in the
@@ -136,6 +139,8 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 	}}
 	pods.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notOptedOut}}
 
+	bypass := bypassWebhook(common(BypassWebhookName, BypassPath), pods.NamespaceSelector)
+
 	immutable := common(ImmutableWebhookName, ImmutablePath)
 	immutable.Rules = []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
@@ -201,8 +206,34 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 			Name:   o.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "fairway", "app.kubernetes.io/component": "webhook"},
 		},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, immutable, workflows, workflowKeys},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{guard, pods, bypass, immutable, workflows, workflowKeys},
 	}
+}
+
+// bypassWebhook completes w, the webhook after the pods webhook (so that the pods that one hands
+// fairway name fairway's scheduler by now), for the namespaces the pods webhook serves: what still
+// asks for whole GPUs under another scheduler there would hold them outside every queue
+// (BypassHandler). Opted-out pods included (no object selector); failurePolicy Fail, so an
+// outage never lets one through.
+func bypassWebhook(w admissionregistrationv1.MutatingWebhook, served *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
+	w.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+	// A later webhook that changes the scheduler or the resources has the pod checked again.
+	w.ReinvocationPolicy = ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy)
+	w.NamespaceSelector = served.DeepCopy()
+	w.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name:       "asks-for-gpus-elsewhere",
+		Expression: asksForGPUsElsewhere(),
+	}}
+	return w
+}
+
+// asksForGPUsElsewhere is the CEL expression, over a created pod, that is true when a container
+// names nvidia.com/gpu in its limits or requests and the pod does not name fairway's scheduler.
+func asksForGPUsElsewhere() string {
+	names := fmt.Sprintf(`has(c.resources) && ((has(c.resources.limits) && %[1]q in c.resources.limits) || (has(c.resources.requests) && %[1]q in c.resources.requests))`, fairwayv1.ResourceGPU)
+	return fmt.Sprintf(`(!has(object.spec.schedulerName) || object.spec.schedulerName != %q) && `+
+		`(object.spec.containers.exists(c, %s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, %s)))`,
+		fairwayv1.SchedulerName, names, names)
 }
 
 // ImmutableKeysChanged is the CEL expression, over an UPDATE's object and oldObject, that is true

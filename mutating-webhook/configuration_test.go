@@ -2,6 +2,7 @@ package mutatingwebhook
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,11 +40,15 @@ func TestDesiredConfigurationSelectsServedNamespaces(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			mwc := DesiredConfiguration(testConfigurationOptions, tc.served)
-			if len(mwc.Webhooks) != 5 || mwc.Webhooks[0].Name != GuardWebhookName || mwc.Webhooks[1].Name != PodsWebhookName || mwc.Webhooks[2].Name != ImmutableWebhookName || mwc.Webhooks[3].Name != WorkflowsWebhookName || mwc.Webhooks[4].Name != WorkflowKeysWebhookName {
-				t.Fatalf("webhooks = %v, want the guard first, then the pods webhook, the immutable one, the workflows one and the workflows' keys one", mwc.Webhooks)
+			var names []string
+			for _, w := range mwc.Webhooks {
+				names = append(names, w.Name)
+			}
+			if want := []string{GuardWebhookName, PodsWebhookName, BypassWebhookName, ImmutableWebhookName, WorkflowsWebhookName, WorkflowKeysWebhookName}; !slices.Equal(names, want) {
+				t.Fatalf("webhooks %q, want %q: the guard first, then the pods webhook, the bypass one after it, the immutable one, the workflows one and the workflows' keys one", names, want)
 			}
 			// Runs are admitted where pods are, and a webhook outage leaves them to run pod by pod.
-			if wf := mwc.Webhooks[3]; !equality.Semantic.DeepEqual(wf.NamespaceSelector, mwc.Webhooks[1].NamespaceSelector) ||
+			if wf := mwc.Webhooks[4]; !equality.Semantic.DeepEqual(wf.NamespaceSelector, mwc.Webhooks[1].NamespaceSelector) ||
 				*wf.FailurePolicy != admissionregistrationv1.Ignore || *wf.ClientConfig.Service.Path != WorkflowPath || wf.Rules[0].Resources[0] != "workflows" {
 				t.Errorf("workflows webhook %+v", wf)
 			}
@@ -143,11 +148,36 @@ type staticBundle struct{ b []byte }
 
 func (s *staticBundle) CABundle(context.Context) ([]byte, error) { return s.b, nil }
 
+// TestDesiredConfigurationBypassWebhook: creations of pods in served namespaces, opted-out pods
+// included, after the pods webhook, filtered in the API server to those that ask for whole GPUs
+// under another scheduler, refused when the webhook is down.
+func TestDesiredConfigurationBypassWebhook(t *testing.T) {
+	mwc := DesiredConfiguration(testConfigurationOptions, []string{"team-a"})
+	w, pods := mwc.Webhooks[2], mwc.Webhooks[1]
+	if w.Name != BypassWebhookName || *w.ClientConfig.Service.Path != BypassPath || *w.FailurePolicy != admissionregistrationv1.Fail {
+		t.Fatalf("webhook %s path %s failurePolicy %s", w.Name, *w.ClientConfig.Service.Path, *w.FailurePolicy)
+	}
+	if !equality.Semantic.DeepEqual(w.Rules, pods.Rules) || !equality.Semantic.DeepEqual(w.NamespaceSelector, pods.NamespaceSelector) {
+		t.Errorf("rules %+v, namespaces %+v: want the pods webhook's", w.Rules, w.NamespaceSelector)
+	}
+	if len(w.ObjectSelector.MatchLabels)+len(w.ObjectSelector.MatchExpressions) != 0 {
+		t.Errorf("object selector %+v: want every pod, opted out or not", w.ObjectSelector)
+	}
+	if *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+		t.Errorf("reinvocation %s: a later webhook may change the scheduler", *w.ReinvocationPolicy)
+	}
+	if len(w.MatchConditions) != 1 || !strings.Contains(w.MatchConditions[0].Expression, `object.spec.schedulerName != "fairway"`) ||
+		!strings.Contains(w.MatchConditions[0].Expression, `"nvidia.com/gpu" in c.resources.limits`) ||
+		!strings.Contains(w.MatchConditions[0].Expression, "object.spec.initContainers.exists(") {
+		t.Errorf("match conditions %+v", w.MatchConditions)
+	}
+}
+
 // TestDesiredConfigurationImmutableWebhook: updates of managed pods only, in every unprotected
 // namespace, the pods resource alone (never pods/status), filtered in the API server to those
 // that change a fairway key, and refused when the webhook is down.
 func TestDesiredConfigurationImmutableWebhook(t *testing.T) {
-	w := DesiredConfiguration(testConfigurationOptions, []string{"team-a"}).Webhooks[2]
+	w := DesiredConfiguration(testConfigurationOptions, []string{"team-a"}).Webhooks[3]
 	if w.Name != ImmutableWebhookName || *w.ClientConfig.Service.Path != ImmutablePath || *w.FailurePolicy != admissionregistrationv1.Fail {
 		t.Fatalf("webhook %s path %s failurePolicy %s", w.Name, *w.ClientConfig.Service.Path, *w.FailurePolicy)
 	}
@@ -176,7 +206,7 @@ func TestDesiredConfigurationImmutableWebhook(t *testing.T) {
 // namespace, filtered in the API server to those that change a run admission key and are not
 // made by one of fairway's ServiceAccounts, refused when the webhook is down.
 func TestDesiredConfigurationWorkflowKeysWebhook(t *testing.T) {
-	w := DesiredConfiguration(testConfigurationOptions, []string{"team-a"}).Webhooks[4]
+	w := DesiredConfiguration(testConfigurationOptions, []string{"team-a"}).Webhooks[5]
 	if w.Name != WorkflowKeysWebhookName || *w.ClientConfig.Service.Path != WorkflowPath || *w.FailurePolicy != admissionregistrationv1.Fail {
 		t.Fatalf("webhook %s path %s failurePolicy %s", w.Name, *w.ClientConfig.Service.Path, *w.FailurePolicy)
 	}

@@ -108,6 +108,10 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 			return nil, nil
 		}
 		if what := fairwayv1.UnevaluatedConstraints(pod); len(what) > 0 {
+			// Left to kube-scheduler, GPUs would be charged to no queue (BypassHandler).
+			if why := bypass(pod, d.opts); why != "" {
+				return nil, deny("%s", why)
+			}
 			log.V(2).Info("Leaving pod to its own scheduler: it uses constraints fairway does not evaluate", "constraints", what)
 			return []string{unevaluatedWarning(pod, what)}, nil
 		}

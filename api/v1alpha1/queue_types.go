@@ -84,8 +84,10 @@ type QueueSpec struct {
 	// resource claim) is left to kube-scheduler too, and its creator sees the warning "fairway:
 	// pod uses <constraint>, which fairway does not evaluate, so it is left to scheduler
 	// <name>: ..."; only a pod that names fairway's scheduler itself is still taken (and then
-	// reported UnsupportedConstraint). When several queues serve one namespace, the widest of
-	// their values applies.
+	// reported UnsupportedConstraint). A pod of these namespaces that asks for nvidia.com/gpu is
+	// refused unless fairway's scheduler places it (constraints it does not evaluate, opted out,
+	// created on a node, a DaemonSet's, another scheduler's): its GPUs would be charged to no
+	// queue. When several queues serve one namespace, the widest of their values applies.
 	// +optional
 	// +kubebuilder:default=Frameworks
 	Admit AdmitPolicy `json:"admit,omitempty"`

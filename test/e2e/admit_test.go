@@ -86,7 +86,9 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	}
 	t.Logf("%d services of z2jh and KFP placed by kube-scheduler", len(services))
 
-	// 2. Required anti-affinity: left to kube-scheduler, with a warning.
+	// 2. Required anti-affinity on a GPU pod: fairway does not evaluate it, and kube-scheduler
+	// would give the pod a GPU charged to no queue, so the webhook refuses it, saying what to
+	// use instead.
 	warnings := &warningCollector{}
 	cfg := c.RESTConfig()
 	cfg.WarningHandler = warnings
@@ -100,28 +102,15 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	spread.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
 	spread.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 		TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
-	if spread, err = wc.CoreV1().Pods(spread.Namespace).Create(ctx, spread, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	want := "fairway: pod uses required inter-pod anti-affinity, which fairway does not evaluate, so it is left to scheduler default-scheduler: "
-	if got := warnings.all(); len(got) != 1 || !strings.HasPrefix(got[0], want) {
-		t.Errorf("warnings %q, want one starting %q", got, want)
-	} else {
-		t.Logf("warning: %s", got[0])
-	}
-	if spread.Spec.SchedulerName != corev1.DefaultSchedulerName || spread.Labels[fairwayv1.ManagedLabel] != "" {
-		t.Errorf("the anti-affinity pod was taken: scheduler %q, labels %v", spread.Spec.SchedulerName, spread.Labels)
-	}
-	eventually(t, 30*time.Second, "the anti-affinity pod placed by kube-scheduler", func(ctx context.Context) (bool, error) {
-		var p corev1.Pod
-		if err := c.Client().Get(ctx, client.ObjectKeyFromObject(spread), &p); err != nil {
-			return false, err
-		}
-		return p.Spec.NodeName != "", fmt.Errorf("pending: %s", reasonOf(&p))
-	})
-	// It holds one of the two GPUs; fairway sees it as another scheduler's.
-	if err := c.Client().Delete(ctx, spread, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
+	_, err = wc.CoreV1().Pods(spread.Namespace).Create(ctx, spread, metav1.CreateOptions{})
+	want := "in namespace jhub, which a fairway queue serves, but uses required inter-pod anti-affinity, which fairway does not evaluate: GPUs here are placed by fairway and counted against the queue's quota"
+	switch {
+	case err == nil:
+		t.Errorf("a GPU pod with required anti-affinity in a served namespace was created (kube-scheduler would place it outside the queue)")
+	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "use a node selector, node affinity or a fairway topology annotation instead"):
+		t.Errorf("refused with %v, want Forbidden saying %q and what to use instead", err, want)
+	default:
+		t.Logf("refused: %v", err)
 	}
 
 	// 2b. A DRA claim template asking for part of a GPU by a capacity other than its memory,

@@ -73,8 +73,12 @@ func TestWebhook(t *testing.T) {
 // namespaces, and the safety settings the issue asks for.
 func testConfiguration(t *testing.T, c *cluster.Cluster) {
 	mwc := webhookConfiguration(t, c)
-	if len(mwc.Webhooks) != 5 {
-		t.Fatalf("want 5 webhooks (guard, pods, immutable pods, workflows, immutable workflows), got %d", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 6 {
+		t.Fatalf("want 6 webhooks (guard, pods, bypass, immutable pods, workflows, immutable workflows), got %d", len(mwc.Webhooks))
+	}
+	// The API server compiled its match condition (it refuses a configuration whose CEL does not).
+	if b := mwc.Webhooks[2]; b.Name != mutatingwebhook.BypassWebhookName || ptr.Deref(b.FailurePolicy, "") != "Fail" || len(b.MatchConditions) != 1 {
+		t.Errorf("webhook %s failurePolicy %v match conditions %d, want %s with Fail and one", b.Name, b.FailurePolicy, len(b.MatchConditions), mutatingwebhook.BypassWebhookName)
 	}
 	for _, w := range mwc.Webhooks {
 		if len(w.ClientConfig.CABundle) == 0 {
@@ -142,6 +146,22 @@ func testDenials(t *testing.T, c *cluster.Cluster) {
 				t.Errorf("create error = %v, want %q%q", err, prefix, tc.want)
 			}
 		})
+	}
+	// GPUs outside fairway in a served namespace: refused by the bypass webhook, which the pods
+	// webhook never saw (opted out); the same pod where no queue serves is left alone.
+	optedOut := func(ns string) *corev1.Pod {
+		pod := plainPod("gpus-outside")
+		pod.Namespace, pod.Labels = ns, map[string]string{fairwayv1.IgnoreLabel: "true"}
+		pod.Spec.Containers[0].Resources.Limits = gpu
+		return pod
+	}
+	err := c.Client().Create(t.Context(), optedOut("team-a"), client.DryRunAll)
+	want := `admission webhook "` + mutatingwebhook.BypassWebhookName + `" denied the request: pod gpus-outside asks for 1 nvidia.com/gpu (container c) in namespace team-a, which a fairway queue serves, but is opted out of fairway (label fairway.dev/ignore=true)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("an opted-out GPU pod in a served namespace: %v, want %q", err, want)
+	}
+	if err := c.Client().Create(t.Context(), optedOut("elsewhere"), client.DryRunAll); err != nil {
+		t.Errorf("an opted-out GPU pod where no queue serves: %v", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
@@ -85,6 +88,24 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 			return err
 		}
 	}
+	// onNode is a pod created already bound to the victim's node and naming fairway's scheduler,
+	// which neither the webhook (it leaves bound pods alone) nor the seal (checked on pending
+	// pods) sees: fairway would read its keys as those of a pod it had placed. It asks for no GPU
+	// of the kubelet, so it would cost its author nothing.
+	onNode := func(name string, labels, annotations map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
+			Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, NodeName: before.Spec.NodeName,
+				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}
+	}
+	createPod := func(p *corev1.Pod) func() error {
+		return func() error {
+			_, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			return err
+		}
+	}
+	const boundByFairway = "only fairway's scheduler binds the pods that name it"
 	cms := alice.CoreV1().ConfigMaps(ns)
 	type attack struct {
 		what string
@@ -115,13 +136,32 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 		{"move her pod to team-a's queue", func() error {
 			return patchPod(`{"metadata":{"labels":{"fairway.dev/queue":"team-a"}}}`)
 		}, "fairway.dev/queue"},
-		// Pods the webhook does not rewrite (opted out with fairway.dev/ignore): the policy refuses.
-		{"create an 8-GPU pod labelled as a reservation", podWith("forged-reservation",
-			map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.IgnoreLabel: "true"}, nil, 8), "setting label fairway.dev/reservation is refused"},
+		// Pods the webhook does not rewrite (opted out with fairway.dev/ignore): the policy
+		// refuses. Without GPUs: an opted-out pod asking for GPUs is refused before (below).
+		{"create a pod labelled as a reservation", podWith("forged-reservation",
+			map[string]string{fairwayv1.ReservationLabel: "true", fairwayv1.IgnoreLabel: "true"}, nil, 0), "setting label fairway.dev/reservation is refused"},
 		{"create a pod that names its GPU (gpu-index at creation)", podWith("forged-index",
 			map[string]string{fairwayv1.IgnoreLabel: "true"}, map[string]string{fairwayv1.GPUIndexAnnotation: "0", fairwayv1.GPUUUIDAnnotation: "GPU-x"}, 0), "annotation fairway.dev/gpu-index, annotation fairway.dev/gpu-uuid"},
 		{"create a pod already on loan", podWith("forged-loan",
-			map[string]string{fairwayv1.IgnoreLabel: "true"}, map[string]string{fairwayv1.LoanAnnotation: "true"}, 1), "annotation fairway.dev/loan"},
+			map[string]string{fairwayv1.IgnoreLabel: "true"}, map[string]string{fairwayv1.LoanAnnotation: "true"}, 0), "annotation fairway.dev/loan"},
+		// GPUs outside her queue: a pod kube-scheduler (or another scheduler) places is charged
+		// to no queue and takes GPUs other teams are guaranteed.
+		{"take 8 GPUs outside her queue: a pod opted out of fairway", podWith("opted-out-gpus",
+			map[string]string{fairwayv1.IgnoreLabel: "true"}, nil, 8), "asks for 8 nvidia.com/gpu (container c) in namespace " + ns + ", which a fairway queue serves, but is opted out of fairway"},
+		{"take a GPU outside her queue: a pod created on a node", func() error {
+			p := onNode("on-node-gpu", nil, nil)
+			p.Spec.SchedulerName = ""
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
+			_, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			return err
+		}, "but is created on node " + before.Spec.NodeName + " (spec.nodeName)"},
+		{"take a GPU outside her queue: a pod naming another scheduler", func() error {
+			p := onNode("volcano-gpu", nil, nil)
+			p.Spec.SchedulerName, p.Spec.NodeName = "volcano", ""
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}
+			_, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			return err
+		}, `but names scheduler "volcano", which fairway does not take pods from`},
 		{"create a pod in fairway's namespace", func() error {
 			_, err := alice.CoreV1().Pods(chart.Namespace).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{fairwayv1.ReservationLabel: "true"}},
@@ -150,6 +190,14 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 				metav1.CreateOptions{})
 			return err
 		}, "asks for fairway.dev/gpu-share, which fairway sets itself"},
+		{"fill a GPU with a phantom share: a CPU-only pod created on a node, gpu-fraction 0.999", createPod(onNode("phantom-share",
+			nil, map[string]string{fairwayv1.GPUFractionAnnotation: "0.999"})), boundByFairway},
+		{"charge team-a's queue with a non-preemptible pod created on a node", createPod(onNode("charged-to-team-a",
+			map[string]string{fairwayv1.QueueLabel: "team-a", fairwayv1.PreemptibilityLabel: "non-preemptible"},
+			map[string]string{fairwayv1.GPUFractionAnnotation: "0.5"})), boundByFairway},
+		{"make fairway write a PodGroup naming team-a's queue (a gang's keys on a pod created on a node)", createPod(onNode("forged-gang",
+			map[string]string{fairwayv1.QueueLabel: "team-a"},
+			map[string]string{fairwayv1.PodGroupAnnotation: "forged", fairwayv1.MinMemberAnnotation: "1"})), boundByFairway},
 		{"write a PodGroup naming team-a's queue", func() error {
 			return aliceClient.Create(ctx, &fairwayv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns},
 				Spec: fairwayv1.PodGroupSpec{Queue: "team-a", MinMember: 1}})
@@ -175,6 +223,93 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 			t.Logf("tenant attack %q: refused: %s", a.what, err)
 		}
 	}
+
+	// Through pods/status, whose updates keep labels and annotations: every kubelet may write
+	// its pods' status, and so may any operator granted it; bob is such an operator.
+	mustCreate(t, c, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "pod-status-writer", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"get", "patch", "update"}}},
+	})
+	mustCreate(t, c, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-pod-status", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-status-writer"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "bob"}},
+	})
+	bcfg := c.RESTConfig()
+	bcfg.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"system:authenticated"}}
+	bob, err := kubernetes.NewForConfig(bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct{ what, patch, refused string }{
+		{"move the half-GPU pod's share to another GPU", annotation(fairwayv1.GPUIndexAnnotation, "7"), "changing (through pods/status) annotation fairway.dev/gpu-index"},
+		{"mark the pod a loan", annotation(fairwayv1.LoanAnnotation, "true"), "annotation fairway.dev/loan"},
+		{"move the pod to team-a's queue", `{"metadata":{"labels":{"fairway.dev/queue":"team-a"}}}`, "label fairway.dev/queue"},
+		{"halve the pod's GPU fraction", annotation(fairwayv1.GPUFractionAnnotation, "0.25"), "annotation fairway.dev/gpu-fraction"},
+		{"take fairway's managed label off the pod", `{"metadata":{"labels":{"fairway.dev/managed":null}}}`, "label fairway.dev/managed"},
+	} {
+		_, err := bob.CoreV1().Pods(ns).Patch(ctx, victim.Name, types.MergePatchType, []byte(a.patch), metav1.PatchOptions{}, "status")
+		switch {
+		case err == nil:
+			t.Errorf("pods/status attack %q: allowed", a.what)
+		case !strings.Contains(err.Error(), a.refused):
+			t.Errorf("pods/status attack %q: refused with %q, want a message containing %q", a.what, err, a.refused)
+		default:
+			t.Logf("pods/status attack %q: refused: %s", a.what, err)
+		}
+	}
+
+	// Through controllers: their creations are refused as hers are, so a template cannot bring
+	// such a pod back. refusedController waits for the controller's FailedCreate event.
+	refusedController := func(what, kind, name, want string) {
+		t.Helper()
+		eventually(t, 30*time.Second, what+": the "+kind+" controller's pod to be refused", func(ctx context.Context) (bool, error) {
+			evs, err := c.Clientset().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name})
+			if err != nil {
+				return false, err
+			}
+			var seen []string
+			for _, e := range evs.Items {
+				if e.Reason == "FailedCreate" && strings.Contains(e.Message, want) {
+					t.Logf("tenant attack %q: the %s controller was refused: %s", what, kind, e.Message)
+					return true, nil
+				}
+				seen = append(seen, e.Reason+": "+e.Message)
+			}
+			return false, fmt.Errorf("events %q", seen)
+		})
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "charged-to-team-a", Namespace: ns},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fairwayv1.QueueLabel: "team-a"},
+				Annotations: map[string]string{fairwayv1.GPUFractionAnnotation: "0.5"}},
+			Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, NodeName: before.Spec.NodeName, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}},
+	}
+	if _, err := alice.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Job (her role allows it): %v", err)
+	}
+	refusedController("charge team-a's queue through a Job's template", "Job", job.Name, boundByFairway)
+	_ = alice.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	// A DaemonSet's pods are never fairway's: one asking for a GPU would take one on every node,
+	// outside her queue.
+	dsLabels := map[string]string{"app": "every-gpu"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "every-gpu", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: dsLabels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: dsLabels},
+			Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("8")}}}}},
+		}},
+	}
+	if _, err := alice.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a DaemonSet (her role allows it): %v", err)
+	}
+	refusedController("take 8 GPUs of every node through a DaemonSet", "DaemonSet", ds.Name, "belongs to a DaemonSet, whose pods fairway does not schedule")
+	_ = alice.AppsV1().DaemonSets(ns).Delete(ctx, ds.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 
 	// Pods the webhook rewrites lose the forged keys, with a warning, and are scheduled as what
 	// they are.
@@ -224,10 +359,14 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 	if after := queueUsage(t, c); !maps.Equal(queuesBefore, after) {
 		t.Errorf("queues' usage changed: %v -> %v", queuesBefore, after)
 	}
-	for _, name := range []string{"forged-reservation", "forged-index", "forged-loan"} {
+	for _, name := range []string{"forged-reservation", "forged-index", "forged-loan", "phantom-share", "charged-to-team-a", "forged-gang",
+		"opted-out-gpus", "on-node-gpu", "volcano-gpu"} {
 		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 			t.Errorf("pod %s/%s: %v, want not found", ns, name, err)
 		}
+	}
+	if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "forged"}, &fairwayv1.PodGroup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PodGroup %s/forged (from a pod created on a node): %v, want not found", ns, err)
 	}
 }
 

@@ -210,9 +210,10 @@ func ptrTo[T any](v T) *T { return &v }
 // TestDRAClaimsAreGPURequests: a pod whose GPUs come from ResourceClaims is fairway's (the
 // scheduler allocates its claims, docs/dra.md), even under spec.admit GPU without a framework,
 // and its claims are left as they are; unless a claim or its template asks for what fairway's
-// allocator does not serve (capacity other than a GPU's memory): then the pod is left to
-// kube-scheduler with a warning naming the claim, or refused if it names fairway's scheduler,
-// rather than stranded. A share of a GPU by memory is fairway's.
+// allocator does not serve (capacity other than a GPU's memory): then the pod is refused, naming
+// the claim, whether it names fairway's scheduler (it would be stranded) or not (kube-scheduler
+// would allocate GPUs charged to no queue), unless the claim asks for no GPU (another kind of
+// device: left to kube-scheduler with a warning). A share of a GPU by memory is fairway's.
 func TestDRAClaimsAreGPURequests(t *testing.T) {
 	template := func(name string, capacity resourceapi.QualifiedName) *unstructured.Unstructured {
 		t := &resourceapi.ResourceClaimTemplate{
@@ -245,8 +246,14 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 		}
 		return toUnstructured(c)
 	}
-	objects := adaptertest.NewReader(template("one-gpu", ""), template("part-gpu", "memory"), template("sm-gpu", "multiprocessors"), mig("one-mig", 1), mig("two-mig", 2), claim("shared-part", false), claim("taken-part", true))
-	const leftAlone, refused = "left alone", "refused"
+	nic := &resourceapi.ResourceClaimTemplate{
+		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaimTemplate"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nic-bandwidth"},
+	}
+	nic.Spec.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "rdma.example.com", Count: 1,
+		Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse("10G")}}}}}
+	objects := adaptertest.NewReader(toUnstructured(nic), template("one-gpu", ""), template("part-gpu", "memory"), template("sm-gpu", "multiprocessors"), mig("one-mig", 1), mig("two-mig", 2), claim("shared-part", false), claim("taken-part", true))
+	const leftAlone, refused, refusedGPUs = "left alone", "refused", "refused: GPUs outside fairway"
 	cases := map[string]struct {
 		claims []corev1.PodResourceClaim
 		names  bool // spec.schedulerName: fairway
@@ -257,14 +264,15 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 		"a template not there yet":                {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("later")}}},
 		"a claim allocated already":               {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptrTo("taken-part")}}},
 		"a template for a share by memory":        {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("part-gpu")}}},
-		"a template asking for other capacity":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, want: leftAlone, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
-		"a shared claim asking for capacity":      {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimName: ptrTo("shared-part")}}, want: leftAlone, says: `ResourceClaim shared-part (request "part": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only))`},
+		"a template asking for other capacity":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, want: refusedGPUs, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
+		"a shared claim asking for capacity":      {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimName: ptrTo("shared-part")}}, want: refusedGPUs, says: `ResourceClaim shared-part (request "part": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only))`},
 		"a MIG device":                            {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-mig")}}},
-		"two MIG devices in one request":          {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("two-mig")}}, want: leftAlone, says: `ResourceClaimTemplate two-mig (request "mig": more than one MIG device (a share is one MIG device))`},
-		"two shares in two claims":                {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-mig")}, {Name: "b", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: leftAlone, says: "the pod's claims ask for shares of GPUs (2) and whole GPUs (0)"},
-		"a share and a whole GPU":                 {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: leftAlone, says: "the pod's claims ask for shares of GPUs (1) and whole GPUs (1)"},
+		"two MIG devices in one request":          {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("two-mig")}}, want: refusedGPUs, says: `ResourceClaimTemplate two-mig (request "mig": more than one MIG device (a share is one MIG device))`},
+		"two shares in two claims":                {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-mig")}, {Name: "b", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: refusedGPUs, says: "the pod's claims ask for shares of GPUs (2) and whole GPUs (0)"},
+		"a share and a whole GPU":                 {claims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptrTo("one-gpu")}, {Name: "b", ResourceClaimTemplateName: ptrTo("part-gpu")}}, want: refusedGPUs, says: "the pod's claims ask for shares of GPUs (1) and whole GPUs (1)"},
 		"capacity, naming fairway's scheduler":    {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("sm-gpu")}}, names: true, want: refused, says: `ResourceClaimTemplate sm-gpu (request "gpu": capacity "multiprocessors"`},
 		"a whole GPU, naming fairway's scheduler": {claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("one-gpu")}}, names: true},
+		"another device's capacity":               {claims: []corev1.PodResourceClaim{{Name: "nic", ResourceClaimTemplateName: ptrTo("nic-bandwidth")}}, want: leftAlone, says: `ResourceClaimTemplate nic-bandwidth (request "nic": capacity "bandwidth"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -283,8 +291,18 @@ func TestDRAClaimsAreGPURequests(t *testing.T) {
 				if resp.Result != nil {
 					msg = resp.Result.Message
 				}
-				if resp.Allowed || !strings.Contains(msg, tc.says) || !strings.Contains(msg, "remove spec.schedulerName") {
+				// Its claim asks for GPUs: kube-scheduler is no way out.
+				if resp.Allowed || !strings.Contains(msg, tc.says) || !strings.Contains(msg, "fairway could never place it: ask for whole devices or for the memory of one device") {
 					t.Fatalf("want refused naming %q; got allowed %v, %q", tc.says, resp.Allowed, msg)
+				}
+			case refusedGPUs:
+				var msg string
+				if resp.Result != nil {
+					msg = resp.Result.Message
+				}
+				if resp.Allowed || !strings.Contains(msg, tc.says) || !strings.Contains(msg, "asks for GPUs in a way fairway does not serve") ||
+					!strings.Contains(msg, "kube-scheduler would allocate them charged to no queue") {
+					t.Fatalf("want refused naming %q and why; got allowed %v, %q", tc.says, resp.Allowed, msg)
 				}
 			case leftAlone:
 				if !resp.Allowed || len(resp.Patches) > 0 {

@@ -228,11 +228,13 @@ func bypassWebhook(w admissionregistrationv1.MutatingWebhook, served *metav1.Lab
 }
 
 // asksForGPUsElsewhere is the CEL expression, over a created pod, that is true when a container
-// names nvidia.com/gpu in its limits or requests and the pod does not name fairway's scheduler.
+// names nvidia.com/gpu in its limits or requests, or the pod has ResourceClaims (the handler reads
+// them to tell GPUs from other devices), and the pod does not name fairway's scheduler.
 func asksForGPUsElsewhere() string {
 	names := fmt.Sprintf(`has(c.resources) && ((has(c.resources.limits) && %[1]q in c.resources.limits) || (has(c.resources.requests) && %[1]q in c.resources.requests))`, fairwayv1.ResourceGPU)
 	return fmt.Sprintf(`(!has(object.spec.schedulerName) || object.spec.schedulerName != %q) && `+
-		`(object.spec.containers.exists(c, %s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, %s)))`,
+		`(object.spec.containers.exists(c, %s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, %s)) || `+
+		`(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0))`,
 		fairwayv1.SchedulerName, names, names)
 }
 

@@ -109,27 +109,23 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 		}
 		if what := fairwayv1.UnevaluatedConstraints(pod); len(what) > 0 {
 			// Left to kube-scheduler, GPUs would be charged to no queue (BypassHandler).
-			if why := bypass(pod, d.opts); why != "" {
+			ask, err := gpuAsk(ctx, d.objects, pod)
+			if err != nil {
+				return nil, err
+			}
+			if why := bypass(pod, d.opts, ask); why != "" {
 				return nil, deny("%s", why)
 			}
 			log.V(2).Info("Leaving pod to its own scheduler: it uses constraints fairway does not evaluate", "constraints", what)
 			return []string{unevaluatedWarning(pod, what)}, nil
 		}
 	}
-	// 2c. DRA claims asking for what fairway's allocator does not serve: left to the pod's own
-	// scheduler with a warning, refused when the pod names fairway's (it would never be placed).
-	if len(pod.Spec.ResourceClaims) > 0 {
-		what, err := d.unservedClaims(ctx, pod)
-		if err != nil {
-			return nil, err
-		}
-		if len(what) > 0 {
-			if asksFairway {
-				return nil, unservedClaimsDenial(what)
-			}
-			log.V(2).Info("Leaving pod to its own scheduler: its claims ask for what fairway's DRA allocator does not serve", "claims", what)
-			return []string{unservedClaimsWarning(pod, what)}, nil
-		}
+	// 2c. DRA claims asking for what fairway's allocator does not serve.
+	if left, warning, err := d.unservedClaimsStep(ctx, pod, asksFairway); err != nil {
+		return nil, err
+	} else if left {
+		log.V(2).Info("Leaving pod to its own scheduler: its claims ask for what fairway's DRA allocator does not serve", "warning", warning)
+		return []string{warning}, nil
 	}
 
 	// 2d. Keys that look like fairway's but are not (fairway.dev/gpu-fracton): a warning, or a
@@ -177,6 +173,30 @@ func (d *PodDefaulter) Default(ctx context.Context, req admission.Request, pod *
 	log.V(2).Info("Pod handed to fairway", "framework", adapter.Name(), "kind", w.Kind, "queue", queue,
 		"podGroup", group, "minMember", w.MinMember, "dryRun", req.DryRun != nil && *req.DryRun)
 	return warnings, nil
+}
+
+// unservedClaimsStep is step 2c of Default: a pod whose DRA claims ask for what fairway's
+// allocator does not serve is refused when it names fairway's scheduler (it would never be
+// placed) or when they are GPUs (left to kube-scheduler, they would be charged to no queue), and
+// otherwise left to its own scheduler (left) with a warning.
+func (d *PodDefaulter) unservedClaimsStep(ctx context.Context, pod *corev1.Pod, asksFairway bool) (left bool, warning string, err error) {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return false, "", nil
+	}
+	claims, err := podClaims(ctx, d.objects, pod)
+	if err != nil {
+		return false, "", err
+	}
+	what, gpus := unservedClaims(claims)
+	switch {
+	case len(what) == 0:
+		return false, "", nil
+	case asksFairway:
+		return false, "", unservedClaimsDenial(what, gpus)
+	case gpus:
+		return false, "", unservedGPUClaimsDenial(pod, what)
+	}
+	return true, unservedClaimsWarning(pod, what), nil
 }
 
 // servingQueues is step 1 of Default: the queues serving the pod's namespace, none (and no

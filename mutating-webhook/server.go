@@ -163,7 +163,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	srv := webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.Certs.Dir, TLSOpts: tlsOpts})
 	srv.Register(MutatePath, NewHandler(defaulter).HTTPHandler(log.WithName("admission")))
 	srv.Register(GuardPath, NewGuardHandler(state, cfg.Options).HTTPHandler(log.WithName("guard")))
-	srv.Register(BypassPath, NewBypassHandler(cfg.Options).HTTPHandler(log.WithName("bypass")))
+	srv.Register(BypassPath, NewBypassHandler(cfg.Options, objects).HTTPHandler(log.WithName("bypass")))
 	srv.Register(ImmutablePath, ImmutableHandler{}.HTTPHandler(log.WithName("immutable")))
 	srv.Register(WorkflowPath, NewWorkflowHandler(state, state, cfg.Configuration.ServiceNamespace).HTTPHandler(log.WithName("workflows")))
 	gated := &gatedServer{server: srv, ready: ready, cache: mgr.GetCache(), log: log}

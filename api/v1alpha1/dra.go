@@ -84,9 +84,11 @@ func draType(driver string, d *resourceapi.Device) (string, bool) {
 // part of a GPU as a share by memory, as a fairway.dev/gpu-memory pod is counted (docs/dra.md,
 // "Shares through DRA"). What a share cannot say is unserved: a capacity other than the device's
 // memory (DRAMemoryCapacity), and capacity asked of more than one device (a count above one, or
-// allocation mode All). The webhook leaves a pod with such a claim to kube-scheduler with a
-// warning, or refuses it when it names fairway's scheduler; the scheduler reports one that
-// reaches it anyway as ReasonUnsupported instead of counting it wrongly. All read this one
+// allocation mode All). The webhook refuses a pod with such a claim of NVIDIA's classes in a
+// served namespace (kube-scheduler would allocate GPUs charged to no queue) and any that names
+// fairway's scheduler, and leaves one for another device to kube-scheduler with a warning; the
+// scheduler reports one that reaches it anyway as ReasonUnsupported instead of counting it
+// wrongly. All read this one
 // function. Nil when fairway serves the claim.
 func UnservedClaimRequests(spec *resourceapi.ResourceClaimSpec) []string {
 	var what []string

@@ -114,46 +114,57 @@ func TestAdmitTakesWhatIsOurs(t *testing.T) {
 	}
 
 	// 2b. A DRA claim template asking for part of a GPU by a capacity other than its memory,
-	// which fairway cannot count as a share: the pod is left to kube-scheduler with a warning
-	// naming the template, and refused when it names fairway's scheduler, rather than stranded.
-	part := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "jhub", Name: "part-gpu"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: fairwayv1.NVIDIAGPUDeviceClass, Count: 1,
-				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"multiprocessors": resource.MustParse("66")}}},
-		}}}}}}
-	part, err = c.Clientset().ResourceV1().ResourceClaimTemplates("jhub").Create(ctx, part, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// which fairway cannot count as a share: refused, naming the template, whether the pod
+	// names fairway's scheduler (it would be stranded) or not (kube-scheduler would allocate the
+	// GPU charged to no queue). The same capacity of another kind of device is left to
+	// kube-scheduler with a warning.
+	claimTemplate := func(name, class string, capacity resourceapi.QualifiedName) *resourceapi.ResourceClaimTemplate {
+		tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "jhub", Name: name},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "d", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, Count: 1,
+					Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{capacity: resource.MustParse("66")}}},
+			}}}}}}
+		tmpl, err := c.Clientset().ResourceV1().ResourceClaimTemplates("jhub").Create(ctx, tmpl, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tmpl.Spec.Spec.Devices.Requests[0].Exactly.Capacity == nil {
+			t.Fatal("the API server dropped the template's capacity requests (DRAConsumableCapacity off?): nothing to test")
+		}
+		return tmpl
 	}
-	if part.Spec.Spec.Devices.Requests[0].Exactly.Capacity == nil {
-		t.Fatal("the API server dropped the template's capacity requests (DRAConsumableCapacity off?): nothing to test")
-	}
-	partPod := func(name, scheduler string) *corev1.Pod {
+	part, nic := claimTemplate("part-gpu", fairwayv1.NVIDIAGPUDeviceClass, "multiprocessors"), claimTemplate("nic", "rdma.example.com", "bandwidth")
+	claimPod := func(name, scheduler, template string) *corev1.Pod {
 		p := plainPod(name)
 		p.Namespace = "jhub"
 		p.Spec.SchedulerName = scheduler
-		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(part.Name)}}
-		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "d", ResourceClaimTemplateName: ptr.To(template)}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "d"}}
 		return p
 	}
+	for _, tc := range []struct{ name, scheduler, want string }{
+		{"part-gpu", "", `in namespace jhub, which a fairway queue serves: ResourceClaimTemplate part-gpu (request "d": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only)); kube-scheduler would allocate them charged to no queue`},
+		{"part-gpu-fairway", fairwayv1.SchedulerName, "asks for what fairway does not serve, so fairway could never place it"},
+	} {
+		_, err = wc.CoreV1().Pods("jhub").Create(ctx, claimPod(tc.name, tc.scheduler, part.Name), metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pod %s (a GPU by a capacity fairway does not count): %v, want refused saying %q", tc.name, err, tc.want)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	}
 	before := len(warnings.all())
-	left, err := wc.CoreV1().Pods("jhub").Create(ctx, partPod("part-gpu", ""), metav1.CreateOptions{})
+	left, err := wc.CoreV1().Pods("jhub").Create(ctx, claimPod("nic", "", nic.Name), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `fairway: pod's ResourceClaimTemplate part-gpu (request "gpu": capacity "multiprocessors" (a share of a GPU is counted by its "memory" only)) asks for what fairway does not serve, so it is left to scheduler default-scheduler: `
+	want = `fairway: pod's ResourceClaimTemplate nic (request "d": capacity "bandwidth" (a share of a GPU is counted by its "memory" only)) asks for what fairway does not serve, so it is left to scheduler default-scheduler: `
 	if got := warnings.all()[before:]; len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("warnings %q, want one starting %q", got, want)
 	} else {
 		t.Logf("warning: %s", got[0])
 	}
 	checkLeftToKubeScheduler(t, left)
-	_, err = wc.CoreV1().Pods("jhub").Create(ctx, partPod("part-gpu-fairway", fairwayv1.SchedulerName), metav1.CreateOptions{})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "asks for what fairway does not serve, so fairway could never place it") {
-		t.Errorf("a pod naming fairway with a capacity claim: %v, want refused", err)
-	} else {
-		t.Logf("refused: %v", err)
-	}
 	if err := c.Client().Delete(ctx, left, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}

@@ -595,7 +595,13 @@ swap_check() {
   local c out_ms in_ms outs=() ins=() verified=0
   for ((c = 1; c <= SWAP_CYCLES; c++)); do
     if ! echo out >&7; then
-      fail "swap: cycle $c: the agent's swap-check is gone: $(tail -3 "$work/swap.err")"
+      # A driver without the checkpoint API: swap-check says so and exits, and may be gone
+      # before the first command reaches it (a slow machine lets it read it first).
+      if grep -q 'not available' "$work/swap.err"; then
+        skip "swap: $(tail -1 "$work/swap.err")"
+      else
+        fail "swap: cycle $c: the agent's swap-check is gone: $(tail -3 "$work/swap.err")"
+      fi
       cleanup_swap; return
     fi
     if ! wait_line "$work/swap.out" "^swap-check: out " 60 "$swapper"; then

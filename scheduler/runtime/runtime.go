@@ -100,7 +100,7 @@ func New(c Clients, opts Options) (*Runtime, error) {
 		evOpts.HoldTaint = nil
 	}
 	r.evictor = evictor.New(c.Scheduling, r.queue.Report, evOpts)
-	if r.pgs, err = podgroups.New(c.CRD, r.inf, podgroups.Options{Log: log.WithName("podgroups")}); err != nil {
+	if r.pgs, err = podgroups.New(c.CRD, r.inf, podgroups.Options{AdmissionKey: opts.AdmissionKey, Log: log.WithName("podgroups")}); err != nil {
 		return nil, err
 	}
 	r.status = status.NewWriter(c.CRD, c.Status, r.inf, status.Options{Interval: opts.StatusInterval, Log: log.WithName("status")})

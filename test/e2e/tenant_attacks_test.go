@@ -457,7 +457,7 @@ func checkWebhookOutage(t *testing.T, c *cluster.Cluster, stopWebhook func() err
 		ObjectMeta: metav1.ObjectMeta{Name: "while-webhook-down", Namespace: ns,
 			Labels: map[string]string{fairwayv1.IgnoreLabel: "true", fairwayv1.QueueLabel: ns, fairwayv1.ManagedLabel: "true"},
 			Annotations: map[string]string{fairwayv1.WorkloadKindAnnotation: string(fairwayv1.KindNotebook),
-				fairwayv1.PodGroupAnnotation: "mine", fairwayv1.MinMemberAnnotation: "1", fairwayv1.AdmittedAnnotation: "v1:forged"}},
+				fairwayv1.PodGroupAnnotation: "mine", fairwayv1.MinMemberAnnotation: "7", fairwayv1.AdmittedAnnotation: "v1:forged"}},
 		Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "busybox",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{fairwayv1.ResourceGPU: resource.MustParse("1")}}}}},
 	}
@@ -481,6 +481,11 @@ func checkWebhookOutage(t *testing.T, c *cluster.Cluster, stopWebhook func() err
 	var got corev1.Pod
 	if err := c.Client().Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil || got.Spec.NodeName != "" {
 		t.Errorf("the unsealed pod: %v, node %q", err, got.Spec.NodeName)
+	}
+	// Nor does its gang get a PodGroup of fairway's made from the keys its author wrote.
+	var pg fairwayv1.PodGroup
+	if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, &pg); !apierrors.IsNotFound(err) {
+		t.Errorf("PodGroup %s/mine derived from the unsealed pod (queue %q, minMember %d): %v, want not found", ns, pg.Spec.Queue, pg.Spec.MinMember, err)
 	}
 	_ = c.Clientset().CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 }

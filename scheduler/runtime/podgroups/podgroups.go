@@ -114,7 +114,12 @@ func Owners(pods []*corev1.Pod, have []metav1.OwnerReference) []metav1.OwnerRefe
 type Options struct {
 	// Workers reconcile gangs concurrently. 2 when 0.
 	Workers int
-	Log     logr.Logger
+	// AdmissionKey, when set, has PodGroups derived and owned only from pods the webhook sealed
+	// with it, as the scheduler places only those: a pod made while the webhook was down (or
+	// past it) waits NotAdmitted, and its keys, written by its author, must not shape the gang of
+	// the pods that were admitted (queue, minimum, sub-groups, preemptibility).
+	AdmissionKey v1alpha1.AdmissionKey
+	Log          logr.Logger
 }
 
 // Controller creates and owns PodGroups. It implements manager.Runnable (leader only).
@@ -272,6 +277,11 @@ func work[K comparable](ctx context.Context, n int, q workqueue.TypedRateLimitin
 	wg.Wait()
 }
 
+// admitted: no key is set, or the webhook sealed p with it.
+func (c *Controller) admitted(p *corev1.Pod) bool {
+	return c.opts.AdmissionKey == nil || c.opts.AdmissionKey.VerifyAdmission(p) == nil
+}
+
 // Reconcile creates the PodGroup of a gang that has pods and none, adds bare pods to the
 // owners of a PodGroup the runtime created, and moves such a PodGroup to its namespace's queue
 // when the namespace moved (Follow).
@@ -284,7 +294,7 @@ func (c *Controller) Reconcile(ctx context.Context, key types.NamespacedName) er
 			continue
 		}
 		all = append(all, p)
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil && c.admitted(p) {
 			pods = append(pods, p)
 		}
 	}

@@ -14,8 +14,9 @@ import (
 	fairwayv1 "github.com/fairway-sched/fairway/api/v1alpha1"
 )
 
-// BypassPath refuses, in the namespaces queues serve, pods that ask for whole GPUs but would be
-// placed by something other than fairway's scheduler; it never changes a pod.
+// BypassPath refuses, in the namespaces queues serve, pods that ask for GPUs (whole ones, or
+// through ResourceClaims) but would be placed by something other than fairway's scheduler; it
+// never changes a pod.
 const BypassPath = "/bypass-pod"
 
 // BypassHandler serves BypassPath. A queue's guarantee and limit hold only if every GPU its
@@ -96,7 +97,7 @@ func gpuAsk(ctx context.Context, objects adapters.ObjectReader, pod *corev1.Pod)
 		return "GPUs through " + strings.Join(gpus, ", "), nil
 	case len(unknown) > 0:
 		// Made later, it could ask for GPUs that kube-scheduler would allocate.
-		return "devices through " + strings.Join(unknown, ", ") + ", which does not exist yet (create it first: until then fairway cannot tell whether it asks for GPUs)", nil
+		return "devices through " + strings.Join(unknown, ", ") + ", not there yet (create the claims first: until then fairway cannot tell whether they ask for GPUs)", nil
 	}
 	return "", nil
 }

@@ -56,7 +56,7 @@ func TestBypassRefusesGPUsOutsideFairway(t *testing.T) {
 		"a GPU through a claim":   {withClaim("dra-gpu", "one-gpu"), []string{"asks for GPUs through ResourceClaimTemplate one-gpu in namespace team-a", "is opted out of fairway"}},
 		"a MIG device":            {withClaim("dra-mig", "one-mig"), []string{"asks for GPUs through ResourceClaimTemplate one-mig"}},
 		"another device":          {withClaim("dra-nic", "one-nic"), nil},
-		"a claim not there yet":   {withClaim("dra-later", "later"), []string{"asks for devices through ResourceClaimTemplate later, which does not exist yet (create it first"}},
+		"a claim not there yet":   {withClaim("dra-later", "later"), []string{"asks for devices through ResourceClaimTemplate later, not there yet (create the claims first"}},
 		"fairway's":               {makePod("fairways").scheduler(fairwayv1.SchedulerName).node("h100-0").limits(eight).obj(), nil},
 		"no GPU, opted out":       {makePod("cpu").label(fairwayv1.IgnoreLabel, "true").obj(), nil},
 		"zero GPUs":               {makePod("zero").scheduler("volcano").limits(zero).obj(), nil},

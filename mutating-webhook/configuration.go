@@ -34,7 +34,7 @@ const (
 	PodsWebhookName = "pods.fairway.dev"
 	// GuardWebhookName refuses pods that ask for fairway where fairway does not serve them.
 	GuardWebhookName = "guard.pods.fairway.dev"
-	// BypassWebhookName refuses pods of served namespaces that ask for whole GPUs under another
+	// BypassWebhookName refuses pods of served namespaces that ask for GPUs under another
 	// scheduler.
 	BypassWebhookName = "bypass.pods.fairway.dev"
 	// ImmutableWebhookName refuses updates that change fairway's keys on managed pods.
@@ -212,7 +212,7 @@ func DesiredConfiguration(o ConfigurationOptions, served []string) *admissionreg
 
 // bypassWebhook completes w, the webhook after the pods webhook (so that the pods that one hands
 // fairway name fairway's scheduler by now), for the namespaces the pods webhook serves: what still
-// asks for whole GPUs under another scheduler there would hold them outside every queue
+// asks for GPUs under another scheduler there would hold them outside every queue
 // (BypassHandler). Opted-out pods included (no object selector); failurePolicy Fail, so an
 // outage never lets one through.
 func bypassWebhook(w admissionregistrationv1.MutatingWebhook, served *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {

@@ -47,7 +47,7 @@ func NewBypassHandler(opts Options, objects adapters.ObjectReader) *BypassHandle
 
 // HTTPHandler serves h over HTTP for a webhook server, with panic recovery on.
 func (h *BypassHandler) HTTPHandler(log logr.Logger) http.Handler {
-	return reviewHandler{webhook: &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}, log: log}
+	return serve(h, log)
 }
 
 // Handle implements admission.Handler.

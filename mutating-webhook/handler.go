@@ -42,10 +42,9 @@ func NewHandler(defaulter *PodDefaulter) *Handler {
 	return &Handler{defaulter: defaulter}
 }
 
-// HTTPHandler serves h over HTTP for a webhook server, with controller-runtime's panic recovery
-// on: a panic becomes a 500 answer to that one request.
+// HTTPHandler serves h over HTTP for a webhook server, with panic recovery on (serve).
 func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
-	return reviewHandler{webhook: &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}, log: log}
+	return serve(h, log)
 }
 
 // Handle implements admission.Handler.
@@ -101,7 +100,7 @@ func NewGuardHandler(state ClusterState, opts Options) *GuardHandler {
 
 // HTTPHandler serves g over HTTP for a webhook server, with panic recovery on.
 func (g *GuardHandler) HTTPHandler(log logr.Logger) http.Handler {
-	return reviewHandler{webhook: &admission.Webhook{Handler: g, RecoverPanic: ptrTrue()}, log: log}
+	return serve(g, log)
 }
 
 // Handle implements admission.Handler.

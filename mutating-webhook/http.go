@@ -18,6 +18,13 @@ import (
 // 1.5 MiB, and the review carries it twice for updates).
 const maxReviewSize = 7 << 20
 
+// serve is the HTTP handler of every admission handler of the webhook server: reviewHandler over
+// an admission.Webhook with controller-runtime's panic recovery on, so that a panic becomes a 500
+// answer to that one request.
+func serve(h admission.Handler, log logr.Logger) http.Handler {
+	return reviewHandler{webhook: &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}, log: log}
+}
+
 // reviewHandler serves admission.k8s.io/v1 AdmissionReviews over HTTP for an admission.Webhook,
 // whose Handle keeps its panic recovery and logging.
 //

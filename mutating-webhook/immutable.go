@@ -33,7 +33,7 @@ var _ admission.Handler = ImmutableHandler{}
 
 // HTTPHandler serves h over HTTP for a webhook server, with panic recovery on.
 func (h ImmutableHandler) HTTPHandler(log logr.Logger) http.Handler {
-	return reviewHandler{webhook: &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}, log: log}
+	return serve(h, log)
 }
 
 // podMeta is the part of a pod the handler reads: decoding only metadata keeps a request cheap

@@ -76,7 +76,7 @@ func NewWorkflowHandler(state ClusterState, queues QueueReader, fairwayNamespace
 
 // HTTPHandler serves h over HTTP for a webhook server, with panic recovery on.
 func (h *WorkflowHandler) HTTPHandler(log logr.Logger) http.Handler {
-	return reviewHandler{webhook: &admission.Webhook{Handler: h, RecoverPanic: ptrTrue()}, log: log}
+	return serve(h, log)
 }
 
 // RunDecision is what the webhook decided for a run.

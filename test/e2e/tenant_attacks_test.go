@@ -77,16 +77,18 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 	annotation := func(k, v string) string {
 		return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, k, v)
 	}
-	podWith := func(name string, labels, annotations map[string]string, gpus int64) func() error {
+	createPod := func(p *corev1.Pod) func() error {
 		return func() error {
-			p := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
-					Limits: corev1.ResourceList{fairwayv1.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
-			}
 			_, err := pods.Create(ctx, p, metav1.CreateOptions{})
 			return err
 		}
+	}
+	podWith := func(name string, labels, annotations map[string]string, gpus int64) func() error {
+		return createPod(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{fairwayv1.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
+		})
 	}
 	// onNode is a pod created already bound to the victim's node and naming fairway's scheduler,
 	// which neither the webhook (it leaves bound pods alone) nor the seal (checked on pending
@@ -97,12 +99,6 @@ func checkTenantAttacks(t *testing.T, c *cluster.Cluster, victim client.ObjectKe
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
 			Spec: corev1.PodSpec{SchedulerName: fairwayv1.SchedulerName, NodeName: before.Spec.NodeName,
 				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-		}
-	}
-	createPod := func(p *corev1.Pod) func() error {
-		return func() error {
-			_, err := pods.Create(ctx, p, metav1.CreateOptions{})
-			return err
 		}
 	}
 	const boundByFairway = "only fairway's scheduler binds the pods that name it"

@@ -206,7 +206,7 @@ func testBudgetTimeout(t *testing.T, c *cluster.Cluster, auditLog string) {
 	if took < timeout-time.Second {
 		t.Errorf("the owner's pods bound after %s, before the budget's timeout (%s): the budget was not honoured", took, timeout)
 	}
-	notes := eventsFor(t, c, ctx, "pdbt-borrow", "GuaranteeReclaimedPastBudget")
+	notes := eventsAtLeast(t, c, ctx, "pdbt-borrow", "GuaranteeReclaimedPastBudget", 4, 30*time.Second)
 	if len(notes) != 4 {
 		t.Errorf("%d GuaranteeReclaimedPastBudget events in pdbt-borrow, want 4: %q", len(notes), notes)
 	}

@@ -96,11 +96,7 @@ func TestExampleArgo(t *testing.T) {
 	t.Logf("prod's pod bound %v after asking", time.Since(begin).Round(time.Millisecond))
 	// Events are written asynchronously (client-go's broadcaster): the claimant can bind before
 	// the victim's event is stored, so wait for it a while rather than read once.
-	var notes []string
-	waitUntil := time.Now().Add(10 * time.Second)
-	for notes = eventsFor(t, c, ctx, "ml-team", "Reclaim"); len(notes) == 0 && time.Now().Before(waitUntil); notes = eventsFor(t, c, ctx, "ml-team", "Reclaim") {
-		time.Sleep(200 * time.Millisecond)
-	}
+	notes := eventsAtLeast(t, c, ctx, "ml-team", "Reclaim", 1, 10*time.Second)
 	if len(notes) != 1 {
 		t.Errorf("want one Reclaim event on the train pod, got %v", notes)
 	} else {

@@ -183,8 +183,8 @@ func TestExampleInference(t *testing.T) {
 	if err := untouched(ctx); err != nil {
 		t.Error(err)
 	}
-	preempts := eventsFor(t, c, ctx, "serving", "Preempt")[preempts0:]
-	reclaims := eventsFor(t, c, ctx, "research", "Reclaim")[reclaims0:]
+	preempts := eventsAtLeast(t, c, ctx, "serving", "Preempt", preempts0+2, 30*time.Second)[preempts0:]
+	reclaims := eventsAtLeast(t, c, ctx, "research", "Reclaim", reclaims0+2, 30*time.Second)[reclaims0:]
 	if len(preempts) != 2 || len(reclaims) != 2 {
 		t.Errorf("scale-up evicted %d of serving's training (Preempt) and %d of research's (Reclaim), want 2 and 2:\n%s\n%s",
 			len(preempts), len(reclaims), strings.Join(preempts, "\n"), strings.Join(reclaims, "\n"))

@@ -250,7 +250,7 @@ func TestExampleTrainingOperator(t *testing.T) {
 		s := lastCondition(mpi.obj)
 		return s == "Failed" && len(bound(pods)) == 0, fmt.Errorf("%s is %q: %s", mpi.obj.GetName(), s, describePods(pods))
 	})
-	if notes := eventsFor(t, c, ctx, ns, "Reclaim"); len(notes) < pt.size+mpi.size {
+	if notes := eventsAtLeast(t, c, ctx, ns, "Reclaim", pt.size+mpi.size, 30*time.Second); len(notes) < pt.size+mpi.size {
 		t.Errorf("want a Reclaim event on each of the %d pods, got %d: %v", pt.size+mpi.size, len(notes), notes)
 	} else {
 		t.Logf("%d Reclaim events, e.g. %s", len(notes), notes[0])

@@ -129,6 +129,22 @@ func eventsFor(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace,
 	return out
 }
 
+// eventsAtLeast is eventsFor once at least n such events exist, or after timeout, whichever comes
+// first; the caller checks what it got. fairway records events through client-go's broadcaster,
+// which writes them in the background, so the last of a burst may land after the test saw its
+// effect (a victim gone).
+func eventsAtLeast(t *testing.T, c *cluster.Cluster, ctx context.Context, namespace, reason string, n int, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		notes := eventsFor(t, c, ctx, namespace, reason)
+		if len(notes) >= n || time.Now().After(deadline) || ctx.Err() != nil {
+			return notes
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // testSharedGPU is scenario (b): three notebooks of 1/3 GPU run on one GPU. The GPU is real on the
 // node: one reservation pod holds it for the kubelet, the gpu-agent reports the UUID the kubelet
 // (stand-in) gave the reservation, and every notebook's GPU ConfigMap names that UUID. When the
